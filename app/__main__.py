@@ -1,0 +1,3 @@
+from gtui.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""One module per ``gtui`` subcommand; each has ``main(ns, opts) -> exit code``."""

@@ -1,0 +1,92 @@
+"""What gtui knows about the GPUs at one moment. Both backends produce exactly this."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A process seen on a GPU; ``mem_mib`` is None where the driver does not say."""
+
+    pid: int
+    mem_mib: int | None = None
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """One GPU. Fields the driver does not support are None (shown as n/a)."""
+
+    index: int
+    name: str
+    uuid: str
+    mem_total_mib: int | None
+    mem_used_mib: int | None
+    util: int | None
+    temperature: int | None
+    processes: tuple[GpuProcess, ...] = ()
+    lost: bool = False  # the GPU fell off the bus / stopped answering; never placed on
+    error: str | None = None  # why some field is missing, in words
+
+    def to_json(self) -> dict[str, object]:
+        """The ``gtui gpus --json`` shape."""
+        return {
+            "index": self.index,
+            "name": self.name,
+            "uuid": self.uuid,
+            "mem_total_mib": self.mem_total_mib,
+            "mem_used_mib": self.mem_used_mib,
+            "util": self.util,
+            "temperature": self.temperature,
+            "processes": [{"pid": p.pid, "mem_mib": p.mem_mib} for p in self.processes],
+        }
+
+
+@dataclass(frozen=True)
+class GpuSnapshot:
+    """All GPUs at one read. ``error`` says plainly why there are none or why a read failed."""
+
+    gpus: tuple[GpuInfo, ...]
+    taken_at: float
+    source: Literal["nvml", "fake", "none"]
+    error: str | None = None
+    driver: str | None = None
+
+    def by_index(self) -> dict[int, GpuInfo]:
+        return {g.index: g for g in self.gpus}
+
+
+@dataclass(frozen=True)
+class JobUsage:
+    """One running job of ours as the GPU layer needs to know it.
+
+    The fake backend uses it to make our jobs occupy memory on their GPUs; NVML ignores it.
+    """
+
+    pid: int
+    gpus: tuple[int, ...]
+    mem_mib: int | None  # declared per GPU; None = the whole GPU
+    suspended: bool = False
+
+
+@dataclass(frozen=True)
+class GpuStaticInfo:
+    """What never changes for a GPU (cached by backends)."""
+
+    index: int
+    name: str
+    uuid: str
+    mem_total_mib: int | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+class GpuBackend(Protocol):
+    """Reads the GPUs. ``read`` must never raise: failures become ``error`` / ``lost``."""
+
+    source: Literal["nvml", "fake", "none"]
+
+    def read(self, ours: Sequence[JobUsage] = ()) -> GpuSnapshot: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,146 @@
+"""The data gtui reasons about: settings, job specifications, job states and run records.
+
+These are plain dataclasses shared by the queue file reader, the placement policy, the engine, the
+state store and every front end. Sizes are MiB (int), durations seconds (float).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Literal
+
+
+class Mode(StrEnum):
+    """How our jobs may share GPUs (DESIGN.md 4.1)."""
+
+    EXCLUSIVE = "exclusive"
+    SHARED = "shared"
+    PACK = "pack"
+
+
+class Placement(StrEnum):
+    """Which eligible GPU a job takes (DESIGN.md 4.1; issue 6 measures both)."""
+
+    MOST_AVAILABLE = "most_available"
+    BEST_FIT = "best_fit"
+
+
+class JobState(StrEnum):
+    """A job's life (DESIGN.md 4.5)."""
+
+    QUEUED = "queued"
+    HELD = "held"
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    DONE = "done"
+    FAILED = "failed"
+    KILLED = "killed"
+    BLOCKED = "blocked"
+
+
+WAITING_STATES = frozenset({JobState.QUEUED, JobState.HELD})
+ACTIVE_STATES = frozenset({JobState.RUNNING, JobState.SUSPENDED})
+FINAL_STATES = frozenset({JobState.DONE, JobState.FAILED, JobState.KILLED, JobState.BLOCKED})
+
+
+@dataclass(frozen=True)
+class DiagnosisRule:
+    """One row of the diagnosis table: a regex on the log's tail and/or exit codes / signals."""
+
+    kind: str
+    hint: str
+    pattern: str | None = None  # a Python regex, matched case-insensitively line by line
+    exit_codes: tuple[int, ...] = ()
+    signals: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Settings:
+    """``[settings]`` of a queue file, with DESIGN.md 3's defaults."""
+
+    gpus: Literal["all"] | tuple[int, ...] = "all"
+    exclude: tuple[int, ...] = ()
+    reserve: int = 0
+    mode: Mode = Mode.SHARED
+    placement: Placement = Placement.MOST_AVAILABLE
+    max_parallel: int = 0
+    retries: int = 0
+    oom_grow: float = 1.25
+    poll_s: float = 2.0
+    kill_grace_s: float = 10.0
+    log_dir: str = "logs"
+    isolate: bool = True
+    on_failure: Literal["continue", "pause"] = "continue"
+    env: dict[str, str] = field(default_factory=dict)
+    starve_after_s: float = 600.0
+    multi_gpu_first: bool = False
+    fake_gpus: str | None = None
+    diagnose: tuple[DiagnosisRule, ...] = ()
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job as the queue file declares it, after ``matrix`` expansion.
+
+    ``cmd`` still holds its placeholders; the engine substitutes them at start.
+    """
+
+    name: str
+    cmd: str
+    gpus: int = 1
+    mem_mib: int | None = None  # per GPU; None = the job needs its GPUs to itself
+    priority: int = 0
+    after: tuple[str, ...] = ()
+    retries: int = 0  # already resolved against settings.retries; -1 = until it succeeds
+    timeout_s: float | None = None
+    cwd: str = "."
+    env: dict[str, str] = field(default_factory=dict)
+    matrix: dict[str, str] = field(default_factory=dict)  # this job's matrix values
+    line: int = 0  # where it was declared in the queue file (for messages)
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """Why a job failed: a kind, the matching log line and a hint a person can act on."""
+
+    kind: str
+    line: str
+    hint: str
+
+
+@dataclass
+class JobRecord:
+    """A job's run state, owned by the engine and persisted by the store."""
+
+    name: str
+    state: JobState = JobState.QUEUED
+    attempt: int = 0  # attempts started so far
+    gpus: tuple[int, ...] = ()  # assigned physical indices while running / of the last attempt
+    mem_mib: int | None = None  # the request in force (grows after a CUDA OOM)
+    pid: int | None = None
+    create_time: float | None = None  # psutil create_time of pid: identifies it across restarts
+    exit_code: int | None = None
+    signal: int | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    log: str | None = None
+    reason: str = ""  # why it waits, in words
+    diagnosis: Diagnosis | None = None
+    warnings: list[str] = field(default_factory=list)
+    queued_since: float = field(default_factory=time.time)
+    peak_mib: int | None = None  # highest GPU memory seen for this attempt (per GPU)
+    port: int | None = None
+
+    @property
+    def waiting(self) -> bool:
+        return self.state in WAITING_STATES
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+    @property
+    def final(self) -> bool:
+        return self.state in FINAL_STATES
