@@ -99,6 +99,7 @@ class JobSpec:
     env: dict[str, str] = field(default_factory=dict)
     matrix: dict[str, str] = field(default_factory=dict)  # this job's matrix values
     line: int = 0  # where it was declared in the queue file (for messages)
+    entry: int = 0  # index of its [[jobs]] table in the file (a matrix entry yields several jobs)
 
 
 @dataclass(frozen=True)

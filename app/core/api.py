@@ -1,0 +1,87 @@
+"""The one small interface between the engine and any front end (headless log, socket, dashboard).
+
+Front ends subscribe to typed events and call the engine's command methods. Events carry frozen
+copies, so a subscriber can keep them without racing the engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from gtui.core.gpus.snapshot import GpuSnapshot
+from gtui.core.model import JobRecord, JobSpec
+
+
+@dataclass(frozen=True)
+class JobView:
+    """A job as front ends see it: its spec and a copy of its run record."""
+
+    spec: JobSpec
+    record: JobRecord
+    order: int  # position in the queue
+
+
+def freeze(spec: JobSpec, record: JobRecord, order: int) -> JobView:
+    return JobView(spec=spec, record=replace(record, warnings=list(record.warnings)), order=order)
+
+
+@dataclass(frozen=True)
+class JobChanged:
+    job: JobView
+
+
+@dataclass(frozen=True)
+class JobRemoved:
+    name: str
+
+
+@dataclass(frozen=True)
+class QueueChanged:
+    """Jobs were added, removed or reordered: ``jobs`` is the whole queue in order."""
+
+    jobs: tuple[JobView, ...]
+
+
+@dataclass(frozen=True)
+class GpusRead:
+    snapshot: GpuSnapshot
+    ours: dict[int, tuple[str, ...]] = field(default_factory=dict)  # GPU index -> our job names
+    ours_mib: dict[int, int] = field(default_factory=dict)  # GPU index -> memory held by ours
+    available_mib: dict[int, int] = field(default_factory=dict)
+    reserved: tuple[int, ...] = ()  # GPUs the reserve rule keeps for others right now
+
+
+@dataclass(frozen=True)
+class LogGrew:
+    name: str
+    path: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something a person should read: a broken queue edit, a lost GPU, a disk that is full."""
+
+    level: str  # "info" | "warning" | "error"
+    text: str
+
+
+@dataclass(frozen=True)
+class QueuePaused:
+    paused: bool
+
+
+@dataclass(frozen=True)
+class WaitingSummary:
+    text: str
+
+
+Event = (
+    JobChanged | JobRemoved | QueueChanged | GpusRead | LogGrew | Notice | QueuePaused
+    | WaitingSummary
+)
+
+
+class EventSink(Protocol):
+    def __call__(self, event: Event) -> None: ...
