@@ -133,6 +133,8 @@ class JobRecord:
     queued_since: float = field(default_factory=time.time)
     peak_mib: int | None = None  # highest GPU memory seen for this attempt (per GPU)
     port: int | None = None
+    status_file: str | None = None  # where the wrapper writes this attempt's exit status
+    token: str | None = None  # set in the job's environment (GTUI_TOKEN) to find it after a crash
 
     @property
     def waiting(self) -> bool:
