@@ -117,7 +117,8 @@ class JobRecord:
 
     name: str
     state: JobState = JobState.QUEUED
-    attempt: int = 0  # attempts started so far
+    attempt: int = 0  # attempts started so far (log names use it; never goes back)
+    first_attempt: int = 1  # where the current retry budget began (a manual retry resets it)
     gpus: tuple[int, ...] = ()  # assigned physical indices while running / of the last attempt
     mem_mib: int | None = None  # the request in force (grows after a CUDA OOM)
     pid: int | None = None

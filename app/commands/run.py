@@ -1,0 +1,139 @@
+"""``gtui run QUEUE.toml``: the engine with no UI, one timestamped line per event."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+import time
+from typing import TextIO
+
+from gtui.cli import GlobalOptions
+from gtui.core.api import (
+    Event,
+    JobChanged,
+    Notice,
+    QueuePaused,
+    WaitingSummary,
+)
+from gtui.core.engine import Engine
+from gtui.core.model import JobState
+from gtui.core.units import format_duration, format_mib
+
+
+class EventLog:
+    """Turns engine events into the headless event log (one line each, flushed at once)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self._last_state: dict[str, tuple[str, int]] = {}
+
+    def line(self, text: str) -> None:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        self.out.write(f"[{stamp}] {text}\n")
+        self.out.flush()
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, JobChanged):
+            self._job(event)
+        elif isinstance(event, Notice):
+            self.line(f"{event.level}: {event.text}")
+        elif isinstance(event, QueuePaused):
+            self.line("queue paused: no new starts" if event.paused else "queue resumed")
+        elif isinstance(event, WaitingSummary):
+            self.line(event.text)
+
+    def _job(self, event: JobChanged) -> None:
+        rec = event.job.record
+        spec = event.job.spec
+        key = (rec.state.value, rec.attempt)
+        if self._last_state.get(rec.name) == key:
+            return
+        previous = self._last_state.get(rec.name)
+        self._last_state[rec.name] = key
+        name = rec.name
+        if rec.state == JobState.RUNNING:
+            if previous and previous[0] == JobState.SUSPENDED.value:
+                self.line(f"resumed {name}")
+                return
+            where = "GPU " + ",".join(map(str, rec.gpus)) if rec.gpus else "CPU"
+            mem = f", {format_mib(rec.mem_mib)}/GPU" if rec.gpus and rec.mem_mib else ""
+            self.line(f"start {name} (attempt {rec.attempt}) on {where}{mem}: pid {rec.pid}")
+            return
+        elapsed = ""
+        if rec.started_at and rec.ended_at:
+            elapsed = f" after {format_duration(rec.ended_at - rec.started_at)}"
+        status = (
+            f"signal {rec.signal}" if rec.signal is not None else f"exit {rec.exit_code}"
+        )
+        diag = rec.diagnosis
+        why = f": {diag.kind}: {diag.line} (hint: {diag.hint})" if diag else ""
+        if rec.state == JobState.DONE:
+            self.line(f"done {name}{elapsed} (exit 0)")
+        elif rec.state == JobState.FAILED:
+            self.line(f"failed {name}{elapsed} ({status}){why}")
+        elif rec.state == JobState.KILLED:
+            self.line(f"killed {name}{elapsed}")
+        elif rec.state == JobState.BLOCKED:
+            self.line(f"blocked {name}: {rec.reason}")
+        elif rec.state == JobState.SUSPENDED:
+            self.line(f"suspended {name}")
+        elif rec.state == JobState.HELD:
+            self.line(f"held {name}")
+        elif rec.state == JobState.QUEUED and previous is not None:
+            if previous[0] in (JobState.RUNNING.value, JobState.SUSPENDED.value):
+                left = "until it succeeds" if spec.retries < 0 else (
+                    f"{spec.retries - (rec.attempt - rec.first_attempt)} left"
+                )
+                self.line(f"retry {name} ({status}{why}); retries {left}")
+            elif previous[0] != JobState.QUEUED.value:
+                self.line(f"queued {name}")
+
+
+async def run_headless(queue: str, fake_gpus: str | None, out: TextIO) -> int:
+    engine = Engine(queue, fake_gpus=fake_gpus)
+    log = EventLog(out)
+    engine.subscribe(log)
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    stop_reason: list[str] = []
+
+    def on_signal(signame: str) -> None:
+        # SIGTERM / SIGHUP (an SSH drop without tmux): stop scheduling, leave jobs running.
+        stop_reason.append(signame)
+        if task is not None:
+            task.cancel()
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig.name)
+    await engine.start()
+    counts = engine.counts()
+    log.line(
+        f"gtui run {engine.queue_path} ({len(engine.jobs())} jobs: "
+        + ", ".join(f"{v} {k}" for k, v in counts.items() if v)
+        + ("; SIMULATED GPUs" if engine.fake else "")
+        + ")"
+    )
+    try:
+        code = await engine.run(exit_when_idle=True)
+    except asyncio.CancelledError:
+        running = [v.record.name for v in engine.jobs() if v.record.active]
+        await engine.shutdown()
+        log.line(
+            f"{stop_reason[0] if stop_reason else 'stopped'}: scheduler stopped; "
+            + (
+                f"{len(running)} running job(s) keep running ({', '.join(running)}) and are "
+                "re-adopted by the next `gtui run` / `gtui` on this queue"
+                if running
+                else "no job was running"
+            )
+        )
+        return 1
+    counts = engine.counts()
+    log.line("finished: " + ", ".join(f"{v} {k}" for k, v in counts.items() if v))
+    return code
+
+
+def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
+    return asyncio.run(run_headless(ns.queue, opts.fake_gpus, sys.stdout))

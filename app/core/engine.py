@@ -1,0 +1,1083 @@
+"""The scheduler engine: an asyncio loop that owns the jobs and their states.
+
+It runs a placement pass (``gtui.core.policy.place``) whenever a job ends, the queue changes, or
+``poll`` elapses; starts jobs through ``gtui.core.runner``; commits every transition to the state
+store before publishing it as an event (``gtui.core.api``) to whoever subscribed: the headless
+event log, the control socket, the dashboard. It never imports a UI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import psutil
+
+from gtui.core import runner
+from gtui.core.api import (
+    Event,
+    EventSink,
+    GpusRead,
+    JobChanged,
+    JobRemoved,
+    JobView,
+    LogGrew,
+    Notice,
+    QueueChanged,
+    QueuePaused,
+    WaitingSummary,
+    freeze,
+)
+from gtui.core.diagnose import diagnose, oom_peak_mib, oom_retry_mem, read_log_tail
+from gtui.core.errors import GtuiError
+from gtui.core.gpus.backend import open_backend
+from gtui.core.gpus.snapshot import GpuBackend, GpuInfo, GpuSnapshot, JobUsage
+from gtui.core.model import (
+    ACTIVE_STATES,
+    FINAL_STATES,
+    Diagnosis,
+    JobRecord,
+    JobSpec,
+    JobState,
+    Settings,
+)
+from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths
+from gtui.core.placeholders import placeholders_used, substitute
+from gtui.core.policy import Allocation, Candidate, place
+from gtui.core.queuefile import QueueFile, load_queue
+from gtui.core.status import status_dict
+from gtui.core.store import Store
+
+LOG_WATCH_S = 0.5  # how often running jobs' logs are checked for growth
+BAD_STATES_FOR_AFTER = frozenset({JobState.FAILED, JobState.KILLED, JobState.BLOCKED})
+
+
+def pool_totals(settings: Settings, snapshot: GpuSnapshot) -> list[int | None] | None:
+    """Total memory of each GPU in the pool, for the queue file's pool checks (None: unknown)."""
+    if not snapshot.gpus:
+        return None
+    by_index = snapshot.by_index()
+    indices = sorted(by_index) if settings.gpus == "all" else list(settings.gpus)
+    return [
+        by_index[i].mem_total_mib if i in by_index else None
+        for i in indices
+        if i not in settings.exclude
+    ]
+
+
+class Engine:
+    """Owns one queue: its jobs, their processes, the store, the lock and the control socket."""
+
+    def __init__(
+        self,
+        queue_path: Path | str,
+        *,
+        fake_gpus: str | None = None,
+        backend: GpuBackend | None = None,
+        control: bool = True,
+    ) -> None:
+        self.paths: QueuePaths = queue_paths(queue_path)
+        self.queue_path: Path = self.paths.queue
+        self._fake_opt = fake_gpus
+        self._backend: GpuBackend | None = backend
+        self._control_wanted = control
+        self._queue: QueueFile | None = None
+        self._settings = Settings()
+        self._specs: dict[str, JobSpec] = {}
+        self._order: list[str] = []
+        self._records: dict[str, JobRecord] = {}
+        self._launched: dict[str, runner.Launched] = {}
+        self._watchers: dict[str, asyncio.Task[None]] = {}
+        self._timeouts: dict[str, asyncio.TimerHandle] = {}
+        self._killing: set[str] = set()
+        self._timed_out: set[str] = set()
+        self._sinks: list[EventSink] = []
+        self._store: Store | None = None
+        self._lock: Any = None
+        self._control: Any = None
+        self._paused = False
+        self._snapshot = GpuSnapshot(gpus=(), taken_at=0.0, source="none")
+        self._gpus: GpusRead | None = None
+        self._started = False
+        self._stopping = False
+        self._wake: asyncio.Event | None = None
+        self._queue_mtime: float | None = None
+        self._queue_error: str | None = None
+        self._log_sizes: dict[str, int] = {}
+        self._summary = ""
+        self._observed: dict[str, dict[int, int]] = {}
+        self._bg: set[asyncio.Task[Any]] = set()
+        self._last_gpu_meta = ""
+        self._last_decision: Any = None
+
+    # ------------------------------------------------------------------ read-only accessors
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    @property
+    def gpus(self) -> GpusRead | None:
+        return self._gpus
+
+    @property
+    def fake(self) -> bool:
+        return self._snapshot.source == "fake" or (
+            self._backend is not None and self._backend.source == "fake"
+        )
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    def jobs(self) -> list[JobView]:
+        return [self._view(n, i) for i, n in enumerate(self._all_names())]
+
+    def view(self, name: str) -> JobView:
+        self._require(name)
+        return self._view(name, self._index_of(name))
+
+    def counts(self) -> dict[str, int]:
+        out = {s.value: 0 for s in JobState}
+        for name in self._all_names():
+            out[self._records[name].state.value] += 1
+        return out
+
+    def log_path(self, name: str) -> Path | None:
+        self._require(name)
+        log = self._records[name].log
+        return Path(log) if log else None
+
+    def status_json(self) -> dict[str, Any]:
+        gpus = [g.to_json() for g in self._snapshot.gpus]
+        return status_dict(self.queue_path, self._paused, gpus, self.jobs())
+
+    # ------------------------------------------------------------------ subscription
+    def subscribe(self, sink: EventSink) -> Callable[[], None]:
+        self._sinks.append(sink)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                self._sinks.remove(sink)
+
+        return unsubscribe
+
+    def _publish(self, event: Event) -> None:
+        for sink in list(self._sinks):
+            try:
+                sink(event)
+            except Exception as e:  # a broken front end must not stop the scheduler
+                if not isinstance(event, Notice):
+                    self._publish(Notice("error", f"an event subscriber failed: {e!r}"))
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        """Load the queue, take the lock, open the store, re-adopt running jobs."""
+        if self._started:
+            return
+        self._wake = asyncio.Event()
+        queue = load_queue(self.queue_path)
+        from gtui.core.lock import QueueLock
+
+        ensure_private_dir(self.paths.state_dir)
+        lock = QueueLock(self.paths)
+        lock.acquire()
+        self._lock = lock
+        try:
+            if self._backend is None:
+                spec = self._fake_opt or queue.settings.fake_gpus
+                self._backend = open_backend(spec, self.queue_path.parent)
+            snapshot = self._backend.read(())
+            queue = load_queue(self.queue_path, pool=pool_totals(queue.settings, snapshot))
+            self._store = Store(self.paths.db)
+            self._paused = self._store.get_meta("paused") == "1"
+            self._store.set_meta("scheduler_pid", str(os.getpid()))
+            self._apply_queue(queue, initial=True)
+            self._queue_mtime = self._mtime()
+            self._snapshot = snapshot
+            self._recover()
+            if self._control_wanted:
+                await self._start_control()
+        except BaseException:
+            self._release()
+            raise
+        self._started = True
+        self._publish(QueueChanged(tuple(self.jobs())))
+        self._publish(QueuePaused(self._paused))
+        if self._snapshot.error:
+            self._publish(Notice("warning", self._snapshot.error))
+
+    async def _start_control(self) -> None:
+        try:
+            from gtui.core.control import ControlServer
+        except ImportError:
+            return
+        server = ControlServer()
+        try:
+            await server.start(self)
+        except GtuiError as e:
+            self._publish(Notice("warning", f"control socket unavailable: {e}"))
+            return
+        self._control = server
+
+    async def run(self, *, exit_when_idle: bool = False) -> int:
+        """The scheduling loop. Returns 0 if every job is done, else 1 (DESIGN.md 2)."""
+        await self.start()
+        assert self._wake is not None
+        log_task = asyncio.create_task(self._watch_logs())
+        try:
+            while not self._stopping:
+                await self._poll()
+                self._schedule()
+                self._publish_gpus()
+                if exit_when_idle and self._idle():
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=self._settings.poll_s)
+                self._wake.clear()
+        finally:
+            log_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await log_task
+        if exit_when_idle:
+            await self.shutdown()
+        return 0 if all(self._records[n].state == JobState.DONE for n in self._order) else 1
+
+    async def shutdown(self, *, kill_jobs: bool = False) -> None:
+        """Stop scheduling and release the queue; running jobs go on unless ``kill_jobs``."""
+        self._stopping = True
+        if self._wake is not None:
+            self._wake.set()
+        if kill_jobs:
+            active = [n for n in self._all_names() if self._records[n].active]
+            if active:
+                await self.kill(active)
+        for handle in self._timeouts.values():
+            handle.cancel()
+        self._timeouts.clear()
+        for task in list(self._watchers.values()):
+            task.cancel()
+        for task in list(self._watchers.values()):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._watchers.clear()
+        if self._control is not None:
+            with contextlib.suppress(Exception):
+                await self._control.close()
+            self._control = None
+        self._release()
+
+    def _release(self) -> None:
+        if self._store is not None:
+            with contextlib.suppress(Exception):
+                self._store.close()
+            self._store = None
+        if self._lock is not None:
+            with contextlib.suppress(Exception):
+                self._lock.release()
+            self._lock = None
+        if self._backend is not None:
+            with contextlib.suppress(Exception):
+                self._backend.close()
+
+    def _idle(self) -> bool:
+        """Nothing runs and nothing more can start without a person (``gtui run`` exits)."""
+        if any(self._records[n].active for n in self._all_names()):
+            return False
+        if self._paused:
+            return True
+        for name in self._order:
+            rec = self._records[name]
+            if rec.state == JobState.QUEUED and not self._waits_on_held(name, set()):
+                return False
+        return True
+
+    def _waits_on_held(self, name: str, seen: set[str]) -> bool:
+        """True if ``name`` can never start without a person: it waits on a held job."""
+        if name in seen:
+            return False
+        seen.add(name)
+        for dep in self._specs[name].after:
+            rec = self._records.get(dep)
+            if rec is None:
+                continue
+            if rec.state == JobState.HELD or self._waits_on_held(dep, seen):
+                return True
+        return False
+
+    # ------------------------------------------------------------------ queue file
+    def _mtime(self) -> float | None:
+        try:
+            return self.queue_path.stat().st_mtime_ns / 1e9
+        except OSError:
+            return None
+
+    def _apply_queue(self, queue: QueueFile, *, initial: bool = False) -> None:
+        """Take a newly loaded queue: new jobs join, changed waiting jobs change, removed
+        waiting jobs leave; running jobs are never touched."""
+        assert self._store is not None
+        self._queue = queue
+        self._settings = queue.settings
+        new_specs = {j.name: j for j in queue.jobs}
+        stored = self._store.load() if initial else self._records
+        records: dict[str, JobRecord] = {}
+        changed: list[JobRecord] = []
+        for spec in queue.jobs:
+            rec = stored.get(spec.name)
+            if rec is None:
+                rec = JobRecord(name=spec.name, mem_mib=spec.mem_mib)
+                changed.append(rec)
+            elif rec.waiting and not initial:
+                old = self._specs.get(spec.name)
+                if old is not None and old.mem_mib != spec.mem_mib:
+                    rec.mem_mib = spec.mem_mib
+                    changed.append(rec)
+            records[spec.name] = rec
+        removed: list[str] = []
+        for name, rec in stored.items():
+            if name in new_specs:
+                continue
+            if rec.active:
+                # Still running: keep following it until it ends, then it leaves.
+                records[name] = rec
+                new_specs[name] = self._specs.get(name) or JobSpec(
+                    name=name, cmd="(removed from the queue file)", gpus=len(rec.gpus),
+                    mem_mib=rec.mem_mib,
+                )
+            elif not initial:
+                removed.append(name)
+        self._specs = new_specs
+        self._order = [j.name for j in queue.jobs]
+        self._records = records
+        if changed:
+            self._store.save_many(changed)
+        for name in removed:
+            self._store.delete(name)
+            self._publish(JobRemoved(name))
+
+    async def reload(self) -> None:
+        """Read the queue file again now (the control socket's ``reload``, after ``gtui add``)."""
+        self._reload_if_changed(force=True)
+        self._schedule()
+
+    def _reload_if_changed(self, *, force: bool = False) -> None:
+        mtime = self._mtime()
+        if mtime is None:
+            if self._queue_error != "missing":
+                self._queue_error = "missing"
+                self._publish(
+                    Notice(
+                        "error",
+                        f"{self.queue_path} is gone; gtui keeps running the last good version "
+                        "of the queue (save the file again to change it)",
+                    )
+                )
+            return
+        if not force and mtime == self._queue_mtime:
+            return
+        self._queue_mtime = mtime
+        try:
+            queue = load_queue(self.queue_path, pool=pool_totals(self._settings, self._snapshot))
+        except GtuiError as e:
+            self._queue_error = str(e)
+            self._publish(Notice("error", f"queue file not reloaded, last good version kept: {e}"))
+            return
+        self._queue_error = None
+        self._apply_queue(queue)
+        self._publish(QueueChanged(tuple(self.jobs())))
+        self._publish(Notice("info", f"reloaded {self.queue_path.name}"))
+
+    # ------------------------------------------------------------------ recovery
+    def _recover(self) -> None:
+        """Re-adopt jobs still running, record those that ended while gtui was down, and never
+        start a job twice (DESIGN.md 5)."""
+        for name in self._all_names():
+            rec = self._records[name]
+            if not rec.active:
+                continue
+            if rec.pid is None:
+                self._recover_unlaunched(rec)
+                continue
+            launched = self._launched_from(rec)
+            if rec.create_time is not None and runner.is_alive(rec.pid, rec.create_time):
+                self._adopt(name, launched)
+                continue
+            status = runner.read_status_file(Path(rec.status_file)) if rec.status_file else None
+            self._finish(name, status or runner.ExitStatus(None, None), recovered=True)
+
+    def _recover_unlaunched(self, rec: JobRecord) -> None:
+        """The scheduler died between committing a start and recording the pid."""
+        proc = self._find_by_token(rec.token) if rec.token else None
+        if proc is not None:
+            rec.pid = proc.pid
+            rec.create_time = proc.create_time()
+            self._commit(rec)
+            self._adopt(rec.name, self._launched_from(rec))
+            return
+        status_file = Path(rec.status_file) if rec.status_file else None
+        status = runner.read_status_file(status_file) if status_file else None
+        log_exists = bool(rec.log) and Path(str(rec.log)).exists()
+        if status is not None or log_exists:
+            self._finish(rec.name, status or runner.ExitStatus(None, None), recovered=True)
+            return
+        # It never started: back to the queue, the attempt not counted.
+        rec.state = JobState.QUEUED
+        rec.attempt = max(0, rec.attempt - 1)
+        rec.token = None
+        self._commit(rec)
+
+    @staticmethod
+    def _find_by_token(token: str | None) -> psutil.Process | None:
+        if not token:
+            return None
+        me = os.getuid()
+        for proc in psutil.process_iter(["uids"]):
+            try:
+                if proc.info["uids"] is None or proc.info["uids"].real != me:
+                    continue
+                if proc.environ().get("GTUI_TOKEN") == token:
+                    # The wrapper is the session leader; its children inherit the token too.
+                    while True:
+                        parent = proc.parent()
+                        if parent is None or parent.environ().get("GTUI_TOKEN") != token:
+                            return proc
+                        proc = parent
+            except (psutil.Error, OSError):
+                continue
+        return None
+
+    def _launched_from(self, rec: JobRecord) -> runner.Launched:
+        return runner.Launched(
+            pid=int(rec.pid or 0),
+            create_time=float(rec.create_time or 0.0),
+            log_path=Path(rec.log or os.devnull),
+            status_path=Path(rec.status_file or os.devnull),
+        )
+
+    def _adopt(self, name: str, launched: runner.Launched) -> None:
+        self._launched[name] = launched
+        self._watchers[name] = asyncio.create_task(self._watch(name, launched))
+        self._arm_timeout(name)
+
+    # ------------------------------------------------------------------ polling
+    async def _poll(self) -> None:
+        self._reload_if_changed()
+        await self._read_gpus()
+
+    async def _read_gpus(self) -> None:
+        assert self._backend is not None
+        usage = self._usage()
+        if self._backend.source == "nvml":
+            snapshot = await asyncio.to_thread(self._backend.read, usage)
+        else:
+            snapshot = self._backend.read(usage)
+        previous_error = self._snapshot.error
+        self._snapshot = snapshot
+        if snapshot.error and snapshot.error != previous_error:
+            self._publish(Notice("warning", snapshot.error))
+        for gpu in snapshot.gpus:
+            if gpu.lost:
+                self._publish(Notice("error", f"GPU {gpu.index} is lost: {gpu.error or ''}"))
+        self._match_processes()
+
+    def _usage(self) -> list[JobUsage]:
+        out = []
+        for name in self._all_names():
+            rec = self._records[name]
+            if rec.active and rec.pid and rec.gpus:
+                out.append(
+                    JobUsage(
+                        pid=rec.pid,
+                        gpus=rec.gpus,
+                        mem_mib=rec.mem_mib,
+                        suspended=rec.state == JobState.SUSPENDED,
+                    )
+                )
+        return out
+
+    def _match_processes(self) -> None:
+        """Match GPU processes to our jobs through their process trees (DESIGN.md 8): memory
+        observed per job and GPU, peaks, and the isolation check of 4.4."""
+        self._observed = {}
+        on_gpu: dict[int, list[tuple[int, int | None]]] = {}
+        for gpu in self._snapshot.gpus:
+            for p in gpu.processes:
+                on_gpu.setdefault(p.pid, []).append((gpu.index, p.mem_mib))
+        if not on_gpu:
+            return
+        for name in self._all_names():
+            rec = self._records[name]
+            if not rec.active or not rec.pid:
+                continue
+            tree = runner.process_tree(rec.pid)
+            observed: dict[int, int] = {}
+            for pid in tree:
+                for index, mem in on_gpu.get(pid, ()):
+                    observed[index] = observed.get(index, 0) + (mem or 0)
+                    if index not in rec.gpus:
+                        warning = (
+                            f"process {pid} runs on GPU {index}, which is not assigned to it "
+                            f"(assigned: {','.join(map(str, rec.gpus)) or 'none'})"
+                        )
+                        if warning not in rec.warnings:
+                            rec.warnings.append(warning)
+                            self._commit(rec)
+                            self._publish(JobChanged(self._view(name)))
+            self._observed[name] = observed
+            peak = max(observed.values(), default=0)
+            if peak and (rec.peak_mib or 0) < peak:
+                rec.peak_mib = peak
+
+    def _publish_gpus(self) -> None:
+        ours: dict[int, list[str]] = {}
+        ours_mib: dict[int, int] = {}
+        for name in self._all_names():
+            rec = self._records[name]
+            if not rec.active:
+                continue
+            for index in rec.gpus:
+                ours.setdefault(index, []).append(name)
+                seen = self._observed.get(name, {}).get(index, 0)
+                declared = rec.mem_mib if rec.mem_mib is not None else seen
+                ours_mib[index] = ours_mib.get(index, 0) + max(seen, declared or 0)
+        decision = self._last_decision
+        if decision is None:
+            return
+        self._gpus = GpusRead(
+            snapshot=self._snapshot,
+            ours={k: tuple(v) for k, v in ours.items()},
+            ours_mib=ours_mib,
+            available_mib=dict(decision.available_mib),
+            reserved=tuple(getattr(decision, "reserved", ())),
+        )
+        self._publish(self._gpus)
+        if self._store is not None:
+            import json
+
+            text = json.dumps([g.to_json() for g in self._snapshot.gpus])
+            if text != self._last_gpu_meta:
+                self._last_gpu_meta = text
+                with contextlib.suppress(Exception):
+                    self._store.set_meta("gpus", text)
+
+    async def _watch_logs(self) -> None:
+        while True:
+            await asyncio.sleep(LOG_WATCH_S)
+            for name in self._all_names():
+                rec = self._records[name]
+                if not rec.active or not rec.log:
+                    continue
+                try:
+                    size = os.stat(rec.log).st_size
+                except OSError:
+                    continue
+                if self._log_sizes.get(name) != size:
+                    self._log_sizes[name] = size
+                    self._publish(LogGrew(name, rec.log, size))
+
+    # ------------------------------------------------------------------ scheduling
+    def _decide(self, now: float) -> Any:
+        candidates = []
+        allocations = []
+        dep_states = {n: self._records[n].state.value for n in self._all_names()}
+        running = 0
+        for index, name in enumerate(self._order):
+            rec = self._records[name]
+            spec = self._specs[name]
+            if rec.waiting:
+                candidates.append(
+                    Candidate(
+                        name=name,
+                        gpus=spec.gpus,
+                        mem_mib=rec.mem_mib,
+                        priority=spec.priority,
+                        order=index,
+                        after=spec.after,
+                        waiting_since=rec.queued_since,
+                        held=rec.state == JobState.HELD,
+                    )
+                )
+        for name in self._all_names():
+            rec = self._records[name]
+            if rec.active:
+                running += 1
+                if rec.gpus:
+                    allocations.append(
+                        Allocation(
+                            name=name,
+                            gpus=rec.gpus,
+                            mem_mib=rec.mem_mib,
+                            observed_mib=self._observed.get(name, {}),
+                        )
+                    )
+        return place(
+            self._snapshot,
+            candidates,
+            allocations,
+            self._settings,
+            dep_states=dep_states,
+            running_count=running,
+            now=now,
+            queue_paused=self._paused,
+        )
+
+    def _schedule(self) -> None:
+        """One placement pass: block what can never run, start what can, explain the rest."""
+        if not self._started or self._stopping or self._store is None:
+            return
+        self._block_dependents()
+        decision = self._decide(now=time.time())
+        self._last_decision = decision
+        for start in decision.starts:
+            self._start_job(start.name, start.gpus)
+        changed = []
+        for name, reason in decision.reasons.items():
+            rec = self._records.get(name)
+            if rec is not None and rec.waiting and rec.reason != reason:
+                rec.reason = reason
+                changed.append(rec)
+        for rec in changed:
+            self._publish(JobChanged(self._view(rec.name)))
+        self._summarize(decision.reasons)
+
+    def _summarize(self, reasons: dict[str, str]) -> None:
+        waiting = [n for n in self._order if self._records[n].state == JobState.QUEUED]
+        if not waiting:
+            text = ""
+        else:
+            groups: dict[str, int] = {}
+            for name in waiting:
+                groups[reasons.get(name, "") or "starting"] = (
+                    groups.get(reasons.get(name, "") or "starting", 0) + 1
+                )
+            top = sorted(groups.items(), key=lambda kv: -kv[1])[:3]
+            parts = [f"{count} {reason}" if count > 1 else reason for reason, count in top]
+            text = f"{len(waiting)} waiting: " + "; ".join(parts)
+        if text != self._summary:
+            self._summary = text
+            if text:
+                self._publish(WaitingSummary(text))
+
+    def _block_dependents(self) -> None:
+        """A waiting job whose ``after`` failed or was killed can never run: blocked."""
+        changed = True
+        while changed:
+            changed = False
+            for name in self._order:
+                rec = self._records[name]
+                if not rec.waiting:
+                    continue
+                bad = [
+                    d
+                    for d in self._specs[name].after
+                    if d in self._records and self._records[d].state in BAD_STATES_FOR_AFTER
+                ]
+                if bad:
+                    rec.state = JobState.BLOCKED
+                    rec.reason = f"after {bad[0]} ({self._records[bad[0]].state.value})"
+                    rec.ended_at = time.time()
+                    self._commit(rec)
+                    self._publish(JobChanged(self._view(name)))
+                    changed = True
+
+    def _job_env(self, spec: JobSpec, rec: JobRecord, gpus: tuple[int, ...]) -> dict[str, str]:
+        env = dict(self._settings.env)
+        env.update(spec.env)
+        env["PYTHONUNBUFFERED"] = "1"
+        env["GTUI_JOB"] = spec.name
+        env["GTUI_ATTEMPT"] = str(rec.attempt)
+        env["GTUI_QUEUE"] = str(self.queue_path)
+        env["GTUI_TOKEN"] = str(rec.token)
+        if self._settings.isolate:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
+            env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        if rec.port is not None:
+            env["GTUI_PORT"] = str(rec.port)
+        return env
+
+    def _start_job(self, name: str, gpus: tuple[int, ...]) -> None:
+        assert self._store is not None
+        spec = self._specs[name]
+        rec = self._records[name]
+        rec.attempt += 1
+        rec.state = JobState.RUNNING
+        rec.gpus = tuple(gpus)
+        rec.pid = None
+        rec.create_time = None
+        rec.exit_code = None
+        rec.signal = None
+        rec.diagnosis = None
+        rec.warnings = []
+        rec.peak_mib = None
+        rec.started_at = time.time()
+        rec.ended_at = None
+        rec.reason = ""
+        rec.token = uuid.uuid4().hex
+        rec.port = runner.free_port() if "port" in placeholders_used(spec.cmd) else None
+        log_dir = self.paths.log_dir(self._settings.log_dir)
+        try:
+            cmd = substitute(
+                spec.cmd,
+                gpus=gpus,
+                name=name,
+                attempt=rec.attempt,
+                port=rec.port,
+                matrix=spec.matrix,
+            )
+            # Commit the intent first: a crash from here on can never start it twice.
+            self._commit(rec)
+            launched = runner.launch(
+                runner.LaunchRequest(
+                    name=name,
+                    attempt=rec.attempt,
+                    cmd=cmd,
+                    cwd=(self.queue_path.parent / os.path.expanduser(spec.cwd)).resolve(),
+                    env=self._job_env(spec, rec, gpus),
+                    log_dir=log_dir,
+                    run_dir=self.paths.run_dir,
+                )
+            )
+        except GtuiError as e:
+            rec.state = JobState.FAILED
+            rec.ended_at = time.time()
+            rec.diagnosis = Diagnosis(kind="launch", line=str(e), hint=_launch_hint(str(e)))
+            self._commit(rec)
+            self._publish(JobChanged(self._view(name)))
+            self._after_failure(rec)
+            return
+        rec.pid = launched.pid
+        rec.create_time = launched.create_time
+        rec.log = str(launched.log_path)
+        rec.status_file = str(launched.status_path)
+        self._commit(rec)
+        self._publish(JobChanged(self._view(name)))
+        self._adopt(name, launched)
+
+    def _arm_timeout(self, name: str) -> None:
+        spec = self._specs.get(name)
+        rec = self._records[name]
+        if spec is None or spec.timeout_s is None or rec.started_at is None:
+            return
+        delay = max(0.0, rec.started_at + spec.timeout_s - time.time())
+        loop = asyncio.get_running_loop()
+        self._timeouts[name] = loop.call_later(delay, self._on_timeout, name)
+
+    def _on_timeout(self, name: str) -> None:
+        self._timeouts.pop(name, None)
+        rec = self._records.get(name)
+        if rec is None or not rec.active or not rec.pid:
+            return
+        self._timed_out.add(name)
+        self._spawn(self._kill_process(name))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._bg.add(task)
+        task.add_done_callback(self._bg.discard)
+
+    async def _watch(self, name: str, launched: runner.Launched) -> None:
+        try:
+            status = await runner.wait_exit(launched)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # never lose a job to a watcher bug: record it as unknown
+            self._publish(Notice("error", f"lost track of {name}: {e!r}"))
+            status = runner.ExitStatus(None, None)
+        if self._stopping:
+            return
+        self._finish(name, status)
+        if self._backend is not None and self._backend.source != "nvml":
+            self._backend_read_sync()
+        self._schedule()
+        if self._wake is not None:
+            self._wake.set()
+
+    def _backend_read_sync(self) -> None:
+        """After a job ends, read the (cheap, fake) GPUs again so the freed GPU is seen at once."""
+        assert self._backend is not None
+        self._snapshot = self._backend.read(self._usage())
+
+    def _finish(self, name: str, status: runner.ExitStatus, *, recovered: bool = False) -> None:
+        """A job's process ended: decide its state, diagnose, maybe retry; commit; publish."""
+        rec = self._records[name]
+        spec = self._specs[name]
+        self._watchers.pop(name, None)
+        self._launched.pop(name, None)
+        handle = self._timeouts.pop(name, None)
+        if handle is not None:
+            handle.cancel()
+        self._log_sizes.pop(name, None)
+        rec.exit_code = status.exit_code
+        rec.signal = status.signal
+        rec.ended_at = time.time()
+        killed = name in self._killing
+        timed_out = name in self._timed_out
+        self._killing.discard(name)
+        self._timed_out.discard(name)
+        if killed:
+            rec.state = JobState.KILLED
+            rec.diagnosis = diagnose(
+                status.exit_code, status.signal, "", killed_by_user=True
+            ) or Diagnosis("killed_by_user", "killed by you", "retry it with r / gtui retry")
+        elif status.exit_code == 0 and status.signal is None:
+            rec.state = JobState.DONE
+            rec.diagnosis = None
+        else:
+            tail = read_log_tail(Path(rec.log)) if rec.log else ""
+            diagnosis = diagnose(
+                status.exit_code,
+                status.signal,
+                tail,
+                rules=self._settings.diagnose,
+                timed_out=timed_out,
+            )
+            if status.exit_code is None and status.signal is None:
+                diagnosis = Diagnosis(
+                    kind="unknown",
+                    line="the job ended while gtui was not running and left no exit status",
+                    hint="check its log; retry it with r / gtui retry",
+                )
+            rec.diagnosis = diagnosis
+            rec.state = JobState.FAILED
+            if recovered:
+                rec.warnings.append("ended while gtui was not running")
+            if self._retry_left(spec, rec) and not timed_out:
+                if diagnosis is not None and diagnosis.kind == "cuda_oom":
+                    self._grow_after_oom(rec, diagnosis)
+                rec.state = JobState.QUEUED
+                rec.queued_since = time.time()
+        self._commit(rec)
+        self._publish(JobChanged(self._view(name)))
+        if rec.state == JobState.FAILED:
+            self._after_failure(rec)
+
+    def _retry_left(self, spec: JobSpec, rec: JobRecord) -> bool:
+        return spec.retries < 0 or rec.attempt - rec.first_attempt < spec.retries
+
+    def _grow_after_oom(self, rec: JobRecord, diagnosis: Diagnosis) -> None:
+        totals = [
+            g.mem_total_mib for g in self._snapshot.gpus if g.index in rec.gpus and g.mem_total_mib
+        ]
+        peak = max(filter(None, [rec.peak_mib, oom_peak_mib(diagnosis.line)]), default=None)
+        grown = oom_retry_mem(rec.mem_mib, self._settings.oom_grow, peak, min(totals, default=None))
+        if grown is not None and grown != rec.mem_mib:
+            rec.warnings.append(
+                f"CUDA OOM: the retry asks {grown} MiB instead of {rec.mem_mib or 'the whole GPU'}"
+            )
+            rec.mem_mib = grown
+
+    def _after_failure(self, rec: JobRecord) -> None:
+        if self._settings.on_failure == "pause" and not self._paused:
+            self._set_paused(True)
+            self._publish(Notice("warning", f"{rec.name} failed: queue paused (on_failure)"))
+
+    # ------------------------------------------------------------------ helpers
+    def _all_names(self) -> list[str]:
+        extra = [n for n in self._records if n not in self._specs or n not in self._order]
+        return self._order + [n for n in extra if n not in self._order]
+
+    def _index_of(self, name: str) -> int:
+        try:
+            return self._order.index(name)
+        except ValueError:
+            return len(self._order)
+
+    def _view(self, name: str, order: int | None = None) -> JobView:
+        return freeze(
+            self._specs[name], self._records[name], self._index_of(name) if order is None else order
+        )
+
+    def _commit(self, rec: JobRecord) -> None:
+        assert self._store is not None
+        self._store.save(rec)
+
+    def _require(self, name: str) -> JobRecord:
+        rec = self._records.get(name)
+        if rec is None:
+            known = ", ".join(self._order[:8]) + (", ..." if len(self._order) > 8 else "")
+            raise GtuiError(
+                f"no job named {name!r} in {self.queue_path.name}"
+                + (f" (jobs: {known})" if known else " (the queue is empty)")
+            )
+        return rec
+
+    def _set_paused(self, paused: bool) -> None:
+        self._paused = paused
+        if self._store is not None:
+            self._store.set_meta("paused", "1" if paused else "0")
+        self._publish(QueuePaused(paused))
+
+    def _kick(self) -> None:
+        self._schedule()
+        if self._wake is not None:
+            self._wake.set()
+
+    # ------------------------------------------------------------------ commands
+    async def kill(self, names: Sequence[str]) -> None:
+        """Kill running jobs (SIGTERM, SIGKILL after kill_grace); waiting jobs become killed."""
+        for name in names:
+            self._require(name)
+        tasks = []
+        for name in names:
+            rec = self._records[name]
+            if rec.active:
+                self._killing.add(name)
+                tasks.append(self._kill_process(name))
+            elif rec.waiting:
+                rec.state = JobState.KILLED
+                rec.ended_at = time.time()
+                rec.reason = ""
+                rec.diagnosis = Diagnosis("killed_by_user", "removed from the run by you", "retry")
+                self._commit(rec)
+                self._publish(JobChanged(self._view(name)))
+            else:
+                raise GtuiError(f"{name} is {rec.state.value}: there is nothing to kill")
+        await asyncio.gather(*tasks)
+        self._kick()
+
+    async def _kill_process(self, name: str) -> None:
+        rec = self._records[name]
+        if rec.pid is None:
+            return
+        watcher = self._watchers.get(name)
+        if rec.state == JobState.SUSPENDED:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                runner.resume(rec.pid)
+        await runner.kill_tree(rec.pid, self._settings.kill_grace_s)
+        if watcher is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(asyncio.shield(watcher), timeout=5.0)
+
+    async def pause(self, names: Sequence[str]) -> None:
+        """Hold waiting jobs; suspend running ones (SIGSTOP; their GPU memory stays counted)."""
+        for name in names:
+            rec = self._require(name)
+            if rec.state not in (JobState.QUEUED, JobState.RUNNING):
+                raise GtuiError(f"{name} is {rec.state.value}: only queued or running jobs pause")
+        for name in names:
+            rec = self._records[name]
+            if rec.state == JobState.QUEUED:
+                rec.state = JobState.HELD
+                rec.reason = "held by you"
+            else:
+                assert rec.pid is not None
+                runner.suspend(rec.pid)
+                rec.state = JobState.SUSPENDED
+            self._commit(rec)
+            self._publish(JobChanged(self._view(name)))
+        self._kick()
+
+    async def resume(self, names: Sequence[str]) -> None:
+        """Release held jobs; continue suspended ones (SIGCONT)."""
+        for name in names:
+            rec = self._require(name)
+            if rec.state not in (JobState.HELD, JobState.SUSPENDED):
+                raise GtuiError(f"{name} is {rec.state.value}: only held or suspended jobs resume")
+        for name in names:
+            rec = self._records[name]
+            if rec.state == JobState.HELD:
+                rec.state = JobState.QUEUED
+                rec.reason = ""
+            else:
+                assert rec.pid is not None
+                runner.resume(rec.pid)
+                rec.state = JobState.RUNNING
+            self._commit(rec)
+            self._publish(JobChanged(self._view(name)))
+        self._kick()
+
+    async def retry(self, names: Sequence[str]) -> None:
+        """Queue finished jobs again (failed, killed, blocked, or done to run it once more)."""
+        for name in names:
+            rec = self._require(name)
+            if rec.state not in FINAL_STATES:
+                raise GtuiError(f"{name} is {rec.state.value}: only finished jobs can be retried")
+        for name in names:
+            rec = self._records[name]
+            rec.state = JobState.QUEUED
+            rec.queued_since = time.time()
+            rec.reason = ""
+            rec.diagnosis = None
+            # A manual retry gets a fresh retry budget; attempt numbers go on (log names).
+            rec.first_attempt = rec.attempt + 1
+            self._commit(rec)
+            self._publish(JobChanged(self._view(name)))
+            for dependent in self._order:
+                drec = self._records[dependent]
+                if drec.state == JobState.BLOCKED and name in self._specs[dependent].after:
+                    drec.state = JobState.QUEUED
+                    drec.reason = ""
+                    drec.queued_since = time.time()
+                    self._commit(drec)
+                    self._publish(JobChanged(self._view(dependent)))
+        self._kick()
+
+    async def pause_queue(self) -> None:
+        self._set_paused(True)
+        self._kick()
+
+    async def resume_queue(self) -> None:
+        self._set_paused(False)
+        self._kick()
+
+    async def add(self, fields: dict[str, object]) -> str:
+        """Append a job to the queue file (validated like the file) and take it in at once."""
+        from gtui.core.writeback import append_job
+
+        before = set(self._specs)
+        await asyncio.to_thread(append_job, self.queue_path, dict(fields))
+        self._reload_if_changed(force=True)
+        added = [n for n in self._order if n not in before]
+        self._kick()
+        return added[-1] if added else str(fields.get("name", ""))
+
+    async def edit(self, name: str, fields: dict[str, object]) -> None:
+        from gtui.core.writeback import update_job
+
+        rec = self._require(name)
+        if not rec.waiting:
+            raise GtuiError(f"{name} is {rec.state.value}: only waiting jobs can be edited")
+        await asyncio.to_thread(update_job, self.queue_path, name, dict(fields))
+        self._reload_if_changed(force=True)
+        self._kick()
+
+    async def remove(self, name: str) -> None:
+        from gtui.core.writeback import remove_job
+
+        rec = self._require(name)
+        if rec.active:
+            raise GtuiError(f"{name} is {rec.state.value}: kill it first")
+        await asyncio.to_thread(remove_job, self.queue_path, name)
+        self._reload_if_changed(force=True)
+        self._kick()
+
+    async def move(self, name: str, where: Literal["up", "down", "top"]) -> None:
+        from gtui.core.writeback import move_job
+
+        rec = self._require(name)
+        if not rec.waiting:
+            raise GtuiError(f"{name} is {rec.state.value}: only waiting jobs can be moved")
+        await asyncio.to_thread(move_job, self.queue_path, name, where)
+        self._reload_if_changed(force=True)
+        self._kick()
+
+
+def _launch_hint(message: str) -> str:
+    lowered = message.lower()
+    if "no space" in lowered:
+        return "the disk holding the log directory is full: free space, then retry (r)"
+    if "permission" in lowered:
+        return "gtui cannot write there: fix the permissions of log_dir or cwd, then retry (r)"
+    if "cwd" in lowered or "directory" in lowered:
+        return "fix the job's cwd in the queue file, then retry (r)"
+    return "fix the cause above, then retry (r)"
+
