@@ -1,0 +1,350 @@
+"""The control socket: how ``gtui kill/pause/resume/retry/add/status`` reach a running scheduler.
+
+JSON lines over a Unix socket at ``QueuePaths.socket``, in a directory only the user can open
+(0700), the socket itself 0600, and the peer's uid checked with SO_PEERCRED; nothing listens on
+the network (DESIGN.md 5). The server has no logic of its own: each request maps onto one
+engine command, so the CLI, the socket and the dashboard share one implementation.
+
+Requests: ``{"op": OP, "names": [...]}`` (``"fields": {...}`` for ``add``), one per line.
+Replies: ``{"ok": true, ...}`` or ``{"ok": false, "error": "message"}``, one per line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import json
+import logging
+import os
+import socket
+import stat
+import struct
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from gtui.core.errors import GtuiError
+from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths
+
+log = logging.getLogger("gtui.control")
+
+MAX_LINE = 1 << 20  # bytes in one request line
+MAX_REPLY = 64 << 20  # bytes in one reply line (a status of 10,000 jobs is a few MiB)
+IDLE_TIMEOUT_S = 60.0  # a client that sends nothing for this long is dropped
+CONNECT_TIMEOUT_S = 2.0
+DEFAULT_TIMEOUT_S = 30.0
+
+NAME_OPS = ("kill", "pause", "resume", "retry")
+OPS = (*NAME_OPS, "pause_queue", "resume_queue", "reload", "add", "status", "ping")
+
+_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+class ControlledEngine(Protocol):
+    """The engine commands the socket exposes (app/core/engine.py implements them)."""
+
+    queue_path: Path
+
+    async def kill(self, names: Sequence[str]) -> None: ...
+    async def pause(self, names: Sequence[str]) -> None: ...
+    async def resume(self, names: Sequence[str]) -> None: ...
+    async def retry(self, names: Sequence[str]) -> None: ...
+    async def pause_queue(self) -> None: ...
+    async def resume_queue(self) -> None: ...
+    async def reload(self) -> None: ...
+    async def add(self, fields: dict[str, object]) -> str: ...
+    def status_json(self) -> dict[str, Any]: ...
+
+
+def peer_uid(sock: socket.socket) -> int:
+    """The uid of the process at the other end of a connected Unix socket."""
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+    _pid, uid, _gid = _PEERCRED.unpack(raw)
+    return int(uid)
+
+
+def _encode(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), default=str).encode() + b"\n"
+
+
+def _names(req: dict[str, Any]) -> list[str]:
+    names = req.get("names", [])
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise GtuiError("bad request: names must be a list of job names")
+    if not names:
+        raise GtuiError(f"{req['op']}: name at least one job")
+    return names
+
+
+async def dispatch(engine: ControlledEngine, req: object) -> dict[str, Any]:
+    """Run one request on the engine and build its reply; never raises."""
+    try:
+        if not isinstance(req, dict) or not isinstance(req.get("op"), str):
+            raise GtuiError('bad request: expected {"op": ..., "names": [...]}')
+        op = req["op"]
+        if op in NAME_OPS:
+            names = _names(req)
+            await getattr(engine, op)(names)
+            return {"ok": True, "names": names}
+        if op == "pause_queue":
+            await engine.pause_queue()
+            return {"ok": True}
+        if op == "resume_queue":
+            await engine.resume_queue()
+            return {"ok": True}
+        if op == "reload":
+            await engine.reload()
+            return {"ok": True}
+        if op == "add":
+            fields = req.get("fields")
+            if not isinstance(fields, dict):
+                raise GtuiError("bad request: add needs fields")
+            return {"ok": True, "name": await engine.add(fields)}
+        if op == "status":
+            return {"ok": True, "status": engine.status_json()}
+        if op == "ping":
+            return {"ok": True, "pid": os.getpid()}
+        raise GtuiError(f"unknown request {op!r}; this scheduler knows: {', '.join(OPS)}")
+    except GtuiError as e:
+        return {"ok": False, "error": str(e), "exit": e.exit_code}
+    except Exception as e:  # the server must outlive any bug behind one request
+        log.exception("control request failed: %r", req)
+        text = str(e).splitlines()[0][:200] if str(e) else ""
+        return {"ok": False, "error": f"internal error: {type(e).__name__}: {text}".rstrip(": ")}
+
+
+def _answers(path: Path) -> bool:
+    """Whether some process accepts connections on the socket at ``path``."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(CONNECT_TIMEOUT_S)
+    try:
+        s.connect(str(path))
+    except OSError:
+        return False
+    else:
+        return True
+    finally:
+        s.close()
+
+
+def _bind_private(path: Path) -> socket.socket:
+    """A listening socket at ``path``, mode 0600 from the moment it exists."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        old = os.umask(0o177)
+        try:
+            sock.bind(str(path))
+        finally:
+            os.umask(old)
+        os.chmod(path, 0o600)
+        sock.listen(16)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+class ControlServer:
+    """Serves the control socket of one queue for one engine."""
+
+    def __init__(self, queue: Path | QueuePaths | None = None) -> None:
+        """``queue`` defaults to the engine's, given at ``start``."""
+        self._paths = queue if isinstance(queue, QueuePaths | None) else queue_paths(queue)
+        self._server: asyncio.Server | None = None
+        self._engine: ControlledEngine | None = None
+        self._clients: set[asyncio.Task[None]] = set()
+        self._inode: tuple[int, int] | None = None
+
+    @property
+    def paths(self) -> QueuePaths:
+        if self._paths is None:
+            raise RuntimeError("ControlServer: no queue before start()")
+        return self._paths
+
+    @property
+    def path(self) -> Path:
+        return self.paths.socket
+
+    async def start(self, engine: ControlledEngine) -> None:
+        """Listen on the queue's socket. The caller holds the queue lock."""
+        if self._paths is None:
+            self._paths = queue_paths(engine.queue_path)
+        path = self.path
+        ensure_private_dir(path.parent)
+        self._remove_stale(path)
+        sock = _bind_private(path)
+        st = path.stat()
+        self._inode = (st.st_dev, st.st_ino)
+        self._engine = engine
+        self._server = await asyncio.start_unix_server(self._serve, sock=sock, limit=MAX_LINE)
+
+    def _remove_stale(self, path: Path) -> None:
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            return
+        if not stat.S_ISSOCK(st.st_mode):
+            raise GtuiError(f"{path} is in the way of gtui's control socket; remove it")
+        if _answers(path):
+            raise GtuiError(
+                f"another process already answers on {path}; is another gtui running "
+                f"{self.paths.queue}?"
+            )
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+    async def close(self) -> None:
+        """Stop listening, drop the clients and remove the socket file (if still ours)."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.close()
+        for task in list(self._clients):
+            task.cancel()
+        if self._clients:
+            await asyncio.gather(*self._clients, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(server.wait_closed(), 5)
+        try:
+            st = self.path.lstat()
+            if (st.st_dev, st.st_ino) == self._inode:
+                self.path.unlink()
+        except FileNotFoundError:
+            pass
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._clients.add(task)
+        try:
+            await self._conversation(reader, writer)
+        except (asyncio.CancelledError, ConnectionError):
+            pass
+        except Exception:
+            log.exception("control connection failed")
+        finally:
+            if task is not None:
+                self._clients.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _conversation(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        sock = writer.get_extra_info("socket")
+        uid = peer_uid(sock) if sock is not None else -1
+        if uid != os.getuid():
+            writer.write(_encode({"ok": False, "error": f"refused: uid {uid} does not own gtui"}))
+            await writer.drain()
+            return
+        assert self._engine is not None
+        while True:
+            try:
+                line = await asyncio.wait_for(reader.readline(), IDLE_TIMEOUT_S)
+            except TimeoutError:
+                return
+            except (ValueError, asyncio.LimitOverrunError):
+                writer.write(_encode({"ok": False, "error": f"request over {MAX_LINE} bytes"}))
+                await writer.drain()
+                return
+            if not line:
+                return
+            if not line.strip():
+                continue
+            try:
+                req = json.loads(line)
+            except ValueError:
+                reply: dict[str, Any] = {"ok": False, "error": "bad request: not JSON"}
+            else:
+                reply = await dispatch(self._engine, req)
+            writer.write(_encode(reply))
+            await writer.drain()
+
+
+def _check_owner(path: Path) -> None:
+    """Refuse to talk to a socket someone else planted where ours should be."""
+    uid = os.getuid()
+    for p in (path.parent, path):
+        st = p.lstat()
+        if st.st_uid != uid:
+            raise GtuiError(f"{p} belongs to another user (uid {st.st_uid}); gtui will not use it")
+
+
+def request(
+    queue: Path | QueuePaths, op: str, *, timeout: float | None = DEFAULT_TIMEOUT_S, **kw: Any
+) -> dict[str, Any] | None:
+    """Send one request to the queue's running scheduler and return its reply.
+
+    None when no scheduler listens (no socket, a stale one, nobody accepting). Raises
+    GtuiError when one listens but does not answer within ``timeout`` seconds (None: wait).
+    """
+    paths = queue if isinstance(queue, QueuePaths) else queue_paths(queue)
+    path = paths.socket
+    try:
+        _check_owner(path)
+    except FileNotFoundError:
+        return None
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.settimeout(CONNECT_TIMEOUT_S)
+        try:
+            s.connect(str(path))
+        except OSError as e:
+            if e.errno in (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK) or isinstance(
+                e, TimeoutError
+            ):
+                return None
+            raise
+        if peer_uid(s) != os.getuid():
+            raise GtuiError(f"{path} is served by another user; gtui will not use it")
+        s.settimeout(timeout)
+        payload = _encode({"op": op, **kw})
+        if len(payload) > MAX_LINE:
+            raise GtuiError(f"request over {MAX_LINE} bytes")
+        try:
+            s.sendall(payload)
+            line = _read_line(s)
+        except TimeoutError:
+            raise GtuiError(
+                f"the scheduler of {paths.queue.name} did not answer within {timeout:g}s"
+            ) from None
+        except (BrokenPipeError, ConnectionResetError):
+            return None  # it went away between connect and reply: as good as not running
+        if not line:
+            return None
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            raise GtuiError(f"the scheduler sent a reply gtui cannot read: {line[:80]!r}") from None
+        if not isinstance(reply, dict):
+            raise GtuiError(f"the scheduler sent a reply gtui cannot read: {line[:80]!r}")
+        return reply
+    finally:
+        s.close()
+
+
+def _read_line(s: socket.socket) -> bytes:
+    buf = bytearray()
+    while b"\n" not in buf:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+        if len(buf) > MAX_REPLY:
+            raise GtuiError(f"the scheduler's reply is over {MAX_REPLY} bytes")
+    return bytes(buf.split(b"\n", 1)[0])
+
+
+def call(queue: Path | QueuePaths, op: str, **kw: Any) -> dict[str, Any] | None:
+    """``request`` that raises GtuiError with the scheduler's message when it says no."""
+    reply = request(queue, op, **kw)
+    if reply is not None and not reply.get("ok"):
+        code = reply.get("exit")
+        raise GtuiError(
+            str(reply.get("error") or "the scheduler refused the request"),
+            code if isinstance(code, int) and code > 0 else None,
+        )
+    return reply

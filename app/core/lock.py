@@ -1,0 +1,167 @@
+"""One scheduler per queue (DESIGN.md 5): an advisory ``flock`` on ``.gtui/<stem>.lock``.
+
+``flock`` is tied to the open file, so the kernel drops it when the holder dies, even by
+``kill -9``: there is never a stale lock to clean up. The file also records the holder's pid,
+host and start time, but only for messages; whether the lock is held is always asked of the
+kernel, never read from the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from gtui.core.errors import LockedError
+from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths
+
+# How long a reader waits for a holder that has just taken the lock to write its pid.
+_PID_WAIT_S = 0.5
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """What the holder wrote into the lock file."""
+
+    pid: int
+    host: str
+    started: float  # time.time() when it took the lock
+
+
+def _parse(text: str) -> LockInfo | None:
+    parts = text.split()
+    if len(parts) < 3:
+        return None
+    try:
+        return LockInfo(pid=int(parts[0]), host=parts[1], started=float(parts[2]))
+    except ValueError:
+        return None
+
+
+class QueueLock:
+    """The per-queue scheduler lock. ``acquire()`` raises LockedError (exit 3) when held."""
+
+    def __init__(self, queue: Path | QueuePaths) -> None:
+        self.paths = queue if isinstance(queue, QueuePaths) else queue_paths(queue)
+        self._fd: int | None = None
+
+    @property
+    def path(self) -> Path:
+        return self.paths.lock
+
+    @property
+    def held(self) -> bool:
+        """Whether this object holds the lock."""
+        return self._fd is not None
+
+    def _open(self) -> int:
+        ensure_private_dir(self.path.parent)
+        # O_CLOEXEC (Python's default) matters: a job that inherited this descriptor would keep
+        # the lock alive after gtui died.
+        return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+    def acquire(self) -> None:
+        """Take the lock or raise LockedError naming the pid that holds it."""
+        if self._fd is not None:
+            return
+        fd = self._open()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LockedError(self._locked_message()) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        info = f"{os.getpid()} {socket.gethostname()} {time.time():.3f}\n".encode()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, info, 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        """Drop the lock (idempotent). The file stays: removing a flock file is racy."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            os.ftruncate(fd, 0)  # while still held, so we never erase a successor's pid
+        finally:
+            os.close(fd)  # closing the last descriptor releases the flock
+
+    def info(self) -> LockInfo | None:
+        """What the lock file says (may be stale: use holder() to know if anyone holds it)."""
+        try:
+            return _parse(self.path.read_text(errors="replace"))
+        except OSError:
+            return None
+
+    def holder(self) -> int | None:
+        """The pid of the live holder, or None if nobody holds the lock.
+
+        Asks the kernel (a non-blocking flock on a second descriptor), then reads the pid the
+        holder wrote. Returns 0 if it is held but the holder has not written its pid yet.
+        """
+        if self._fd is not None:
+            return os.getpid()
+        if not self.path.exists():
+            return None
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pass  # held by someone
+            else:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                return None
+        finally:
+            os.close(fd)
+        info = self._wait_info()
+        return info.pid if info else 0
+
+    def _wait_info(self) -> LockInfo | None:
+        deadline = time.monotonic() + _PID_WAIT_S
+        while True:
+            info = self.info()
+            if info is not None or time.monotonic() >= deadline:
+                return info
+            time.sleep(0.02)
+
+    def _locked_message(self) -> str:
+        info = self._wait_info()
+        q = self.paths.queue.name
+        if info is None:
+            who = "another gtui"
+        else:
+            host = socket.gethostname()
+            where = f" on {info.host}" if info.host != host else ""
+            since = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.started))
+            who = f"another gtui (pid {info.pid}{where}, since {since})"
+        return (
+            f"{who} already runs this queue: {self.paths.queue}\n"
+            f"attach to it with `gtui attach {q}` or stop it"
+        )
+
+    def __enter__(self) -> QueueLock:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.release()
