@@ -296,3 +296,15 @@ async def test_another_uid_is_refused_even_if_the_modes_let_it_in(
     reply = json.loads(out)
     assert reply == {"ok": False, "error": "refused: uid 65534 does not own gtui"}
     assert engine.calls == []
+
+
+async def test_a_socket_path_that_cannot_be_bound_is_a_plain_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deep = tmp_path / ("d" * 120)
+    deep.mkdir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(deep))
+    q = tmp_path / "q.toml"
+    q.write_text("")
+    with pytest.raises(GtuiError, match="cannot listen on"):
+        await ControlServer(q).start(RecordingEngine(q))

@@ -172,9 +172,12 @@ class ControlServer:
         if self._paths is None:
             self._paths = queue_paths(engine.queue_path)
         path = self.path
-        ensure_private_dir(path.parent)
-        self._remove_stale(path)
-        sock = _bind_private(path)
+        try:
+            ensure_private_dir(path.parent)
+            self._remove_stale(path)
+            sock = _bind_private(path)
+        except OSError as e:
+            raise GtuiError(f"cannot listen on {path}: {e.strerror or e}") from None
         st = path.stat()
         self._inode = (st.st_dev, st.st_ino)
         self._engine = engine
