@@ -1,0 +1,385 @@
+"""The engine with real processes on fake GPUs: placement, running, retries, state, events."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gtui.core.api import Event, JobChanged
+from gtui.core.engine import Engine
+from gtui.core.errors import GtuiError
+from gtui.core.model import JobState
+from tests.conftest import write_queue
+
+
+async def wait_for(cond: Callable[[], bool], timeout: float = 15.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or cond}")
+        await asyncio.sleep(0.02)
+
+
+def states(engine: Engine) -> dict[str, str]:
+    return {v.record.name: v.record.state.value for v in engine.jobs()}
+
+
+async def run_to_end(engine: Engine, timeout: float = 30.0) -> int:
+    return await asyncio.wait_for(engine.run(exit_when_idle=True), timeout)
+
+
+def twelve_gig_jobs(mode: str, n: int = 6) -> str:
+    jobs = "".join(
+        f'[[jobs]]\nname = "j{i}"\ncmd = "sleep 30"\nmem = "12G"\n\n' for i in range(n)
+    )
+    return f'[settings]\nmode = "{mode}"\npoll = "0.1s"\nkill_grace = "2s"\n\n{jobs}'
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("pack", 5), ("shared", 1), ("exclusive", 0)])
+async def test_seed_extreme_mode_example(tmp_path: Path, mode: str, expected: int) -> None:
+    """Seed 000 14.1: one 80G GPU with 16G used by others, 12G jobs: pack runs five at once,
+    shared one, exclusive none (the GPU is not idle)."""
+    q = write_queue(tmp_path, twelve_gig_jobs(mode))
+    engine = Engine(q, fake_gpus="80G:16G@20")
+    task = asyncio.create_task(engine.run())
+    try:
+        await wait_for(lambda: engine.started)
+        await asyncio.sleep(0.6)  # several polls: nothing more may start
+        running = [n for n, s in states(engine).items() if s == "running"]
+        assert len(running) == expected, states(engine)
+        if expected:
+            pids = [v.record.pid for v in engine.jobs() if v.record.state == JobState.RUNNING]
+            assert all(pid and psutil.pid_exists(pid) for pid in pids)
+    finally:
+        await engine.shutdown(kill_jobs=True)
+        task.cancel()
+
+
+async def test_log_shows_cuda_visible_devices_and_placeholders(tmp_path: Path) -> None:
+    q = write_queue(
+        tmp_path,
+        """
+        [settings]
+        poll = "0.1s"
+
+        [[jobs]]
+        name = "ddp"
+        gpus = 2
+        mem = "10G"
+        cmd = "echo CVD=$CUDA_VISIBLE_DEVICES ORDER=$CUDA_DEVICE_ORDER gpu={gpu} g0={gpu0} g1={gpu1} n={n_gpus} port={port} name={name} attempt={attempt} legacy=${available_gpu_1} job=$GTUI_JOB try=$GTUI_ATTEMPT unbuf=$PYTHONUNBUFFERED; awk 'BEGIN {{ print \\"braces ok\\" }}'"
+
+        [[jobs]]
+        name = "cpu"
+        gpus = 0
+        cmd = "echo cpu CVD=[$CUDA_VISIBLE_DEVICES]"
+        """,
+    )
+    engine = Engine(q, fake_gpus="4x80G")
+    code = await run_to_end(engine)
+    assert code == 0, states(engine)
+    ddp = engine.view("ddp").record
+    log = Path(str(ddp.log)).read_text()
+    g0, g1 = ddp.gpus
+    assert f"CVD={g0},{g1} ORDER=PCI_BUS_ID gpu={g0},{g1} g0={g0} g1={g1} n=2" in log
+    port = int(log.split("port=")[1].split()[0])
+    assert 1024 < port < 65536
+    assert f"name=ddp attempt=1 legacy={g1} job=ddp try=1 unbuf=1" in log
+    assert "braces ok" in log
+    assert Path(ddp.log or "").name == "ddp.1.log"
+    cpu_log = Path(str(engine.view("cpu").record.log)).read_text()
+    assert "cpu CVD=[]" in cpu_log
+
+
+async def test_failing_job_runs_exactly_retries_more_times(tmp_path: Path) -> None:
+    counter = tmp_path / "count"
+    q = write_queue(
+        tmp_path,
+        f"""
+        [settings]
+        poll = "0.1s"
+
+        [[jobs]]
+        name = "flaky"
+        gpus = 0
+        retries = 2
+        cmd = "echo x >> {counter}; exit 3"
+
+        [[jobs]]
+        name = "never"
+        gpus = 0
+        retries = 0
+        cmd = "echo y >> {counter}.never; exit 1"
+        """,
+    )
+    engine = Engine(q, fake_gpus="1x80G")
+    code = await run_to_end(engine)
+    assert code == 1
+    assert counter.read_text().count("x") == 3  # 1 run + 2 retries
+    assert Path(f"{counter}.never").read_text().count("y") == 1
+    rec = engine.view("flaky").record
+    assert rec.state == JobState.FAILED and rec.attempt == 3 and rec.exit_code == 3
+    logs = sorted(p.name for p in (tmp_path / "logs").iterdir())
+    assert logs == ["flaky.1.log", "flaky.2.log", "flaky.3.log", "never.1.log"]
+
+
+async def test_retry_until_success_with_minus_one(tmp_path: Path) -> None:
+    marker = tmp_path / "n"
+    q = write_queue(
+        tmp_path,
+        f"""
+        [settings]
+        poll = "0.1s"
+        [[jobs]]
+        name = "eventually"
+        gpus = 0
+        retries = -1
+        cmd = "echo . >> {marker}; test $(wc -l < {marker}) -ge 4"
+        """,
+    )
+    engine = Engine(q, fake_gpus="1x80G")
+    assert await run_to_end(engine) == 0
+    assert engine.view("eventually").record.attempt == 4
+
+
+async def test_done_jobs_are_not_run_again_when_the_queue_is_reopened(tmp_path: Path) -> None:
+    counter = tmp_path / "count"
+    q = write_queue(
+        tmp_path,
+        f"""
+        [[jobs]]
+        name = "once"
+        gpus = 0
+        cmd = "echo run >> {counter}"
+        """,
+    )
+    assert await run_to_end(Engine(q, fake_gpus="1x80G")) == 0
+    second = Engine(q, fake_gpus="1x80G")
+    assert await run_to_end(second) == 0
+    assert counter.read_text().count("run") == 1
+    assert second.view("once").record.state == JobState.DONE
+
+
+async def test_after_waits_for_success_and_blocks_on_failure(tmp_path: Path) -> None:
+    order = tmp_path / "order"
+    q = write_queue(
+        tmp_path,
+        f"""
+        [settings]
+        poll = "0.1s"
+        [[jobs]]
+        name = "train"
+        gpus = 1
+        mem = "10G"
+        after = ["prep"]
+        cmd = "echo train >> {order}"
+        [[jobs]]
+        name = "prep"
+        gpus = 0
+        cmd = "sleep 0.3; echo prep >> {order}"
+        [[jobs]]
+        name = "bad"
+        gpus = 0
+        cmd = "exit 1"
+        [[jobs]]
+        name = "eval"
+        gpus = 0
+        after = ["bad"]
+        cmd = "echo eval >> {order}"
+        """,
+    )
+    engine = Engine(q, fake_gpus="1x80G")
+    assert await run_to_end(engine) == 1
+    assert order.read_text().split() == ["prep", "train"]
+    assert states(engine) == {"train": "done", "prep": "done", "bad": "failed", "eval": "blocked"}
+    assert "bad" in engine.view("eval").record.reason
+
+
+async def test_kill_leaves_no_process_of_the_tree(tmp_path: Path) -> None:
+    q = write_queue(
+        tmp_path,
+        """
+        [settings]
+        kill_grace = "1s"
+        [[jobs]]
+        name = "tree"
+        gpus = 1
+        mem = "5G"
+        cmd = "trap '' TERM; (sleep 60 & sleep 60 & wait) & setsid sleep 60 & sleep 60; wait"
+        """,
+    )
+    engine = Engine(q, fake_gpus="1x80G")
+    task = asyncio.create_task(engine.run())
+    try:
+        await wait_for(lambda: states(engine).get("tree") == "running")
+        pid = engine.view("tree").record.pid
+        assert pid
+        await wait_for(lambda: len(psutil.Process(pid).children(recursive=True)) >= 4)
+        tree = [pid] + [c.pid for c in psutil.Process(pid).children(recursive=True)]
+        await engine.kill(["tree"])
+        await wait_for(lambda: states(engine)["tree"] == "killed")
+        alive = [p for p in tree if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+        assert alive == []
+        assert engine.view("tree").record.diagnosis is not None
+    finally:
+        await engine.shutdown(kill_jobs=True)
+        task.cancel()
+
+
+async def test_timeout_kills_and_marks_failed(tmp_path: Path) -> None:
+    q = write_queue(
+        tmp_path,
+        """
+        [settings]
+        kill_grace = "1s"
+        [[jobs]]
+        name = "slow"
+        gpus = 0
+        timeout = "0.5s"
+        retries = 3
+        cmd = "sleep 30"
+        """,
+    )
+    engine = Engine(q, fake_gpus="1x80G")
+    assert await run_to_end(engine) == 1
+    rec = engine.view("slow").record
+    assert rec.state == JobState.FAILED and rec.attempt == 1  # a timeout is not retried
+    assert rec.diagnosis is not None and rec.diagnosis.kind == "timeout"
+
+
+async def test_pause_suspends_and_resume_continues(tmp_path: Path) -> None:
+    q = write_queue(
+        tmp_path,
+        """
+        [settings]
+        poll = "0.1s"
+        [[jobs]]
+        name = "long"
+        gpus = 1
+        mem = "60G"
+        cmd = "sleep 30"
+        [[jobs]]
+        name = "next"
+        gpus = 1
+        mem = "60G"
+        cmd = "sleep 30"
+        """,
+    )
+    engine = Engine(q, fake_gpus="1x80G")
+    task = asyncio.create_task(engine.run())
+    try:
+        await wait_for(lambda: states(engine)["long"] == "running")
+        pid = engine.view("long").record.pid
+        assert pid
+        await engine.pause(["long", "next"])
+        assert states(engine) == {"long": "suspended", "next": "held"}
+        await wait_for(lambda: psutil.Process(pid).status() == psutil.STATUS_STOPPED)
+        # Its GPU memory stays counted: the held job, released, still cannot start.
+        await engine.resume(["next"])
+        await asyncio.sleep(0.3)
+        assert states(engine)["next"] == "queued"
+        assert "60G" in engine.view("next").record.reason or engine.view("next").record.reason
+        await engine.resume(["long"])
+        await wait_for(lambda: psutil.Process(pid).status() != psutil.STATUS_STOPPED)
+        assert states(engine)["long"] == "running"
+        with pytest.raises(GtuiError, match="no job named"):
+            await engine.pause(["nope"])
+    finally:
+        await engine.shutdown(kill_jobs=True)
+        task.cancel()
+
+
+async def test_paused_queue_starts_nothing(tmp_path: Path) -> None:
+    q = write_queue(
+        tmp_path,
+        """
+        [settings]
+        poll = "0.1s"
+        [[jobs]]
+        name = "a"
+        gpus = 0
+        cmd = "true"
+        """,
+    )
+    engine = Engine(q, fake_gpus="1x80G")
+    await engine.start()
+    await engine.pause_queue()
+    assert await run_to_end(engine) == 1  # nothing can run: it returns at once
+    assert states(engine) == {"a": "queued"}
+    assert engine.view("a").record.reason == "queue paused"
+
+
+async def test_events_are_committed_before_they_are_published(tmp_path: Path) -> None:
+    from gtui.core.store import Store
+
+    q = write_queue(
+        tmp_path,
+        """
+        [[jobs]]
+        name = "a"
+        gpus = 0
+        cmd = "true"
+        """,
+    )
+    engine = Engine(q, fake_gpus="1x80G")
+    seen: list[tuple[str, str]] = []
+
+    def sink(event: Event) -> None:
+        if isinstance(event, JobChanged):
+            stored = Store(engine.paths.db).load()["a"]
+            seen.append((event.job.record.state.value, stored.state.value))
+
+    engine.subscribe(sink)
+    await run_to_end(engine)
+    assert ("running", "running") in seen and ("done", "done") in seen
+    assert all(published == stored for published, stored in seen)
+
+
+async def test_oom_retry_asks_for_more_memory(tmp_path: Path) -> None:
+    q = write_queue(
+        tmp_path,
+        """
+        [settings]
+        oom_grow = 1.5
+        [[jobs]]
+        name = "oom"
+        gpus = 1
+        mem = "10G"
+        retries = 1
+        cmd = "echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 79.15 GiB of which 3.06 MiB is free.' >&2; exit 1"
+        """,
+    )
+    engine = Engine(q, fake_gpus="1x80G")
+    await run_to_end(engine)
+    rec = engine.view("oom").record
+    assert rec.attempt == 2
+    assert rec.diagnosis is not None and rec.diagnosis.kind == "cuda_oom"
+    assert rec.mem_mib is not None and rec.mem_mib >= 15 * 1024
+
+
+async def test_job_starts_within_milliseconds_of_a_gpu_freeing(tmp_path: Path) -> None:
+    """Not a timing assertion on speed: it proves the start does not wait for the poll (60 s)."""
+    q = write_queue(
+        tmp_path,
+        """
+        [settings]
+        poll = "60s"
+        [[jobs]]
+        name = "first"
+        mem = "70G"
+        cmd = "sleep 0.2"
+        [[jobs]]
+        name = "second"
+        mem = "70G"
+        cmd = "true"
+        """,
+    )
+    engine = Engine(q, fake_gpus="1x80G")
+    assert await run_to_end(engine, timeout=20) == 0
+    first, second = engine.view("first").record, engine.view("second").record
+    assert first.ended_at and second.started_at
+    assert second.started_at - first.ended_at < 5.0
