@@ -1,0 +1,212 @@
+"""Simulated GPUs (DESIGN.md 7): for tests, demos and machines without a GPU.
+
+A spec is comma-separated entries ``[Nx]TOTAL[:USED_BY_OTHERS][@UTIL]`` (``4x80G``,
+``80G:16G@35,24G``), or ``@FILE``: a file holding such a spec (one entry per line allowed, ``#``
+comments), read again at every poll so a test can make other users come and go.
+
+How the simulation behaves, so that everything above it runs unchanged:
+
+- Other users' memory shows only in ``mem_used_mib``: there is no process for it (real NVML
+  often hides other users' processes too, and a made-up pid could collide with a real one).
+- A running job of ours appears as a process with its pid on each of its GPUs, using its declared
+  memory, or, when it declared none, all the memory left on that GPU. Memory is capped at what
+  the GPU has left (a real job would hit CUDA OOM instead), so ``used`` never exceeds ``total``.
+- A GPU with a running job of ours shows at least 90 % utilization; a suspended job keeps its
+  memory at 0 % utilization. The temperature follows the utilization.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from gtui.core.errors import GtuiError
+from gtui.core.gpus.snapshot import GpuInfo, GpuProcess, GpuSnapshot, JobUsage
+from gtui.core.units import UnitError, format_mib, parse_size_mib
+
+GRAMMAR = (
+    "expected comma-separated [Nx]TOTAL[:USED_BY_OTHERS][@UTIL] entries, such as 4x80G or "
+    "80G:16G@35,24G, or @FILE (a file holding such a spec)"
+)
+MAX_FAKE_GPUS = 256
+OUR_UTIL = 90  # what a GPU shows while a job of ours runs on it
+
+_ENTRY_RE = re.compile(
+    r"^(?:(?P<count>\d+)\s*[xX*]\s*)?(?P<total>[^:@]+?)"
+    r"(?:\s*:\s*(?P<used>[^:@]+?))?(?:\s*@\s*(?P<util>\d+)\s*%?)?$"
+)
+_MODEL_BY_GIB = {80: "A800 80G", 40: "A100 40G", 48: "A6000 48G", 24: "RTX 4090 24G"}
+
+
+@dataclass(frozen=True)
+class FakeGpu:
+    """One simulated GPU as the spec describes it (before our jobs are added)."""
+
+    total_mib: int
+    others_mib: int = 0
+    others_util: int = 0
+
+
+def _bad(spec: str, why: str, source: str) -> GtuiError:
+    return GtuiError(f"{source} {spec!r}: {why}\n  {GRAMMAR}")
+
+
+def parse_fake_spec(spec: str, source: str = "--fake-gpus") -> list[FakeGpu]:
+    """Read ``[Nx]TOTAL[:USED_BY_OTHERS][@UTIL],...`` (not ``@FILE``: see ``FakeBackend``).
+
+    ``source`` names where the spec came from in the error message. Errors exit 2.
+    """
+    text = spec.strip()
+    if not text:
+        raise _bad(spec, "empty", source)
+    if text.startswith("@"):
+        raise _bad(spec, "a spec file cannot point to another file", source)
+    gpus: list[FakeGpu] = []
+    for raw in text.split(","):
+        entry = raw.strip()
+        if not entry:
+            raise _bad(spec, "an empty entry (two commas in a row, or a trailing comma)", source)
+        m = _ENTRY_RE.match(entry)
+        if not m:
+            raise _bad(spec, f"cannot read {entry!r}", source)
+        count = int(m.group("count")) if m.group("count") else 1
+        if count < 1:
+            raise _bad(spec, f"{entry!r} asks for 0 GPUs", source)
+        try:
+            total = parse_size_mib(m.group("total"))
+            used = parse_size_mib(m.group("used")) if m.group("used") else 0
+        except UnitError as e:
+            raise _bad(spec, f"in {entry!r}, {e}", source) from None
+        util = int(m.group("util")) if m.group("util") else 0
+        if total <= 0:
+            raise _bad(spec, f"in {entry!r}, a GPU needs some memory", source)
+        if used > total:
+            raise _bad(spec, f"in {entry!r}, others use more than the GPU has", source)
+        if util > 100:
+            raise _bad(spec, f"in {entry!r}, utilization is a percentage (0-100)", source)
+        gpus.extend(FakeGpu(total, used, util) for _ in range(count))
+        if len(gpus) > MAX_FAKE_GPUS:
+            raise _bad(spec, f"more than {MAX_FAKE_GPUS} GPUs", source)
+    return gpus
+
+
+def read_spec_file(path: Path) -> str:
+    """A spec file's text as one spec: ``#`` comments dropped, lines joined by commas."""
+    lines = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip().strip(",")
+        if line:
+            lines.append(line)
+    return ",".join(lines)
+
+
+def fake_name(total_mib: int) -> str:
+    """A readable name that says the GPU is simulated."""
+    gib = total_mib / 1024
+    model = _MODEL_BY_GIB.get(round(gib)) if abs(gib - round(gib)) < 0.01 else None
+    return f"Fake {model}" if model else f"Fake GPU {format_mib(total_mib)}"
+
+
+def fake_uuid(index: int) -> str:
+    """Stable per index, shaped like a real one (``GPU-xxxxxxxx-xxxx-...``)."""
+    return f"GPU-fa4e0000-0000-4000-8000-{index:012x}"
+
+
+class FakeBackend:
+    """A ``GpuBackend`` over simulated GPUs; ``read`` never raises."""
+
+    source: Literal["fake"] = "fake"
+
+    def __init__(self, spec: str, base_dir: Path | None = None) -> None:
+        """Parse the spec now, so a mistake is reported at start (GtuiError, exit 2)."""
+        self.spec = spec
+        text = spec.strip()
+        self.file: Path | None = None
+        if text.startswith("@"):
+            name = text[1:].strip()
+            if not name:
+                raise _bad(spec, "@ needs a file name", "--fake-gpus")
+            path = Path(name).expanduser()
+            self.file = path if path.is_absolute() else (base_dir or Path.cwd()) / path
+            try:
+                text = read_spec_file(self.file)
+            except OSError as e:
+                raise GtuiError(
+                    f"--fake-gpus {spec!r}: cannot read {self.file}: {e.strerror or e}"
+                ) from None
+            self._gpus = parse_fake_spec(text, source=f"{self.file}: fake GPU spec")
+        else:
+            self._gpus = parse_fake_spec(text)
+        self._lock = threading.Lock()
+
+    @property
+    def gpus(self) -> list[FakeGpu]:
+        """The GPUs as last read from the spec."""
+        return list(self._gpus)
+
+    def _reload(self) -> str | None:
+        """Re-read the spec file; on trouble keep the last good spec and say why."""
+        if self.file is None:
+            return None
+        try:
+            text = read_spec_file(self.file)
+            self._gpus = parse_fake_spec(text, source=f"{self.file}: fake GPU spec")
+        except OSError as e:
+            why = e.strerror or e
+            return f"cannot read the fake GPU spec {self.file} ({why}); using the last good one"
+        except GtuiError as e:
+            first_line = str(e).split("\n", 1)[0]
+            return f"{first_line}; using the last good one"
+        except Exception as e:  # never let a poll crash the scheduler
+            return f"cannot use the fake GPU spec {self.file} ({e}); using the last good one"
+        return None
+
+    def read(self, ours: Sequence[JobUsage] = ()) -> GpuSnapshot:
+        """The simulated GPUs with our jobs placed on them."""
+        with self._lock:
+            error = self._reload()
+            gpus = tuple(self._gpu(i, g, ours) for i, g in enumerate(self._gpus))
+        return GpuSnapshot(gpus=gpus, taken_at=time.time(), source="fake", error=error)
+
+    def _gpu(self, index: int, gpu: FakeGpu, ours: Sequence[JobUsage]) -> GpuInfo:
+        jobs = [j for j in ours if index in j.gpus]
+        free = gpu.total_mib - gpu.others_mib
+        mem: dict[int, int] = {}
+        # Jobs that declared memory take it first; whole-GPU jobs share what is left.
+        for job in jobs:
+            if job.mem_mib is not None:
+                take = max(0, min(job.mem_mib, free))
+                mem[job.pid] = mem.get(job.pid, 0) + take
+                free -= take
+        whole = [j for j in jobs if j.mem_mib is None]
+        for n, job in enumerate(whole):
+            take = max(0, free // (len(whole) - n))
+            mem[job.pid] = mem.get(job.pid, 0) + take
+            free -= take
+        util = gpu.others_util
+        if any(not j.suspended for j in jobs):
+            util = max(util, OUR_UTIL)
+        seen: set[int] = set()
+        procs: list[GpuProcess] = []
+        for job in jobs:
+            if job.pid not in seen:
+                seen.add(job.pid)
+                procs.append(GpuProcess(pid=job.pid, mem_mib=mem[job.pid]))
+        return GpuInfo(
+            index=index,
+            name=fake_name(gpu.total_mib),
+            uuid=fake_uuid(index),
+            mem_total_mib=gpu.total_mib,
+            mem_used_mib=gpu.total_mib - free,
+            util=util,
+            temperature=30 + (util * 3) // 10,
+            processes=tuple(procs),
+        )
+
+    def close(self) -> None:
+        """Nothing to release."""

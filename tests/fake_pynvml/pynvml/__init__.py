@@ -1,0 +1,449 @@
+"""A stand-in for nvidia-ml-py's ``pynvml``, to drive gtui's NVML backend in tests.
+
+Its public NVML names (functions, error classes, constants, struct classes and their fields)
+mirror the real module; tests/test_gpus_nvml.py checks each exists in the installed pynvml. The
+extra names start with ``fake`` / ``Fake``: ``fake_state`` is what the "driver" reports, and tests
+change it between reads (GPUs, NOT_SUPPORTED fields, missing driver functions, vanishing PIDs, a
+GPU lost and back, a missing library, a version mismatch). ``fake_state.calls`` records every call.
+
+Two ways in: load this file as a module and pass it to ``NvmlBackend(nvml=...)``, or put
+``tests/fake_pynvml`` first on ``PYTHONPATH`` so ``import pynvml`` finds it; then the state is
+read from the JSON file named by ``FAKE_PYNVML_CONFIG`` (see ``fake_load_config``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import string
+import sys
+from ctypes import Structure, c_uint, c_ulonglong
+from dataclasses import dataclass, field
+from typing import Any
+
+# ----- constants (the real values) -----------------------------------------------------------
+
+NVML_SUCCESS = 0
+NVML_ERROR_UNINITIALIZED = 1
+NVML_ERROR_INVALID_ARGUMENT = 2
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_NO_PERMISSION = 4
+NVML_ERROR_ALREADY_INITIALIZED = 5
+NVML_ERROR_NOT_FOUND = 6
+NVML_ERROR_INSUFFICIENT_SIZE = 7
+NVML_ERROR_INSUFFICIENT_POWER = 8
+NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_TIMEOUT = 10
+NVML_ERROR_IRQ_ISSUE = 11
+NVML_ERROR_LIBRARY_NOT_FOUND = 12
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
+NVML_ERROR_CORRUPTED_INFOROM = 14
+NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_RESET_REQUIRED = 16
+NVML_ERROR_OPERATING_SYSTEM = 17
+NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
+NVML_ERROR_IN_USE = 19
+NVML_ERROR_MEMORY = 20
+NVML_ERROR_NO_DATA = 21
+NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
+NVML_ERROR_GPU_NOT_FOUND = 28
+NVML_ERROR_UNKNOWN = 999
+
+NVML_TEMPERATURE_GPU = 0
+NVML_VALUE_NOT_AVAILABLE_ulonglong = c_ulonglong(-1)
+NVML_VALUE_NOT_AVAILABLE_uint = c_uint(-1)
+nvmlMemory_v2 = 0x02000028
+nvmlTemperature_v1 = 0x100000C
+
+_MIB = 1024 * 1024
+
+
+# ----- errors, built the way the real module builds them ------------------------------------
+
+
+class NVMLLibraryMismatchError(Exception):
+    """Raised by the unversioned wrappers when the library lacks the function."""
+
+
+class NVMLError(Exception):
+    _valClassMapping: dict[int, type] = {}
+    _errcode_to_string = {
+        NVML_ERROR_UNINITIALIZED: "Uninitialized",
+        NVML_ERROR_INVALID_ARGUMENT: "Invalid Argument",
+        NVML_ERROR_NOT_SUPPORTED: "Not Supported",
+        NVML_ERROR_NO_PERMISSION: "Insufficient Permissions",
+        NVML_ERROR_ALREADY_INITIALIZED: "Already Initialized",
+        NVML_ERROR_NOT_FOUND: "Not Found",
+        NVML_ERROR_INSUFFICIENT_SIZE: "Insufficient Size",
+        NVML_ERROR_INSUFFICIENT_POWER: "Insufficient External Power",
+        NVML_ERROR_DRIVER_NOT_LOADED: "Driver Not Loaded",
+        NVML_ERROR_TIMEOUT: "Timeout",
+        NVML_ERROR_IRQ_ISSUE: "Interrupt Request Issue",
+        NVML_ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found",
+        NVML_ERROR_FUNCTION_NOT_FOUND: "Function Not Found",
+        NVML_ERROR_CORRUPTED_INFOROM: "Corrupted infoROM",
+        NVML_ERROR_GPU_IS_LOST: "GPU is lost",
+        NVML_ERROR_RESET_REQUIRED: "GPU requires restart",
+        NVML_ERROR_OPERATING_SYSTEM: "The operating system has blocked the request.",
+        NVML_ERROR_LIB_RM_VERSION_MISMATCH: "RM has detected an NVML/RM version mismatch.",
+        NVML_ERROR_MEMORY: "Insufficient Memory",
+        NVML_ERROR_UNKNOWN: "Unknown Error",
+    }
+
+    value: int
+
+    def __new__(cls, value: int) -> NVMLError:
+        if cls is NVMLError:
+            cls = NVMLError._valClassMapping.get(value, cls)
+        obj = Exception.__new__(cls)
+        obj.value = value
+        return obj
+
+    def __str__(self) -> str:
+        return self._errcode_to_string.get(self.value, f"NVML Error with code {self.value}")
+
+    def __eq__(self, other: object) -> bool:
+        return self.value == getattr(other, "value", None)
+
+    __hash__ = Exception.__hash__
+
+
+def nvmlExceptionClass(nvmlErrorCode: int) -> type:
+    if nvmlErrorCode not in NVMLError._valClassMapping:
+        raise ValueError(f"nvmlErrorCode {nvmlErrorCode} is not valid")
+    return NVMLError._valClassMapping[nvmlErrorCode]
+
+
+def _extractNVMLErrorsAsClasses() -> None:
+    """NVML_ERROR_GPU_IS_LOST -> class NVMLError_GpuIsLost, as the real module does."""
+    this_module = sys.modules[__name__]
+    for err_name in [x for x in dir(this_module) if x.startswith("NVML_ERROR_")]:
+        class_name = "NVMLError_" + string.capwords(
+            err_name.replace("NVML_ERROR_", ""), "_"
+        ).replace("_", "")
+        err_val = getattr(this_module, err_name)
+
+        def gen_new(val: int) -> Any:
+            def new(typ: type, *args: Any) -> NVMLError:
+                return NVMLError.__new__(typ, val)  # type: ignore[arg-type]
+
+            return new
+
+        cls = type(class_name, (NVMLError,), {"__new__": gen_new(err_val)})
+        cls.__module__ = __name__
+        setattr(this_module, class_name, cls)
+        NVMLError._valClassMapping[err_val] = cls
+
+
+_extractNVMLErrorsAsClasses()
+
+
+# ----- structs (same fields as the real ones) -------------------------------------------------
+
+
+class c_nvmlMemory_t(Structure):
+    _fields_ = [("total", c_ulonglong), ("free", c_ulonglong), ("used", c_ulonglong)]
+
+
+class c_nvmlMemory_v2_t(Structure):
+    _fields_ = [
+        ("version", c_uint),
+        ("total", c_ulonglong),
+        ("reserved", c_ulonglong),
+        ("free", c_ulonglong),
+        ("used", c_ulonglong),
+    ]
+
+
+class c_nvmlUtilization_t(Structure):
+    _fields_ = [("gpu", c_uint), ("memory", c_uint)]
+
+
+class nvmlFriendlyObject:
+    """What the process functions return: plain attributes (``pid``, ``usedGpuMemory``...)."""
+
+    def __init__(self, dictionary: dict[str, Any]) -> None:
+        for key, value in dictionary.items():
+            setattr(self, key, value)
+
+    def __str__(self) -> str:
+        return str(self.__dict__)
+
+
+# ----- the fake driver's state ----------------------------------------------------------------
+
+FAKE_RAW_NOT_AVAILABLE = "raw-not-available"  # a process memory the binding did not convert
+
+
+@dataclass
+class FakeGpu:
+    """One GPU as the fake driver reports it. ``None`` for util/temperature = NOT_SUPPORTED.
+
+    Process entries are ``(pid, MiB)``; MiB None = the binding's None (not available),
+    FAKE_RAW_NOT_AVAILABLE = NVML's raw 2**64-1.
+    """
+
+    name: str = "NVIDIA A800 80GB PCIe"
+    uuid: str = ""
+    total_mib: int = 81920
+    used_mib: int = 0  # allocated by processes
+    reserved_mib: int = 512  # kept by the driver (v1 counts it as used, v2 apart)
+    util: int | None = 0
+    temperature: int | None = 35
+    compute: list[tuple[int, Any]] = field(default_factory=list)
+    graphics: list[tuple[int, Any]] = field(default_factory=list)
+    mps: list[tuple[int, Any]] = field(default_factory=list)
+    lost: bool = False  # every call on it (and getting its handle) fails with lost_code
+    lost_code: int = NVML_ERROR_GPU_IS_LOST
+    memory_error: int | None = None  # e.g. NVML_ERROR_NOT_SUPPORTED for memory info
+    process_error: int | None = None  # e.g. NVML_ERROR_NO_PERMISSION for process lists
+    generation: int = 0  # bumped when a lost GPU comes back: old handles stay dead
+
+
+@dataclass
+class FakeState:
+    gpus: list[FakeGpu] = field(default_factory=list)
+    init_error: int | None = None  # nvmlInit raises this (LIBRARY_NOT_FOUND, mismatch...)
+    broken: int | None = None  # after init, every call raises this (driver gone mid-run)
+    driver: str = "550.54.15"
+    missing: set[str] = field(default_factory=set)  # C symbols this "driver" lacks
+    failing: dict[str, int] = field(default_factory=dict)  # C symbol -> error code it returns
+    # Process functions whose struct layout the "driver" does not share with the binding: past
+    # the first entry, the binding reads across entries (pid 0, nonsense memory), as with the
+    # R535 drivers that wrote v3 structs through the v3 call that bindings read as v2.
+    garbled: set[str] = field(default_factory=set)
+    calls: list[str] = field(default_factory=list)
+    refcount: int = 0
+
+
+fake_state = FakeState()
+
+
+def fake_reset(gpus: list[FakeGpu] | None = None, **kwargs: Any) -> FakeState:
+    """A fresh driver state (the same object, so references held by tests stay valid)."""
+    fresh = FakeState(gpus=list(gpus or []), **kwargs)
+    for i, gpu in enumerate(fresh.gpus):
+        if not gpu.uuid:
+            gpu.uuid = f"GPU-00000000-0000-0000-0000-{i:012d}"
+    fake_state.__dict__.update(fresh.__dict__)
+    return fake_state
+
+
+def fake_set_lost(index: int, lost: bool = True, code: int = NVML_ERROR_GPU_IS_LOST) -> None:
+    """A GPU falls off the bus, or comes back (handles taken before stay invalid)."""
+    gpu = fake_state.gpus[index]
+    if gpu.lost and not lost:
+        gpu.generation += 1
+    gpu.lost = lost
+    gpu.lost_code = code
+
+
+def fake_load_config(path: str) -> None:
+    """Read the state from JSON: ``{"gpus": [{FakeGpu fields}], "init_error": 12, ...}``."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    gpus = []
+    for g in data.pop("gpus", []):
+        for key in ("compute", "graphics", "mps"):
+            if key in g:
+                g[key] = [tuple(p) for p in g[key]]
+        gpus.append(FakeGpu(**g))
+    missing = set(data.pop("missing", []))
+    garbled = set(data.pop("garbled", []))
+    fake_reset(gpus, missing=missing, garbled=garbled, **data)
+
+
+if os.environ.get("FAKE_PYNVML_CONFIG"):
+    fake_load_config(os.environ["FAKE_PYNVML_CONFIG"])
+
+
+# ----- the fake library -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Handle:
+    index: int
+    generation: int
+
+
+def _enter(name: str, symbol: str | None = None) -> None:
+    fake_state.calls.append(name)
+    if fake_state.refcount <= 0:
+        raise NVMLError(NVML_ERROR_UNINITIALIZED)
+    if fake_state.broken is not None:
+        raise NVMLError(fake_state.broken)
+    if (symbol or name) in fake_state.missing:
+        raise NVMLError(NVML_ERROR_FUNCTION_NOT_FOUND)
+    if (symbol or name) in fake_state.failing:
+        raise NVMLError(fake_state.failing[symbol or name])
+
+
+def _gpu(handle: _Handle) -> FakeGpu:
+    if not isinstance(handle, _Handle) or handle.index >= len(fake_state.gpus):
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+    gpu = fake_state.gpus[handle.index]
+    if gpu.lost:
+        raise NVMLError(gpu.lost_code)
+    if handle.generation != gpu.generation:
+        raise NVMLError(NVML_ERROR_GPU_IS_LOST)
+    return gpu
+
+
+def nvmlInit() -> None:
+    fake_state.calls.append("nvmlInit")
+    if fake_state.init_error is not None:
+        raise NVMLError(fake_state.init_error)
+    fake_state.refcount += 1
+
+
+def nvmlShutdown() -> None:
+    _enter("nvmlShutdown")
+    fake_state.refcount -= 1
+
+
+def nvmlSystemGetDriverVersion() -> str:
+    _enter("nvmlSystemGetDriverVersion")
+    return fake_state.driver
+
+
+def nvmlDeviceGetCount() -> int:
+    _enter("nvmlDeviceGetCount", "nvmlDeviceGetCount_v2")
+    return len(fake_state.gpus)
+
+
+def nvmlDeviceGetHandleByIndex(index: int) -> _Handle:
+    _enter("nvmlDeviceGetHandleByIndex", "nvmlDeviceGetHandleByIndex_v2")
+    if not 0 <= index < len(fake_state.gpus):
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+    gpu = fake_state.gpus[index]
+    if gpu.lost:
+        raise NVMLError(gpu.lost_code)
+    return _Handle(index, gpu.generation)
+
+
+def nvmlDeviceGetName(handle: _Handle) -> str:
+    _enter("nvmlDeviceGetName")
+    return _gpu(handle).name
+
+
+def nvmlDeviceGetUUID(handle: _Handle) -> str:
+    _enter("nvmlDeviceGetUUID")
+    return _gpu(handle).uuid
+
+
+def nvmlDeviceGetMemoryInfo(handle: _Handle, version: int | None = None) -> Any:
+    symbol = "nvmlDeviceGetMemoryInfo_v2" if version else "nvmlDeviceGetMemoryInfo"
+    _enter("nvmlDeviceGetMemoryInfo", symbol)
+    gpu = _gpu(handle)
+    if gpu.memory_error is not None:
+        raise NVMLError(gpu.memory_error)
+    total = gpu.total_mib * _MIB
+    reserved = gpu.reserved_mib * _MIB
+    used = gpu.used_mib * _MIB
+    if not version:
+        return c_nvmlMemory_t(total=total, free=total - reserved - used, used=reserved + used)
+    if version != nvmlMemory_v2:
+        raise NVMLError(NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+    return c_nvmlMemory_v2_t(
+        version=version, total=total, reserved=reserved, free=total - reserved - used, used=used
+    )
+
+
+def nvmlDeviceGetUtilizationRates(handle: _Handle) -> c_nvmlUtilization_t:
+    _enter("nvmlDeviceGetUtilizationRates")
+    gpu = _gpu(handle)
+    if gpu.util is None:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    return c_nvmlUtilization_t(gpu=gpu.util, memory=gpu.util // 2)
+
+
+def nvmlDeviceGetTemperature(handle: _Handle, sensor: int) -> int:
+    _enter("nvmlDeviceGetTemperature")
+    gpu = _gpu(handle)
+    if gpu.temperature is None or sensor != NVML_TEMPERATURE_GPU:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    return gpu.temperature
+
+
+def nvmlDeviceGetTemperatureV(
+    handle: _Handle, sensor: int, version: int = nvmlTemperature_v1
+) -> int:
+    _enter("nvmlDeviceGetTemperatureV")
+    gpu = _gpu(handle)
+    if version != nvmlTemperature_v1:
+        raise NVMLError(NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+    if gpu.temperature is None or sensor != NVML_TEMPERATURE_GPU:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    return gpu.temperature
+
+
+def _processes(name: str, handle: _Handle, kind: str, version: int) -> list[nvmlFriendlyObject]:
+    _enter(name)
+    gpu = _gpu(handle)
+    if gpu.process_error is not None:
+        raise NVMLError(gpu.process_error)
+    out = []
+    entries = list(getattr(gpu, kind))
+    if name in fake_state.garbled:
+        entries = entries[:1] + [(0, pid) for pid, _ in entries[1:]]
+    for pid, mib in entries:
+        if mib is None:
+            mem: Any = None
+        elif mib == FAKE_RAW_NOT_AVAILABLE:
+            mem = NVML_VALUE_NOT_AVAILABLE_ulonglong.value
+        else:
+            mem = int(mib) * _MIB
+        fields: dict[str, Any] = {"pid": pid, "usedGpuMemory": mem}
+        if version >= 2:
+            fields.update(gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF)
+        out.append(nvmlFriendlyObject(fields))
+    return out
+
+
+def _unversioned(name: str, handle: _Handle, kind: str) -> list[nvmlFriendlyObject]:
+    """The real wrapper turns a missing function into NVMLLibraryMismatchError."""
+    try:
+        return _processes(name, handle, kind, 1)
+    except NVMLError as e:
+        if e.value == NVML_ERROR_FUNCTION_NOT_FOUND:
+            raise NVMLLibraryMismatchError(
+                f"Unversioned function called and the pyNVML version does not match the NVML "
+                f"lib version. Use a versioned function such as {name}_v2"
+            ) from None
+        raise
+
+
+def nvmlDeviceGetComputeRunningProcesses_v3(handle: _Handle) -> list[nvmlFriendlyObject]:
+    return _processes("nvmlDeviceGetComputeRunningProcesses_v3", handle, "compute", 3)
+
+
+def nvmlDeviceGetComputeRunningProcesses_v2(handle: _Handle) -> list[nvmlFriendlyObject]:
+    return _processes("nvmlDeviceGetComputeRunningProcesses_v2", handle, "compute", 2)
+
+
+def nvmlDeviceGetComputeRunningProcesses(handle: _Handle) -> list[nvmlFriendlyObject]:
+    return _unversioned("nvmlDeviceGetComputeRunningProcesses", handle, "compute")
+
+
+def nvmlDeviceGetGraphicsRunningProcesses_v3(handle: _Handle) -> list[nvmlFriendlyObject]:
+    return _processes("nvmlDeviceGetGraphicsRunningProcesses_v3", handle, "graphics", 3)
+
+
+def nvmlDeviceGetGraphicsRunningProcesses_v2(handle: _Handle) -> list[nvmlFriendlyObject]:
+    return _processes("nvmlDeviceGetGraphicsRunningProcesses_v2", handle, "graphics", 2)
+
+
+def nvmlDeviceGetGraphicsRunningProcesses(handle: _Handle) -> list[nvmlFriendlyObject]:
+    return _unversioned("nvmlDeviceGetGraphicsRunningProcesses", handle, "graphics")
+
+
+def nvmlDeviceGetMPSComputeRunningProcesses_v3(handle: _Handle) -> list[nvmlFriendlyObject]:
+    return _processes("nvmlDeviceGetMPSComputeRunningProcesses_v3", handle, "mps", 3)
+
+
+def nvmlDeviceGetMPSComputeRunningProcesses_v2(handle: _Handle) -> list[nvmlFriendlyObject]:
+    return _processes("nvmlDeviceGetMPSComputeRunningProcesses_v2", handle, "mps", 2)
+
+
+def nvmlDeviceGetMPSComputeRunningProcesses(handle: _Handle) -> list[nvmlFriendlyObject]:
+    return _unversioned("nvmlDeviceGetMPSComputeRunningProcesses", handle, "mps")

@@ -1,0 +1,170 @@
+"""``gtui gpus [--json]`` through the real command line, on fake GPUs and on the fake pynvml."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+FAKE_PYNVML_DIR = Path(__file__).parent / "fake_pynvml"
+KEYS = [
+    "index",
+    "name",
+    "uuid",
+    "mem_total_mib",
+    "mem_used_mib",
+    "util",
+    "temperature",
+    "processes",
+]
+
+
+def gtui_gpus(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m gtui gpus ARGS`` with only the environment we mean to give it."""
+    full = {k: v for k, v in os.environ.items() if k not in ("GTUI_FAKE_GPUS", "PYTHONPATH")}
+    full.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "gtui", "gpus", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        cwd=cwd,
+        env=full,
+    )
+
+
+def with_fake_pynvml(tmp_path: Path, config: dict[str, object]) -> dict[str, str]:
+    """Environment that makes ``import pynvml`` load tests/fake_pynvml with this config."""
+    path = tmp_path / "nvml.json"
+    path.write_text(json.dumps(config))
+    return {"PYTHONPATH": str(FAKE_PYNVML_DIR), "FAKE_PYNVML_CONFIG": str(path)}
+
+
+def test_table_on_fake_gpus() -> None:
+    r = gtui_gpus("--fake-gpus", "80G:16G@35,24G")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "SIMULATED" in lines[0]
+    header, row0, row1 = lines[1:4]
+    assert header.split() == ["GPU", "NAME", "MEMORY", "UTIL", "TEMP", "PROCESSES"]
+    assert row0.split()[0] == "0" and "16G / 80G" in row0 and "35%" in row0
+    assert row1.split()[0] == "1" and "0M / 24G" in row1
+    assert r.stderr == ""
+
+
+def test_json_shape_exactly() -> None:
+    r = gtui_gpus("--json", env={"GTUI_FAKE_GPUS": "2x80G:8G@10"})  # the env var works too
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert [list(g) for g in data] == [KEYS, KEYS]
+    assert data[0] == {
+        "index": 0,
+        "name": data[0]["name"],
+        "uuid": data[0]["uuid"],
+        "mem_total_mib": 81920,
+        "mem_used_mib": 8192,
+        "util": 10,
+        "temperature": data[0]["temperature"],
+        "processes": [],
+    }
+    assert data[1]["index"] == 1 and data[0]["uuid"] != data[1]["uuid"]
+
+
+def test_options_anywhere_and_spec_file_relative_to_cwd(tmp_path: Path) -> None:
+    (tmp_path / "gpus.txt").write_text("24G:4G\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "gtui", "--fake-gpus", "@gpus.txt", "gpus", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if k != "GTUI_FAKE_GPUS"},
+    )
+    assert r.returncode == 0, r.stderr
+    assert [g["mem_used_mib"] for g in json.loads(r.stdout)] == [4096]
+
+
+def test_bad_spec_is_exit_2_without_traceback() -> None:
+    r = gtui_gpus("--fake-gpus", "80G:90G")
+    assert r.returncode == 2
+    assert r.stdout == ""
+    assert "Traceback" not in r.stderr and len(r.stderr.splitlines()) <= 2
+    assert "80G:90G" in r.stderr and "[Nx]TOTAL[:USED_BY_OTHERS][@UTIL]" in r.stderr
+
+
+def test_no_gpu_and_no_fake_is_a_clear_message_and_exit_0(tmp_path: Path) -> None:
+    env = with_fake_pynvml(tmp_path, {"init_error": 12})  # NVML_ERROR_LIBRARY_NOT_FOUND
+    r = gtui_gpus(env=env)
+    assert r.returncode == 0
+    assert "no NVIDIA GPU found" in r.stdout and "--fake-gpus" in r.stdout
+    assert "Traceback" not in r.stderr
+    r = gtui_gpus("--json", env=env)
+    assert r.returncode == 0
+    assert json.loads(r.stdout) == []
+    assert "no NVIDIA GPU found" in r.stderr and "CPU jobs" in r.stderr
+
+
+def test_nvml_path_end_to_end(tmp_path: Path) -> None:
+    config = {
+        "driver": "535.104.05",
+        "gpus": [
+            {
+                "name": "NVIDIA A800 80GB PCIe",
+                "uuid": "GPU-aaaa",
+                "used_mib": 36864,
+                "util": 71,
+                "temperature": 54,
+                "compute": [[4242, 36000], [4343, None]],
+            },
+            {"name": "NVIDIA T4", "uuid": "GPU-bbbb", "total_mib": 15360, "temperature": None},
+        ],
+        "missing": ["nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetMemoryInfo_v2"],
+    }
+    env = with_fake_pynvml(tmp_path, config)
+    r = gtui_gpus("--json", env=env)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data == [
+        {
+            "index": 0,
+            "name": "NVIDIA A800 80GB PCIe",
+            "uuid": "GPU-aaaa",
+            "mem_total_mib": 81920,
+            "mem_used_mib": 36864 + 512,  # v1: the driver's reservation counts as used
+            "util": 71,
+            "temperature": 54,
+            "processes": [{"pid": 4242, "mem_mib": 36000}, {"pid": 4343, "mem_mib": None}],
+        },
+        {
+            "index": 1,
+            "name": "NVIDIA T4",
+            "uuid": "GPU-bbbb",
+            "mem_total_mib": 15360,
+            "mem_used_mib": 512,
+            "util": 0,
+            "temperature": None,
+            "processes": [],
+        },
+    ]
+    assert r.stderr == ""
+    r = gtui_gpus(env=env)
+    assert r.returncode == 0, r.stderr
+    assert "NVIDIA driver 535.104.05" in r.stdout
+    (row1,) = [line for line in r.stdout.splitlines() if "NVIDIA T4" in line]
+    assert "n/a" in row1  # the temperature it does not support
+    assert "4242 (35.2G)" in r.stdout and "4343 (n/a)" in r.stdout
+
+
+def test_lost_gpu_is_shown_not_a_crash(tmp_path: Path) -> None:
+    env = with_fake_pynvml(tmp_path, {"gpus": [{}, {"lost": True}]})
+    r = gtui_gpus(env=env)
+    assert r.returncode == 0, r.stderr
+    (row1,) = [line for line in r.stdout.splitlines() if line.lstrip().startswith("1 ")]
+    assert "LOST" in row1 and "GPU is lost" in row1
+    data = json.loads(gtui_gpus("--json", env=env).stdout)
+    assert data[1]["mem_used_mib"] is None and data[0]["mem_used_mib"] == 0
