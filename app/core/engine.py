@@ -57,6 +57,22 @@ from gtui.core.store import Store
 LOG_WATCH_S = 0.5  # how often running jobs' logs are checked for growth
 BAD_STATES_FOR_AFTER = frozenset({JobState.FAILED, JobState.KILLED, JobState.BLOCKED})
 
+# Fault injection for the crash tests: GTUI_CRASH_AT="point:n" makes the scheduler SIGKILL itself
+# the n-th time it reaches ``point`` (after_intent, after_launch, after_exit, after_finish).
+_CRASH_AT = os.environ.get("GTUI_CRASH_AT", "")
+_crash_counts: dict[str, int] = {}
+
+
+def _crash_point(point: str) -> None:
+    if not _CRASH_AT:
+        return
+    where, _, nth = _CRASH_AT.partition(":")
+    if where != point:
+        return
+    _crash_counts[point] = _crash_counts.get(point, 0) + 1
+    if _crash_counts[point] == int(nth or 1):
+        os.kill(os.getpid(), 9)
+
 
 def pool_totals(settings: Settings, snapshot: GpuSnapshot) -> list[int | None] | None:
     """Total memory of each GPU in the pool, for the queue file's pool checks (None: unknown)."""
@@ -420,20 +436,29 @@ class Engine:
         if proc is not None:
             rec.pid = proc.pid
             rec.create_time = proc.create_time()
+            rec.log = self._find_log(rec)
             self._commit(rec)
             self._adopt(rec.name, self._launched_from(rec))
             return
         status_file = Path(rec.status_file) if rec.status_file else None
         status = runner.read_status_file(status_file) if status_file else None
-        log_exists = bool(rec.log) and Path(str(rec.log)).exists()
-        if status is not None or log_exists:
-            self._finish(rec.name, status or runner.ExitStatus(None, None), recovered=True)
+        if status is not None:
+            # It ran and ended while gtui was down.
+            rec.log = self._find_log(rec)
+            self._finish(rec.name, status, recovered=True)
             return
         # It never started: back to the queue, the attempt not counted.
         rec.state = JobState.QUEUED
         rec.attempt = max(0, rec.attempt - 1)
         rec.token = None
         self._commit(rec)
+
+    def _find_log(self, rec: JobRecord) -> str | None:
+        """The newest log of the record's attempt (its path was not committed before a crash)."""
+        log_dir = self.paths.log_dir(self._settings.log_dir)
+        base = f"{runner.safe_name(rec.name)}.{rec.attempt}"
+        logs = [p for p in log_dir.glob(f"{base}*.log") if p.name.startswith(base + ".")]
+        return str(max(logs, key=lambda p: p.stat().st_mtime)) if logs else None
 
     @staticmethod
     def _find_by_token(token: str | None) -> psutil.Process | None:
@@ -514,11 +539,15 @@ class Engine:
                 on_gpu.setdefault(p.pid, []).append((gpu.index, p.mem_mib))
         if not on_gpu:
             return
-        for name in self._all_names():
-            rec = self._records[name]
-            if not rec.active or not rec.pid:
+        active = [self._records[n] for n in self._all_names() if self._records[n].active]
+        roots = {rec.pid for rec in active if rec.pid}
+        # Walk process trees (psutil, costly) only when some GPU process is not a job's root.
+        need_trees = any(pid not in roots for pid in on_gpu)
+        for rec in active:
+            name = rec.name
+            if not rec.pid:
                 continue
-            tree = runner.process_tree(rec.pid)
+            tree = runner.process_tree(rec.pid) if need_trees else {rec.pid}
             observed: dict[int, int] = {}
             for pid in tree:
                 for index, mem in on_gpu.get(pid, ()):
@@ -734,7 +763,10 @@ class Engine:
                 matrix=spec.matrix,
             )
             # Commit the intent first: a crash from here on can never start it twice.
+            rec.status_file = str(runner.status_path_for(self.paths.run_dir, name, rec.attempt))
+            rec.log = None
             self._commit(rec)
+            _crash_point("after_intent")
             launched = runner.launch(
                 runner.LaunchRequest(
                     name=name,
@@ -754,6 +786,7 @@ class Engine:
             self._publish(JobChanged(self._view(name)))
             self._after_failure(rec)
             return
+        _crash_point("after_launch")
         rec.pid = launched.pid
         rec.create_time = launched.create_time
         rec.log = str(launched.log_path)
@@ -794,7 +827,9 @@ class Engine:
             status = runner.ExitStatus(None, None)
         if self._stopping:
             return
+        _crash_point("after_exit")
         self._finish(name, status)
+        _crash_point("after_finish")
         if self._backend is not None and self._backend.source != "nvml":
             self._backend_read_sync()
         self._schedule()
