@@ -1,1 +1,1 @@
-"""gtui's benchmark suite: `python -m benchmarks [--quick]` prints a table and writes BENCHMARKS.md."""
+"""gtui's benchmarks: `python -m benchmarks [--quick]` prints a table and writes BENCHMARKS.md."""

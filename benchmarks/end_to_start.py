@@ -34,7 +34,7 @@ def gaps_ms(stamps: Path) -> list[float]:
 async def run_gtui(n: int, workdir: Path) -> list[float]:
     stamps = workdir / "gtui.stamps"
     jobs = "".join(
-        f'[[jobs]]\nname = "j{i}"\nmem = "70G"\ncmd = "{stamp_cmd(stamps)}"\n\n' for i in range(n)
+        f'[[jobs]]\nname = "j{i}"\nmem = "70G"\ncmd = \'{stamp_cmd(stamps)}\'\n\n' for i in range(n)
     )
     queue = workdir / "bench.toml"
     queue.write_text(f'[settings]\npoll = "10s"\nfake_gpus = "1x80G"\n\n{jobs}')

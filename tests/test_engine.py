@@ -272,7 +272,7 @@ async def test_pause_suspends_and_resume_continues(tmp_path: Path) -> None:
     engine = Engine(q, fake_gpus="1x80G")
     task = asyncio.create_task(engine.run())
     try:
-        await wait_for(lambda: states(engine)["long"] == "running")
+        await wait_for(lambda: states(engine).get("long") == "running")
         pid = engine.view("long").record.pid
         assert pid
         await engine.pause(["long", "next"])

@@ -83,9 +83,9 @@ def job_processes(tmp_path: Path) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter():
         try:
-            if proc.environ().get("GTUI_QUEUE", "").startswith(str(tmp_path)):
-                if proc.status() != psutil.STATUS_ZOMBIE:
-                    found.append(proc)
+            mine = proc.environ().get("GTUI_QUEUE", "").startswith(str(tmp_path))
+            if mine and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
         except (psutil.Error, OSError):
             continue
     return found

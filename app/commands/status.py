@@ -43,15 +43,12 @@ def get_status(queue: str) -> dict[str, Any]:
     paths = queue_paths(queue)
     if not paths.queue.exists():
         raise GtuiError(f"{queue}: no such queue file")
-    try:
-        from gtui.core.control import request
-    except ImportError:
-        request = None  # type: ignore[assignment]
-    if request is not None:
-        reply = request(paths.queue, "status")
-        if reply and reply.get("ok") and isinstance(reply.get("status"), dict):
-            result: dict[str, Any] = reply["status"]
-            return result
+    from gtui.core.control import request
+
+    reply = request(paths.queue, "status")
+    if reply and reply.get("ok") and isinstance(reply.get("status"), dict):
+        result: dict[str, Any] = reply["status"]
+        return result
     return status_from_store(paths.queue)
 
 
@@ -78,5 +75,6 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
             import time
 
             note = format_duration(time.time() - j["started_at"])
-        print(f"  {j['name']:<{width}}  {j['state']:<9}  {gpus:<5}  {mem:>6}  {j['attempt']:>3}  {note}")
+        row = f"{j['name']:<{width}}  {j['state']:<9}  {gpus:<5}  {mem:>6}  {j['attempt']:>3}"
+        print(f"  {row}  {note}")
     return 0

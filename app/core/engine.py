@@ -37,9 +37,8 @@ from gtui.core.api import (
 from gtui.core.diagnose import diagnose, oom_peak_mib, oom_retry_mem, read_log_tail
 from gtui.core.errors import GtuiError
 from gtui.core.gpus.backend import open_backend
-from gtui.core.gpus.snapshot import GpuBackend, GpuInfo, GpuSnapshot, JobUsage
+from gtui.core.gpus.snapshot import GpuBackend, GpuSnapshot, JobUsage
 from gtui.core.model import (
-    ACTIVE_STATES,
     FINAL_STATES,
     Diagnosis,
     JobRecord,
@@ -131,6 +130,7 @@ class Engine:
         self._bg: set[asyncio.Task[Any]] = set()
         self._last_gpu_meta = ""
         self._last_decision: Any = None
+        self._pending_specs: dict[str, JobSpec] = {}
 
     # ------------------------------------------------------------------ read-only accessors
     @property
@@ -371,6 +371,13 @@ class Engine:
                 )
             elif not initial:
                 removed.append(name)
+        # A running job keeps the spec it was started with; an edit applies to its next attempt.
+        self._pending_specs = {}
+        for name, rec in records.items():
+            old = self._specs.get(name)
+            if rec.active and old is not None and new_specs.get(name) != old:
+                self._pending_specs[name] = new_specs[name]
+                new_specs[name] = old
         self._specs = new_specs
         self._order = [j.name for j in queue.jobs]
         self._records = records
@@ -844,6 +851,8 @@ class Engine:
     def _finish(self, name: str, status: runner.ExitStatus, *, recovered: bool = False) -> None:
         """A job's process ended: decide its state, diagnose, maybe retry; commit; publish."""
         rec = self._records[name]
+        if name in self._pending_specs:
+            self._specs[name] = self._pending_specs.pop(name)
         spec = self._specs[name]
         self._watchers.pop(name, None)
         self._launched.pop(name, None)

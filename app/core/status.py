@@ -1,4 +1,4 @@
-"""The ``gtui status --json`` document, built the same way by a running engine and from the store."""
+"""The ``gtui status --json`` document, built alike by a running engine and from the store."""
 
 from __future__ import annotations
 
