@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from gtui.core.control import MAX_LINE, ControlServer, call, request
 from gtui.core.errors import GtuiError
 from gtui.core.paths import queue_paths
@@ -32,8 +33,13 @@ class RecordingEngine:
         self.queue_path = queue_path or Path("/nonexistent/q.toml")
         self.calls: list[tuple[str, Any]] = []
         self.fail: BaseException | None = None
+        self.entered = asyncio.Event()
+        self.gate: asyncio.Event | None = None  # when set, commands wait for it
 
     async def _do(self, op: str, arg: Any = None) -> None:
+        self.entered.set()
+        if self.gate is not None:
+            await self.gate.wait()
         await asyncio.sleep(0)
         if self.fail is not None:
             raise self.fail
@@ -213,6 +219,38 @@ async def test_close_drops_idle_clients(queue: Path) -> None:
     await asyncio.wait_for(server.close(), 10)
     assert await asyncio.wait_for(reader.read(), 10) == b""
     writer.close()
+
+
+async def test_close_lets_a_request_in_progress_answer(queue: Path) -> None:
+    """``gtui kill`` of the last job lets ``gtui run`` finish: the kill must still be answered."""
+    engine = RecordingEngine(queue)
+    engine.gate = asyncio.Event()
+    server = ControlServer(queue)
+    await server.start(engine)
+    asked = asyncio.create_task(ask(queue, "kill", names=["a"]))
+    await asyncio.wait_for(engine.entered.wait(), 10)
+    closing = asyncio.create_task(server.close())
+    await asyncio.sleep(0.05)
+    assert not closing.done()  # waiting for the request in progress
+    engine.gate.set()
+    await asyncio.wait_for(closing, 10)
+    assert await asyncio.wait_for(asked, 10) == {"ok": True, "names": ["a"]}
+
+
+async def test_a_scheduler_that_goes_away_without_answering_is_an_error(queue: Path) -> None:
+    path = queue_paths(queue).socket
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        writer.close()
+
+    server = await asyncio.start_unix_server(hang_up, path=str(path))
+    try:
+        with pytest.raises(GtuiError, match="stopped before it answered"):
+            await asyncio.to_thread(request, queue, "kill", names=["a"])
+    finally:
+        server.close()
 
 
 async def test_no_scheduler_means_none(queue: Path) -> None:

@@ -33,6 +33,7 @@ MAX_LINE = 1 << 20  # bytes in one request line
 MAX_REPLY = 64 << 20  # bytes in one reply line (a status of 10,000 jobs is a few MiB)
 IDLE_TIMEOUT_S = 60.0  # a client that sends nothing for this long is dropped
 CONNECT_TIMEOUT_S = 2.0
+BUSY_WAIT_S = 30.0  # how long close() lets requests in progress finish
 DEFAULT_TIMEOUT_S = 30.0
 
 NAME_OPS = ("kill", "pause", "resume", "retry")
@@ -155,6 +156,8 @@ class ControlServer:
         self._server: asyncio.Server | None = None
         self._engine: ControlledEngine | None = None
         self._clients: set[asyncio.Task[None]] = set()
+        self._busy: set[asyncio.Task[None]] = set()  # handling a request: let it answer
+        self._closing = False
         self._inode: tuple[int, int] | None = None
 
     @property
@@ -199,11 +202,17 @@ class ControlServer:
             path.unlink()
 
     async def close(self) -> None:
-        """Stop listening, drop the clients and remove the socket file (if still ours)."""
+        """Stop listening, let requests in progress answer (a ``kill`` that let ``gtui run``
+        finish still gets its reply), drop idle clients, and remove the socket file."""
         server, self._server = self._server, None
         if server is None:
             return
+        self._closing = True
         server.close()
+        for task in list(self._clients - self._busy):
+            task.cancel()
+        if self._busy:
+            await asyncio.wait(list(self._busy), timeout=BUSY_WAIT_S)
         for task in list(self._clients):
             task.cancel()
         if self._clients:
@@ -240,6 +249,9 @@ class ControlServer:
         sock = writer.get_extra_info("socket")
         uid = peer_uid(sock) if sock is not None else -1
         if uid != os.getuid():
+            # Take (and ignore) its first line, so it reads our answer rather than a broken pipe.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(reader.readline(), 1.0)
             writer.write(_encode({"ok": False, "error": f"refused: uid {uid} does not own gtui"}))
             await writer.drain()
             return
@@ -257,14 +269,23 @@ class ControlServer:
                 return
             if not line.strip():
                 continue
+            task = asyncio.current_task()
+            if task is not None:
+                self._busy.add(task)
             try:
-                req = json.loads(line)
-            except ValueError:
-                reply: dict[str, Any] = {"ok": False, "error": "bad request: not JSON"}
-            else:
-                reply = await dispatch(self._engine, req)
-            writer.write(_encode(reply))
-            await writer.drain()
+                try:
+                    req = json.loads(line)
+                except ValueError:
+                    reply: dict[str, Any] = {"ok": False, "error": "bad request: not JSON"}
+                else:
+                    reply = await dispatch(self._engine, req)
+                writer.write(_encode(reply))
+                await writer.drain()
+            finally:
+                if task is not None:
+                    self._busy.discard(task)
+            if self._closing:
+                return
 
 
 def _check_owner(path: Path) -> None:
@@ -315,9 +336,14 @@ def request(
                 f"the scheduler of {paths.queue.name} did not answer within {timeout:g}s"
             ) from None
         except (BrokenPipeError, ConnectionResetError):
-            return None  # it went away between connect and reply: as good as not running
+            line = b""
         if not line:
-            return None
+            # It took the request and went away: whether it acted is unknown, so say so
+            # rather than act a second time on the saved state.
+            raise GtuiError(
+                f"the scheduler of {paths.queue.name} stopped before it answered; "
+                f"see `gtui status {paths.queue.name}`"
+            )
         try:
             reply = json.loads(line)
         except ValueError:

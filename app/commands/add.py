@@ -1,0 +1,130 @@
+"""``gtui add QUEUE.toml [--name N] [--gpus K] [--mem 20G] ... -- CMD...``: append a job.
+
+The job is written to the queue file (validated like the file, comments kept, under the file
+lock) whether or not a scheduler runs; a running one is then told to reload at once (it would
+notice the file change within one poll anyway).
+
+The command: one argument is taken as a shell command line as it is (``-- "a | b"``); several
+are one word each, quoted as given (``-- python train.py --name "my run"``). Without ``--cwd``
+the job runs where ``gtui add`` was run, as in task-spooler and pueue.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from gtui.cli import GlobalOptions
+from gtui.commands._jobcmd import queue_file
+from gtui.core.control import request
+from gtui.core.errors import GtuiError
+from gtui.core.paths import QueuePaths
+
+_OPTIONS = ("--name", "--gpus", "--mem", "--priority", "--after", "--retries", "--timeout", "--cwd")
+
+
+def _options_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gtui add", add_help=False, exit_on_error=False)
+    p.add_argument("--name")
+    p.add_argument("--gpus", type=int)
+    p.add_argument("--mem")
+    p.add_argument("--priority", type=int)
+    p.add_argument("--after")
+    p.add_argument("--retries", type=int)
+    p.add_argument("--timeout")
+    p.add_argument("--cwd")
+    return p
+
+
+def split_command(ns: argparse.Namespace) -> tuple[argparse.Namespace, list[str]]:
+    """Options given after the queue file end up in ``ns.cmd`` (argparse's REMAINDER takes
+    everything after the first positional): take them out, up to ``--``."""
+    args = list(ns.cmd or [])
+    opts: list[str] = []
+    while args:
+        a = args[0]
+        if a == "--":
+            args.pop(0)
+            break
+        option = a.split("=", 1)[0]
+        if option not in _OPTIONS:
+            break
+        opts.append(args.pop(0))
+        if "=" not in a:
+            if not args:
+                raise GtuiError(f"{a} needs a value, e.g. gtui add q.toml {a} VALUE -- CMD")
+            opts.append(args.pop(0))
+    try:
+        parsed = _options_parser().parse_args(opts)
+    except argparse.ArgumentError as e:
+        raise GtuiError(f"gtui add: {e} (see gtui add --help)") from None
+    merged = argparse.Namespace(**{k: v for k, v in vars(ns).items() if k != "cmd"})
+    for key, value in vars(parsed).items():
+        if value is not None:
+            setattr(merged, key, value)
+    return merged, args
+
+
+def command_line(words: list[str]) -> str:
+    if not words:
+        raise GtuiError(
+            "gtui add: no command; put it after --, e.g. gtui add q.toml -- python a.py"
+        )
+    return words[0] if len(words) == 1 else shlex.join(words)
+
+
+def job_cwd(paths: QueuePaths, given: str | None) -> str | None:
+    """The job's cwd as written to the file: relative to the queue's folder when inside it."""
+    where = Path(os.path.abspath(os.path.expanduser(given))) if given else Path.cwd()
+    if given and not where.is_dir():
+        raise GtuiError(f"--cwd {given}: no such directory")
+    base = paths.queue.parent
+    if where == base:
+        return "." if given else None
+    try:
+        return str(where.relative_to(base))
+    except ValueError:
+        return str(where)
+
+
+def fields_of(ns: argparse.Namespace, paths: QueuePaths, words: list[str]) -> dict[str, object]:
+    fields: dict[str, object] = {}
+    if ns.name:
+        fields["name"] = ns.name
+    fields["cmd"] = command_line(words)
+    for key in ("gpus", "mem", "priority", "retries", "timeout"):
+        value = getattr(ns, key, None)
+        if value is not None:
+            fields[key] = value
+    if ns.after:
+        fields["after"] = [a.strip() for a in ns.after.split(",") if a.strip()]
+    cwd = job_cwd(paths, ns.cwd)
+    if cwd is not None:
+        fields["cwd"] = cwd
+    return fields
+
+
+def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
+    from gtui.core.writeback import append_job
+
+    paths = queue_file(ns.queue)
+    merged, words = split_command(ns)
+    fields = fields_of(merged, paths, words)
+    name = append_job(paths.queue, fields)
+    shown = name if isinstance(name, str) and name else fields.get("name", "the job")
+    print(f"added {shown} to {paths.queue.name}")
+    try:
+        reply = request(paths, "reload", timeout=30.0)
+    except GtuiError as e:
+        print(f"(the scheduler did not take it yet: {e}; it will within one poll)", file=sys.stderr)
+        return 0
+    if reply is None:
+        print(
+            f"(no scheduler runs {paths.queue.name}: the job starts when one does)", file=sys.stderr
+        )
+    elif not reply.get("ok"):
+        print(f"(the scheduler says: {reply.get('error')})", file=sys.stderr)
+    return 0

@@ -1,0 +1,12 @@
+"""``gtui pause QUEUE.toml [NAME...]``: hold waiting / suspend running jobs; no NAME: the queue."""
+
+from __future__ import annotations
+
+import argparse
+
+from gtui.cli import GlobalOptions
+from gtui.commands import _jobcmd
+
+
+def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
+    return _jobcmd.main("pause", ns, opts)
