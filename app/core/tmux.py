@@ -1,0 +1,223 @@
+"""tmux helpers for ``gtui QUEUE.toml``, ``gtui attach`` and ``gtui ls`` (DESIGN.md 2 and 5).
+
+The dashboard runs inside a tmux session named ``gtui-<queue stem>`` so an SSH drop loses
+nothing. Each session records the queue it runs in the session option ``@gtui_queue``, which is
+how ``gtui ls`` names the queue and how a second ``gtui QUEUE.toml`` finds the session to attach
+to. Plain subprocess calls to the ``tmux`` binary; no Textual here.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gtui.core.errors import GtuiError
+
+QUEUE_OPTION = "@gtui_queue"
+PREFIX = "gtui-"
+# Variables that describe the outer terminal or tmux itself: the session sets its own.
+_SKIP_ENV = frozenset(
+    {
+        "TMUX",
+        "TMUX_PANE",
+        "TERM",
+        "TERM_PROGRAM",
+        "TERM_PROGRAM_VERSION",
+        "COLUMNS",
+        "LINES",
+        "SHLVL",
+        "_",
+        "OLDPWD",
+        "PWD",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Session:
+    name: str
+    queue: str  # "" when the session did not record one
+    attached: int  # clients attached
+    created: int  # unix time
+    pane_pid: int | None = None
+
+
+def available() -> bool:
+    """Whether a tmux binary is on PATH."""
+    return shutil.which("tmux") is not None
+
+
+def inside() -> bool:
+    """Whether this process runs inside tmux ($TMUX is set by tmux for its panes)."""
+    return bool(os.environ.get("TMUX"))
+
+
+def _run(args: Sequence[str], check: bool = False) -> subprocess.CompletedProcess[str]:
+    try:
+        result = subprocess.run(
+            ["tmux", *args], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=15
+        )
+    except FileNotFoundError:
+        raise GtuiError("tmux is not installed; run with --no-tmux") from None
+    except subprocess.TimeoutExpired:
+        raise GtuiError(f"tmux {' '.join(args[:1])} did not answer within 15 s") from None
+    if check and result.returncode != 0:
+        msg = (result.stderr or result.stdout).strip().splitlines()
+        raise GtuiError(f"tmux {args[0]} failed: {msg[-1] if msg else result.returncode}")
+    return result
+
+
+def has_session(name: str) -> bool:
+    # "=name" matches the name exactly (not as a prefix).
+    return _run(["has-session", "-t", f"={name}"]).returncode == 0
+
+
+def list_sessions(prefix: str = PREFIX) -> list[Session]:
+    """gtui's sessions (names starting with ``prefix``), with the queue each one runs."""
+    fmt = "\t".join(
+        ["#{session_name}", f"#{{{QUEUE_OPTION}}}", "#{session_attached}", "#{session_created}"]
+    )
+    result = _run(["list-sessions", "-F", fmt])
+    if result.returncode != 0:
+        return []  # no server running: no sessions
+    out = []
+    for line in result.stdout.splitlines():
+        parts = line.split("\t")
+        if len(parts) != 4 or not parts[0].startswith(prefix):
+            continue
+        name, queue, attached, created = parts
+        out.append(
+            Session(
+                name=name,
+                queue=queue,
+                attached=int(attached or 0),
+                created=int(created or 0),
+                pane_pid=_first_pane_pid(name),
+            )
+        )
+    return out
+
+
+def session_queue(name: str) -> str | None:
+    """The queue a session records, or None if there is no such session."""
+    for s in list_sessions(prefix=""):
+        if s.name == name:
+            return s.queue
+    return None
+
+
+def _first_pane_pid(name: str) -> int | None:
+    result = _run(["list-panes", "-s", "-t", f"={name}", "-F", "#{pane_pid}"])
+    if result.returncode != 0:
+        return None
+    for line in result.stdout.split():
+        if line.isdigit():
+            return int(line)
+    return None
+
+
+def session_of_pid(pid: int) -> str | None:
+    """The tmux session whose pane runs ``pid`` (or one of its ancestors), if any."""
+    result = _run(["list-panes", "-a", "-F", "#{pane_pid}\t#{session_name}"])
+    if result.returncode != 0:
+        return None
+    panes: dict[int, str] = {}
+    for line in result.stdout.splitlines():
+        p, _, name = line.partition("\t")
+        if p.isdigit():
+            panes[int(p)] = name
+    try:
+        import psutil
+
+        proc: psutil.Process | None = psutil.Process(pid)
+        while proc is not None:
+            if proc.pid in panes:
+                return panes[proc.pid]
+            proc = proc.parent()
+    except Exception:
+        return None
+    return None
+
+
+def launcher_script(argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> str:
+    """A shell script that recreates this environment and runs ``argv`` in ``cwd``.
+
+    tmux starts a session's command with the tmux *server's* environment, not the caller's: a
+    conda env activated in this shell would be lost, and the jobs would run with the wrong
+    python. The script exports the caller's variables first. If the command fails, it waits for
+    a key, so the error stays on screen instead of the session vanishing with it.
+    """
+    lines = ["#!/bin/sh", "# written by gtui: the dashboard's tmux session runs this"]
+    for k, v in sorted(env.items()):
+        if k in _SKIP_ENV or not k.replace("_", "a").isalnum() or k[0].isdigit():
+            continue
+        lines.append(f"export {k}={shlex.quote(v)}")
+    lines.append(f"cd {shlex.quote(str(cwd))} || exit 1")
+    lines.append(" ".join(shlex.quote(a) for a in argv))
+    lines.append("rc=$?")
+    lines.append('if [ "$rc" -ne 0 ]; then')
+    lines.append('  echo; echo "gtui exited with status $rc. Press enter to close this window."')
+    lines.append("  read _ignored")
+    lines.append("fi")
+    lines.append('exit "$rc"')
+    return "\n".join(lines) + "\n"
+
+
+def self_argv(queue: Path, fake_gpus: str | None) -> list[str]:
+    """How this gtui runs itself inside the session: the same python, --no-tmux, same fakes."""
+    argv = [sys.executable, "-m", "gtui", "--no-tmux"]
+    if fake_gpus:
+        argv += ["--fake-gpus", fake_gpus]
+    argv.append(str(queue))
+    return argv
+
+
+def new_session(
+    name: str,
+    script: Path,
+    *,
+    cwd: Path,
+    queue: Path,
+    width: int | None = None,
+    height: int | None = None,
+) -> None:
+    """Start a detached session running ``script`` and record its queue (``@gtui_queue``)."""
+    args = ["new-session", "-d", "-s", name, "-c", str(cwd)]
+    if width and height:
+        args += ["-x", str(width), "-y", str(height)]
+    args += ["/bin/sh", str(script)]
+    result = _run(args)
+    if result.returncode != 0:
+        if has_session(name):
+            return  # someone started it a moment ago: attach to theirs
+        msg = (result.stderr or result.stdout).strip()
+        raise GtuiError(f"tmux could not start session {name}: {msg}")
+    _run(["set-option", "-t", f"={name}", QUEUE_OPTION, str(queue)])
+
+
+def attach_argv(name: str) -> list[str]:
+    """The command that attaches this terminal to session ``name`` (switch-client in tmux)."""
+    if inside():
+        return ["tmux", "switch-client", "-t", f"={name}"]
+    return ["tmux", "attach-session", "-t", f"={name}"]
+
+
+def attach(name: str) -> int:
+    """Attach to ``name``: replaces this process with tmux outside tmux; switches inside."""
+    argv = attach_argv(name)
+    if inside():
+        return _run(argv[1:]).returncode
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execvp(argv[0], argv)
+    return 0  # pragma: no cover - exec does not return
+
+
+def kill_session(name: str) -> None:
+    _run(["kill-session", "-t", f"={name}"])

@@ -1,0 +1,176 @@
+"""The Textual app: runs the engine as a worker and feeds its events to the main screen.
+
+Engine events are folded into a buffer (gtui.ui.events) and applied at most every FLUSH_S, so a
+storm of JobChanged / LogGrew costs a few repaints, not one per event.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable
+from functools import partial
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+
+from gtui.core.api import Event
+from gtui.core.errors import GtuiError
+from gtui.styles import stylesheet
+from gtui.ui.events import EventBuffer
+from gtui.ui.keys import KEYS
+from gtui.ui.port import EnginePort
+from gtui.ui.screens.main import MainScreen
+
+FLUSH_S = 0.05  # coalescing window for engine events (20 repaints a second at most)
+
+
+class GtuiApp(App[int]):
+    """``GtuiApp(engine).run()``; returns the exit code (0, or the engine's error code)."""
+
+    CSS_PATH = [stylesheet("app.tcss")]
+    TITLE = "gtui"
+    ENABLE_COMMAND_PALETTE = True
+    BINDINGS = [
+        Binding("ctrl+q", "quit", "Quit", show=False, priority=True),
+        Binding("ctrl+c", "quit", "Quit", show=False),
+    ]
+
+    def __init__(
+        self,
+        engine: EnginePort,
+        *,
+        host: str | None = None,
+        clock: Callable[[], float] = time.time,
+        in_tmux: bool = False,
+        startup_notice: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.engine = engine
+        self.host = host or socket.gethostname().split(".")[0]
+        self.clock = clock
+        self.in_tmux = in_tmux
+        self.startup_notice = startup_notice
+        self.buffer = EventBuffer()
+        self._flush_pending = False
+        self._unsubscribe: Callable[[], None] | None = None
+        self._thread = threading.get_ident()
+        self._shut_down = False
+        self.flushes = 0  # batches applied (the benchmark reads it)
+        self.engine_error: str | None = None
+
+    # -- screens --------------------------------------------------------------------------
+
+    def get_default_screen(self) -> Screen[None]:
+        return MainScreen(self.engine, host=self.host, clock=self.clock, in_tmux=self.in_tmux)
+
+    @property
+    def main(self) -> MainScreen:
+        screen = self.screen_stack[0]
+        assert isinstance(screen, MainScreen)
+        return screen
+
+    # -- the engine -----------------------------------------------------------------------
+
+    async def start_engine(self) -> bool:
+        """Called by the main screen once it is composed: subscribe, start, show, run."""
+        self._thread = threading.get_ident()
+        self._unsubscribe = self.engine.subscribe(self._sink)
+        if not getattr(self.engine, "started", False):
+            try:
+                await self.engine.start()
+            except GtuiError as e:
+                self._shut_down = True
+                self.exit(e.exit_code, return_code=e.exit_code, message=f"gtui: {e}")
+                return False
+        self.main.populate()
+        self.run_worker(self._run_engine(), name="engine", group="engine", exit_on_error=False)
+        if self.startup_notice:
+            self.notify(self.startup_notice, severity="warning", timeout=20, markup=False)
+        return True
+
+    async def _run_engine(self) -> None:
+        try:
+            await self.engine.run()
+        except GtuiError as e:
+            self.engine_error = str(e)
+            self.notify(f"the scheduler stopped: {e}", severity="error", timeout=30, markup=False)
+        except Exception as e:  # a bug: keep the screen, say it loudly
+            self.engine_error = repr(e)
+            self.notify(
+                f"the scheduler stopped with an internal error: {e!r}. Jobs that run keep "
+                "running; quit and open the queue again to re-adopt them.",
+                severity="error",
+                timeout=60,
+                markup=False,
+            )
+
+    def _sink(self, event: Event) -> None:
+        """Called by the engine (on this loop's thread, synchronously): buffer and schedule."""
+        if threading.get_ident() != self._thread:
+            self.call_from_thread(self._sink, event)
+            return
+        if self.buffer.add(event) and not self._flush_pending:
+            self._flush_pending = True
+            self.set_timer(FLUSH_S, self._apply_events)
+
+    def _apply_events(self) -> None:
+        self._flush_pending = False
+        batch = self.buffer.take()
+        if not batch or not self.screen_stack or not isinstance(self.screen_stack[0], MainScreen):
+            return  # nothing new, or the app is closing
+        self.flushes += 1
+        self.main.apply(batch)
+
+    def on_unmount(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    # -- quitting ---------------------------------------------------------------------------
+
+    async def action_quit(self) -> None:
+        """ctrl+q / ctrl+c: the same question as ``q`` when jobs run."""
+        if len(self.screen_stack) > 1:
+            self.pop_screen()
+        self.main.action_quit()
+
+    def shutdown_and_exit(self, *, kill_jobs: bool = False) -> None:
+        """Stop the engine (and maybe its jobs), then leave."""
+        if kill_jobs:
+            self.notify("killing running jobs…", timeout=30)
+
+        async def stop() -> None:
+            await self.stop_engine(kill_jobs=kill_jobs)
+            self.exit(0, return_code=0)
+
+        self.run_worker(stop(), group="quit", exclusive=True)
+
+    async def stop_engine(self, *, kill_jobs: bool = False) -> None:
+        if self._shut_down:
+            return
+        self._shut_down = True
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        await self.engine.shutdown(kill_jobs=kill_jobs)
+
+    @property
+    def engine_stopped(self) -> bool:
+        return self._shut_down
+
+    # -- command palette ------------------------------------------------------------------
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        for k in KEYS:
+            yield SystemCommand(
+                k.palette, f"key {k.shown}: {k.help}", partial(self._palette_action, k.action)
+            )
+        for cmd in super().get_system_commands(screen):
+            if cmd.title not in ("Quit", "Keys"):
+                yield cmd
+
+    def _palette_action(self, action: str) -> None:
+        self.call_later(self.main.run_action, action)

@@ -1,0 +1,1 @@
+"""The dashboard's screens: the main screen and its modal dialogs."""

@@ -1,0 +1,62 @@
+"""A question with a few answers, each on its own key (kill, remove, quit)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+
+@dataclass(frozen=True)
+class Choice:
+    key: str  # the key that picks it (also shown on its button)
+    label: str
+    value: str
+    variant: str = "default"  # Button variant: "error" for the destructive one
+
+
+class ConfirmScreen(ModalScreen[str | None]):
+    """Dismissed with the chosen value; ``escape`` (or ``n``) cancels with None."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, title: str, body: str, choices: list[Choice]) -> None:
+        super().__init__(classes="dialog-screen")
+        self.title_text = title
+        self.body = body
+        self.choices = choices
+        for c in choices:
+            self._bindings.bind(c.key, f"choose('{c.value}')", c.label, show=False)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog", id="confirm"):
+            yield Static(self.title_text, classes="dialog-title")
+            yield Static(self.body, classes="dialog-body", markup=False)
+            with Horizontal(classes="dialog-buttons"):
+                for c in self.choices:
+                    yield Button(
+                        f"{c.key} {c.label}",
+                        id=f"choice-{c.value}",
+                        variant=c.variant,  # type: ignore[arg-type]
+                        compact=True,
+                    )
+                yield Button("esc Cancel", id="choice-cancel", compact=True)
+
+    def on_mount(self) -> None:
+        # Nothing destructive under the cursor: focus Cancel.
+        self.query_one("#choice-cancel", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        bid = event.button.id or ""
+        self.dismiss(None if bid == "choice-cancel" else bid.removeprefix("choice-"))
+
+    def action_choose(self, value: str) -> None:
+        self.dismiss(value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

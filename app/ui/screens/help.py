@@ -1,0 +1,92 @@
+"""The ``?`` screen: every key, what the glyphs and colours mean."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from gtui.core.model import JobState
+from gtui.ui.format import (
+    FREE_CHAR,
+    MEM_CRIT,
+    MEM_WARN,
+    OTHERS_CHAR,
+    OURS_CHAR,
+    STATE_GLYPH,
+    STATE_STYLE,
+    TEMP_CRIT,
+    TEMP_WARN,
+    UTIL_CRIT,
+    UTIL_WARN,
+)
+from gtui.ui.keys import KEYS
+
+
+def help_text() -> Table:
+    keys = Table.grid(padding=(0, 2))
+    keys.add_column(style="bold", no_wrap=True)
+    keys.add_column()
+    for k in KEYS:
+        keys.add_row(k.shown, k.help)
+    keys.add_row("↑ ↓ pgup pgdn", "move in the queue, or scroll the focused log")
+    keys.add_row("esc", "back from the log to the queue; close a dialog")
+    keys.add_row("ctrl+p", "command palette (every action by name)")
+
+    legend = Text()
+    for st in JobState:
+        legend.append(f"{STATE_GLYPH[st]} {st.value}", style=STATE_STYLE[st])
+        legend.append("  ")
+    bars = Text()
+    bars.append(OTHERS_CHAR * 3, style="magenta")
+    bars.append(" other users  ")
+    bars.append(OURS_CHAR * 3, style="cyan")
+    bars.append(" our jobs  ")
+    bars.append(FREE_CHAR * 3, style="grey42")
+    bars.append(" free")
+    colours = Text(
+        f"Numbers turn yellow / red at: memory used {MEM_WARN}% / {MEM_CRIT}%, "
+        f"utilization {UTIL_WARN}% / {UTIL_CRIT}%, temperature {TEMP_WARN} / {TEMP_CRIT}°C. "
+        "The numbers are always written, so nothing depends on colour alone."
+    )
+
+    outer = Table.grid(padding=(0, 0))
+    outer.add_column()
+    outer.add_row(Text("Keys", style="bold underline"))
+    outer.add_row(keys)
+    outer.add_row(Text(""))
+    outer.add_row(Text("Job states", style="bold underline"))
+    outer.add_row(legend)
+    outer.add_row(Text(""))
+    outer.add_row(Text("GPU memory bar", style="bold underline"))
+    outer.add_row(bars)
+    outer.add_row(colours)
+    outer.add_row(
+        Text(
+            "\nQuitting leaves running jobs running: the next `gtui QUEUE.toml` re-adopts them. "
+            "In tmux, detach (ctrl+b d) to keep the dashboard itself running.",
+            style="dim",
+        )
+    )
+    return outer
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [
+        Binding("escape,q,question_mark", "close", "Close"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__(classes="dialog-screen")
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(classes="dialog", id="help"):
+            yield Static("gtui · keys  (esc closes)", classes="dialog-title")
+            yield Static(help_text(), id="help-body")
+
+    def action_close(self) -> None:
+        self.dismiss(None)

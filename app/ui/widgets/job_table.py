@@ -1,0 +1,314 @@
+"""The queue table: one keyed row per job, updated in place, fast with 10,000 jobs.
+
+A Line API widget rather than a DataTable: rows live in a dict keyed by job name and are turned
+into text only when they are on screen, so a job changing state costs one dict store and the
+repaint of one line (if visible), never a rebuild. The visible order (queue order, through the
+filter) is recomputed once per batch of changes that can alter it, not per event.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from gtui.core.api import JobView
+from gtui.core.model import JobState
+from gtui.ui.format import job_cells
+
+# (key, title, width or 0 = flexible, justify)
+_FIXED = (
+    ("sel", "", 1, "left"),
+    ("glyph", "", 1, "left"),
+    ("name", "name", 0, "left"),
+    ("state", "state", 9, "left"),
+    ("gpu", "gpu", 4, "left"),
+    ("mem", "mem", 7, "left"),
+    ("tries", "try", 4, "right"),
+    ("time", "time", 8, "right"),
+    ("note", "note", 0, "left"),
+)
+
+FILTERS: dict[str, frozenset[JobState] | None] = {
+    "all": None,
+    "running": frozenset({JobState.RUNNING, JobState.SUSPENDED}),
+    "waiting": frozenset({JobState.QUEUED, JobState.HELD}),
+    "failed": frozenset({JobState.FAILED, JobState.KILLED, JobState.BLOCKED}),
+    "done": frozenset({JobState.DONE}),
+    **{s.value: frozenset({s}) for s in JobState},
+}
+
+
+def column_widths(width: int, longest_name: int) -> list[tuple[str, str, int, str]]:
+    """Fit the columns into ``width``: fixed ones as they are, name and note share the rest."""
+    fixed = sum(w for _, _, w, _ in _FIXED) + (len(_FIXED) - 1)
+    rest = max(10, width - fixed)
+    name_w = max(8, min(longest_name, 32, max(12, rest // 2)))
+    note_w = max(4, rest - name_w)
+    out = []
+    for key, title, w, justify in _FIXED:
+        if key == "name":
+            w = name_w
+        elif key == "note":
+            w = note_w
+        out.append((key, title, w, justify))
+    return out
+
+
+def _cell(text: Text, width: int, justify: str) -> Text:
+    t = text.copy()
+    t.no_wrap = True
+    t.overflow = "ellipsis"
+    t.truncate(width, overflow="ellipsis", pad=False)
+    if t.cell_len < width:
+        if justify == "right":
+            t.pad_left(width - t.cell_len)
+        else:
+            t.pad_right(width - t.cell_len)
+    return t
+
+
+class JobTable(ScrollView, can_focus=True):
+    """Jobs in queue order; the cursor row is the selected job."""
+
+    COMPONENT_CLASSES = {
+        "job-table--header",
+        "job-table--cursor",
+        "job-table--cursor-blurred",
+    }
+    BINDINGS = [
+        Binding("up,k", "cursor(-1)", "Up", show=False),
+        Binding("down,j", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home,g", "first", "First", show=False),
+        Binding("end,G", "last", "Last", show=False),
+    ]
+
+    class Selected(Message):
+        """The cursor moved to another job (or to none)."""
+
+        def __init__(self, name: str | None) -> None:
+            super().__init__()
+            self.name = name
+
+    def __init__(self, *, clock: Callable[[], float] = time.time, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.clock = clock
+        self._views: dict[str, JobView] = {}
+        self._order: list[str] = []  # visible names, queue order
+        self._pos: dict[str, int] = {}
+        self._longest = 8
+        self._cursor = 0
+        self._selected: str | None = None
+        self.filter_name = "all"
+        self.filter_text = ""
+
+    # -- data -----------------------------------------------------------------------------------
+
+    @property
+    def selected(self) -> str | None:
+        return self._selected
+
+    @property
+    def visible_names(self) -> list[str]:
+        return list(self._order)
+
+    def view(self, name: str) -> JobView | None:
+        return self._views.get(name)
+
+    def views(self) -> Iterable[JobView]:
+        return self._views.values()
+
+    def __len__(self) -> int:
+        return len(self._views)
+
+    def _matches(self, v: JobView) -> bool:
+        states = FILTERS.get(self.filter_name)
+        if states is not None and v.record.state not in states:
+            return False
+        return not self.filter_text or self.filter_text.lower() in v.spec.name.lower()
+
+    def set_jobs(self, views: Iterable[JobView]) -> None:
+        """The whole queue (start, reload, add / remove / move): keep the selection by name."""
+        self._views = {v.spec.name: v for v in views}
+        self._longest = max((len(n) for n in self._views), default=8)
+        self._reorder()
+
+    def update_jobs(self, views: Iterable[JobView]) -> None:
+        """Changed jobs: store them; repaint their lines; reorder only if visibility changed."""
+        reorder = False
+        for v in views:
+            name = v.spec.name
+            old = self._views.get(name)
+            self._views[name] = v
+            if old is None:
+                self._longest = max(self._longest, len(name))
+                reorder = True
+                continue
+            was = name in self._pos
+            now = self._matches(v)
+            if was != now or old.order != v.order:
+                reorder = True
+            elif was:
+                self._refresh_row(self._pos[name])
+        if reorder:
+            self._reorder()
+
+    def remove_jobs(self, names: Iterable[str]) -> None:
+        changed = False
+        for name in names:
+            if self._views.pop(name, None) is not None:
+                changed = True
+        if changed:
+            self._reorder()
+
+    def set_filter(self, name: str, text: str = "") -> None:
+        self.filter_name = name if name in FILTERS else "all"
+        self.filter_text = text.strip()
+        self._reorder()
+
+    def _reorder(self) -> None:
+        keep = self._selected
+        order = [n for n, v in self._views.items() if self._matches(v)]
+        order.sort(key=lambda n: self._views[n].order)
+        self._order = order
+        self._pos = {n: i for i, n in enumerate(order)}
+        self.virtual_size = Size(self.size.width, len(order) + 1)
+        if keep is not None and keep in self._pos:
+            self._cursor = self._pos[keep]
+        else:
+            self._cursor = max(0, min(self._cursor, len(order) - 1))
+        self._set_selected()
+        self._scroll_cursor_into_view()
+        self.refresh()
+
+    # -- cursor ---------------------------------------------------------------------------------
+
+    def select(self, name: str) -> bool:
+        """Move the cursor to ``name`` if it is visible."""
+        if name not in self._pos:
+            return False
+        self._move_to(self._pos[name])
+        return True
+
+    def _set_selected(self) -> None:
+        name = self._order[self._cursor] if self._order else None
+        if name != self._selected:
+            self._selected = name
+            self.post_message(self.Selected(name))
+
+    def _move_to(self, index: int) -> None:
+        if not self._order:
+            return
+        old = self._cursor
+        self._cursor = max(0, min(index, len(self._order) - 1))
+        if old != self._cursor:
+            self._refresh_row(old)
+            self._refresh_row(self._cursor)
+        self._set_selected()
+        self._scroll_cursor_into_view()
+
+    def _scroll_cursor_into_view(self) -> None:
+        rows = max(1, self.size.height - 1)  # line 0 is the column header
+        top = int(self.scroll_y)
+        if self._cursor < top:
+            self.scroll_to(y=self._cursor, animate=False)
+        elif self._cursor >= top + rows:
+            self.scroll_to(y=self._cursor - rows + 1, animate=False)
+
+    def action_cursor(self, delta: int) -> None:
+        self._move_to(self._cursor + delta)
+
+    def action_page(self, direction: int) -> None:
+        self._move_to(self._cursor + direction * max(1, self.size.height - 2))
+
+    def action_first(self) -> None:
+        self._move_to(0)
+
+    def action_last(self) -> None:
+        self._move_to(len(self._order) - 1)
+
+    def on_click(self, event: events.Click) -> None:
+        if event.y >= 1:
+            self._move_to(int(self.scroll_y) + event.y - 1)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.virtual_size = Size(event.size.width, len(self._order) + 1)
+        self._scroll_cursor_into_view()
+
+    def tick(self) -> None:
+        """Repaint the elapsed time of active jobs on screen (called once a second)."""
+        top = int(self.scroll_y)
+        for i in range(top, min(len(self._order), top + self.size.height)):
+            if self._views[self._order[i]].record.active:
+                self._refresh_row(i)
+
+    # -- painting -------------------------------------------------------------------------------
+
+    def _refresh_row(self, index: int) -> None:
+        """Repaint row ``index`` if it is on screen. Row i is virtual line i + 1: the column
+        header is painted over the first virtual line in view, so the last row can scroll in."""
+        self.refresh_line(index + 1)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        base = self.rich_style
+        cols = column_widths(width, self._longest)
+        if y == 0:
+            header = Text(no_wrap=True, end="")
+            for i, (_, title, w, justify) in enumerate(cols):
+                if i:
+                    header.append(" ")
+                header.append_text(_cell(Text(title), w, justify))
+            style = self.get_component_rich_style("job-table--header")
+            return self._strip(header, width, base + style)
+        index = int(self.scroll_y) + y - 1
+        if index >= len(self._order):
+            return Strip.blank(width, base)
+        name = self._order[index]
+        cells = job_cells(self._views[name], self.clock())
+        selected = index == self._cursor
+        by_key = {
+            "sel": Text("›" if selected else " ", style="bold"),
+            "glyph": cells.glyph,
+            "name": cells.name,
+            "state": cells.state,
+            "gpu": cells.gpu,
+            "mem": cells.mem,
+            "tries": cells.tries,
+            "time": cells.time,
+            "note": cells.note,
+        }
+        line = Text(no_wrap=True, end="")
+        for i, (key, _, w, justify) in enumerate(cols):
+            if i:
+                line.append(" ")
+            line.append_text(_cell(by_key[key], w, justify))
+        style = base
+        if selected:
+            cursor = "job-table--cursor" if self.has_focus else "job-table--cursor-blurred"
+            style = base + self.get_component_rich_style(cursor)
+        return self._strip(line, width, style)
+
+    def _strip(self, text: Text, width: int, style: Style) -> Strip:
+        segments = list(text.render(self.app.console))
+        strip = Strip(segments).apply_style(style)
+        return strip.crop_extend(0, width, style)
+
+    def on_focus(self) -> None:
+        self._refresh_row(self._cursor)
+
+    def on_blur(self) -> None:
+        self._refresh_row(self._cursor)
+
+
+__all__ = ["FILTERS", "JobTable", "column_widths"]

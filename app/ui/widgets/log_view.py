@@ -1,0 +1,199 @@
+"""The selected job's log: followed live, scrollable, and bounded in memory whatever its size.
+
+The widget keeps a byte offset (the first shown line while scrolling) and reads only the lines
+that fit on screen through LogTail; it never holds the file. tqdm's carriage returns and ANSI
+colours are resolved per line (LogTail cleans, Rich decodes the colours).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual import events
+from textual.binding import Binding
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from gtui.ui.logtail import LogLine, LogTail
+
+
+def _human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+class LogView(Widget, can_focus=True):
+    """Shows a window of one log file. ``follow`` keeps the window at the end."""
+
+    BINDINGS = [
+        Binding("up,k", "scroll_lines(-1)", "Up", show=False),
+        Binding("down,j", "scroll_lines(1)", "Down", show=False),
+        Binding("pageup", "scroll_page(-1)", "Page up", show=False),
+        Binding("pagedown,space", "scroll_page(1)", "Page down", show=False),
+        Binding("home,g", "top", "Top", show=False),
+        Binding("end,G", "bottom", "Bottom", show=False),
+    ]
+
+    follow: reactive[bool] = reactive(True)
+
+    class Changed(Message):
+        """Follow mode or position changed: the title should say so."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._tail: LogTail | None = None
+        self._placeholder = "select a job to see its log"
+        self._top = 0  # byte offset of the first shown line while not following
+        self._shown: list[LogLine] = []
+        self._rows: list[Text] = []
+        self._file_size = 0
+
+    # -- what is shown ----------------------------------------------------------------------
+
+    @property
+    def path(self) -> Path | None:
+        return self._tail.path if self._tail else None
+
+    @property
+    def file_size(self) -> int:
+        return self._file_size
+
+    @property
+    def position(self) -> float:
+        """Where the window is, 0..1 (1 while following)."""
+        if self.follow or not self._file_size:
+            return 1.0
+        return min(1.0, self._top / self._file_size)
+
+    def show(self, path: Path | None, placeholder: str = "no log yet") -> None:
+        """Switch to another file (or none); a new file starts followed."""
+        if path is not None and self._tail is not None and self._tail.path == path:
+            self.reload()
+            return
+        self._tail = LogTail(path) if path is not None else None
+        self._placeholder = placeholder
+        self._top = 0
+        self.follow = True
+        self.reload()
+
+    def poll(self) -> bool:
+        """Re-read if the file changed size; True when it did."""
+        if self._tail is None:
+            return False
+        size = self._tail.size()
+        if size == self._file_size:
+            return False
+        self.reload()
+        return True
+
+    def reload(self) -> None:
+        """Read the window for the current size and position; only these lines are kept."""
+        height = max(1, self.content_size.height or self.size.height or 20)
+        if self._tail is None:
+            self._shown, self._file_size = [], 0
+        else:
+            self._file_size = self._tail.size()
+            if self.follow:
+                self._shown = self._tail.last_lines(height)
+            else:
+                self._shown = self._tail.lines_from(self._top, height)
+        self._rows = self._layout(self._shown)
+        self.refresh()
+        self.post_message(self.Changed())
+
+    def _layout(self, lines: list[LogLine]) -> list[Text]:
+        width = max(10, self.content_size.width or self.size.width or 80)
+        height = max(1, self.content_size.height or self.size.height or 20)
+        rows: list[Text] = []
+        console = self.app.console
+        for line in lines:
+            text = Text.from_ansi(line.text) if "\x1b" in line.text else Text(line.text)
+            text.end = ""
+            wrapped = text.wrap(console, width, overflow="fold") if text.plain else [Text("")]
+            rows.extend(wrapped)
+        if self.follow:
+            return rows[-height:]
+        return rows[:height]
+
+    def render(self) -> Text:
+        if self._tail is None:
+            return Text(self._placeholder, style="dim")
+        if not self._rows:
+            if not self._tail.path.exists():
+                return Text(
+                    f"{self._placeholder} ({self._tail.path.name} not written yet)", style="dim"
+                )
+            return Text("(empty log)", style="dim")
+        out = Text("\n", no_wrap=True, end="").join(self._rows)
+        out.no_wrap = True
+        out.overflow = "crop"
+        return out
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.reload()
+
+    # -- scrolling --------------------------------------------------------------------------
+
+    def _stop_following(self) -> None:
+        if self.follow:
+            self._top = self._shown[0].start if self._shown else 0
+            self.follow = False
+
+    def action_scroll_lines(self, delta: int) -> None:
+        if self._tail is None:
+            return
+        self._stop_following()
+        if delta < 0:
+            before = self._tail.lines_before(self._top, -delta)
+            if before:
+                self._top = before[0].start
+        else:
+            if self._shown and self._shown[-1].end >= self._tail.size():
+                return  # the end of the file is already on screen
+            ahead = self._tail.lines_from(self._top, delta + 1)
+            if len(ahead) > delta:
+                self._top = ahead[delta].start
+        self.reload()
+
+    def action_scroll_page(self, direction: int) -> None:
+        height = max(1, self.content_size.height - 1)
+        self.action_scroll_lines(direction * height)
+
+    def action_top(self) -> None:
+        if self._tail is None:
+            return
+        self.follow = False
+        self._top = 0
+        self.reload()
+
+    def action_bottom(self) -> None:
+        self.follow = True
+        self.reload()
+
+    def toggle_follow(self) -> None:
+        if self.follow:
+            self._stop_following()
+        else:
+            self.follow = True
+        self.reload()
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        event.stop()
+        self.action_scroll_lines(-3)
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        event.stop()
+        self.action_scroll_lines(3)
+
+    def status(self) -> str:
+        """``following`` / ``paused at 45%`` and the file's size: for the panel's title."""
+        if self._tail is None:
+            return ""
+        where = "following" if self.follow else f"paused at {self.position:.0%} (f follows)"
+        return f"{where} · {_human_bytes(self._file_size)}"

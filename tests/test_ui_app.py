@@ -1,0 +1,415 @@
+"""The dashboard driven by Pilot over a real Engine, real queue file, real processes, fake GPUs.
+
+Every key of DESIGN.md 6 is pressed and the engine's state (and the queue file) checked after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+
+import psutil
+import pytest
+from textual.pilot import Pilot
+
+from gtui.core.engine import Engine
+from gtui.core.model import JobState
+from gtui.ui.app import GtuiApp
+from gtui.ui.keys import KEYS
+from gtui.ui.screens.confirm import ConfirmScreen
+from gtui.ui.screens.filter import FilterScreen
+from gtui.ui.screens.help import HelpScreen
+from gtui.ui.screens.job_form import JobForm
+from gtui.ui.widgets.log_view import LogView
+from tests.conftest import write_queue
+
+QUEUE = """
+[settings]
+poll = "0.2s"
+kill_grace = "1s"
+
+[[jobs]]
+name = "long"
+cmd = "sleep 30"
+gpus = 1
+mem = "10G"
+
+[[jobs]]
+name = "bad"
+cmd = "echo 'ModuleNotFoundError: No module named foo'; exit 1"
+gpus = 0
+
+[[jobs]]
+name = "w1"
+cmd = "echo one"
+gpus = 1
+after = ["long"]
+
+[[jobs]]
+name = "w2"
+cmd = "echo two"
+gpus = 1
+after = ["long"]
+
+[[jobs]]
+name = "w3"
+cmd = "echo three"
+gpus = 1
+after = ["long"]
+"""
+
+
+async def until(
+    pilot: Pilot[int], cond: Callable[[], object], timeout: float = 15.0, what: str = ""
+) -> None:
+    """Wait (generously) for something to happen; never a timing assertion."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or cond}")
+        await pilot.pause(0.05)
+
+
+def screen_text(app: GtuiApp) -> str:
+    """What the active screen shows, as plain text lines."""
+    strips = app.screen._compositor.render_strips()
+    return "\n".join("".join(seg.text for seg in strip) for strip in strips)
+
+
+def state(engine: Engine, name: str) -> JobState:
+    return engine.view(name).record.state
+
+
+def order(engine: Engine) -> list[str]:
+    return [v.spec.name for v in engine.jobs()]
+
+
+@asynccontextmanager
+async def dashboard(
+    path: Path, size: tuple[int, int] = (120, 30), fake: str = "2x80G", kill_at_end: bool = True
+) -> AsyncIterator[tuple[GtuiApp, Pilot[int], Engine]]:
+    engine = Engine(path, fake_gpus=fake)
+    app = GtuiApp(engine, host="testhost")
+    try:
+        async with app.run_test(size=size) as pilot:
+            await until(pilot, lambda: engine.started and len(app.main.table) > 0, what="start")
+            yield app, pilot, engine
+    finally:
+        with suppress(Exception):
+            await engine.shutdown(kill_jobs=kill_at_end)
+
+
+async def select(pilot: Pilot[int], app: GtuiApp, name: str) -> None:
+    await until(pilot, lambda: app.main.table.select(name), what=f"row {name}")
+    await pilot.pause()
+    assert app.main.table.selected == name
+
+
+@pytest.fixture
+def queue(tmp_path: Path) -> Path:
+    return write_queue(tmp_path, QUEUE)
+
+
+async def test_shows_the_queue_in_order_with_running_and_failed_jobs(queue: Path) -> None:
+    async with dashboard(queue) as (app, pilot, engine):
+        await until(pilot, lambda: state(engine, "long") == JobState.RUNNING)
+        await until(pilot, lambda: state(engine, "bad") == JobState.FAILED)
+        await until(pilot, lambda: app.main.table.view("bad").record.state == JobState.FAILED)
+        assert app.main.table.visible_names == ["long", "bad", "w1", "w2", "w3"]
+        header = str(app.main.query_one("#header").render())
+        assert "testhost" in header and "SIMULATED GPUs" in header
+        assert "1 running" in header and "1 failed" in header
+
+
+async def test_add_form_adds_a_job_to_the_engine_and_the_file(queue: Path) -> None:
+    async with dashboard(queue) as (app, pilot, engine):
+        await pilot.press("a")
+        await until(pilot, lambda: isinstance(app.screen, JobForm))
+        await pilot.click("#field-name")
+        await pilot.press(*"added")
+        await pilot.click("#field-cmd")
+        await pilot.press(*"echo hi")
+        await pilot.click("#field-gpus")
+        await pilot.press("0")
+        await pilot.press("enter")
+        await until(pilot, lambda: "added" in order(engine), what="the new job")
+        assert not isinstance(app.screen, JobForm)
+        assert 'name = "added"' in queue.read_text()
+        await until(pilot, lambda: state(engine, "added") == JobState.DONE)
+        await until(pilot, lambda: app.main.table.selected == "added")
+
+
+async def test_add_form_shows_the_engines_error_and_stays_open(queue: Path) -> None:
+    async with dashboard(queue) as (app, pilot, _engine):
+        before = queue.read_text()
+        await pilot.press("a")
+        await until(pilot, lambda: isinstance(app.screen, JobForm))
+        form = app.screen
+        assert isinstance(form, JobForm)
+        await pilot.click("#field-cmd")
+        await pilot.press(*"echo x")
+        await pilot.click("#field-mem")
+        await pilot.press(*"lots")
+        await pilot.press("ctrl+s")
+        err = form.query_one("#form-error")
+        await until(pilot, lambda: "mem" in str(err.render()), what="the error in the form")
+        assert isinstance(app.screen, JobForm)
+        assert queue.read_text() == before
+        # A shape error is caught before the engine: gpus must be a number.
+        await pilot.click("#field-mem")
+        await pilot.press(*["backspace"] * 4)
+        await pilot.click("#field-gpus")
+        await pilot.press(*"two")
+        await pilot.press("enter")
+        await until(pilot, lambda: "gpus" in str(err.render()))
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, JobForm))
+        assert queue.read_text() == before
+
+
+async def test_edit_changes_a_waiting_job(queue: Path) -> None:
+    async with dashboard(queue) as (app, pilot, engine):
+        await select(pilot, app, "w2")
+        await pilot.press("e")
+        await until(pilot, lambda: isinstance(app.screen, JobForm))
+        await pilot.click("#field-priority")
+        await pilot.press("end", "backspace", "7", "enter")
+        await until(pilot, lambda: engine.view("w2").spec.priority == 7)
+        assert "priority = 7" in queue.read_text()
+
+
+async def test_edit_refuses_a_running_job(queue: Path) -> None:
+    async with dashboard(queue) as (app, pilot, engine):
+        await until(pilot, lambda: state(engine, "long") == JobState.RUNNING)
+        await select(pilot, app, "long")
+        await pilot.press("e")
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, JobForm)
+
+
+async def test_remove_asks_then_removes_from_engine_and_file(queue: Path) -> None:
+    async with dashboard(queue) as (app, pilot, engine):
+        await select(pilot, app, "w3")
+        await pilot.press("d")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        assert "w3" in order(engine)
+        await pilot.press("d")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await until(pilot, lambda: "w3" not in order(engine))
+        assert '"w3"' not in queue.read_text()
+        await until(pilot, lambda: "w3" not in app.main.table.visible_names)
+
+
+async def test_move_up_down_top(queue: Path) -> None:
+    async with dashboard(queue) as (app, pilot, engine):
+        await select(pilot, app, "w3")
+        await pilot.press("K")
+        await until(pilot, lambda: order(engine)[2:] == ["w1", "w3", "w2"])
+        await until(pilot, lambda: app.main.table.visible_names[2:] == ["w1", "w3", "w2"])
+        assert app.main.table.selected == "w3"  # the cursor follows the job
+        await pilot.press("shift+down")
+        await until(pilot, lambda: order(engine)[2:] == ["w1", "w2", "w3"])
+        await pilot.press("J")  # already last: the engine says so, nothing breaks
+        await pilot.press("t")
+        await until(pilot, lambda: order(engine)[0] == "w3")
+        await until(pilot, lambda: app.main.table.visible_names[0] == "w3")
+        await select(pilot, app, "w1")
+        await pilot.press("shift+up")
+        await until(pilot, lambda: order(engine).index("w1") < order(engine).index("bad"))
+
+
+async def test_pause_and_resume_a_waiting_and_a_running_job(queue: Path) -> None:
+    async with dashboard(queue) as (app, pilot, engine):
+        await select(pilot, app, "w1")
+        await pilot.press("p")
+        await until(pilot, lambda: state(engine, "w1") == JobState.HELD)
+        await pilot.press("p")
+        await until(pilot, lambda: state(engine, "w1") == JobState.QUEUED)
+        await until(pilot, lambda: state(engine, "long") == JobState.RUNNING)
+        await select(pilot, app, "long")
+        await pilot.press("p")
+        await until(pilot, lambda: state(engine, "long") == JobState.SUSPENDED)
+        pid = engine.view("long").record.pid
+        assert pid is not None and psutil.Process(pid).status() == psutil.STATUS_STOPPED
+        await pilot.press("p")
+        await until(pilot, lambda: state(engine, "long") == JobState.RUNNING)
+
+
+async def test_pause_and_resume_the_whole_queue(queue: Path) -> None:
+    async with dashboard(queue) as (app, pilot, engine):
+        header = app.main.query_one("#header")
+        await pilot.press("P")
+        await until(pilot, lambda: engine.paused)
+        await until(pilot, lambda: "PAUSED" in str(header.render()))
+        await pilot.press("P")
+        await until(pilot, lambda: not engine.paused)
+        await until(pilot, lambda: "dispatch ON" in str(header.render()))
+
+
+async def test_kill_asks_then_kills_the_running_job(queue: Path) -> None:
+    async with dashboard(queue) as (app, pilot, engine):
+        await until(pilot, lambda: state(engine, "long") == JobState.RUNNING)
+        pid = engine.view("long").record.pid
+        await select(pilot, app, "long")
+        await pilot.press("x")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("escape")  # cancelled: still running
+        await pilot.pause(0.3)
+        assert state(engine, "long") == JobState.RUNNING
+        await pilot.press("x")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await until(pilot, lambda: state(engine, "long") == JobState.KILLED)
+        assert (pid is not None and not psutil.pid_exists(pid)) or (
+            psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        )
+        # its dependents can now never run
+        await until(pilot, lambda: state(engine, "w1") == JobState.BLOCKED)
+
+
+async def test_retry_runs_a_failed_job_again(queue: Path) -> None:
+    async with dashboard(queue) as (app, pilot, engine):
+        await until(pilot, lambda: state(engine, "bad") == JobState.FAILED)
+        await select(pilot, app, "bad")
+        await pilot.press("r")
+        await until(pilot, lambda: engine.view("bad").record.attempt == 2)
+        await until(pilot, lambda: state(engine, "bad") == JobState.FAILED)
+
+
+async def test_enter_focuses_the_log_f_toggles_follow_escape_goes_back(queue: Path) -> None:
+    async with dashboard(queue) as (app, pilot, engine):
+        await until(pilot, lambda: state(engine, "bad") == JobState.FAILED)
+        await select(pilot, app, "bad")
+        log = app.main.query_one(LogView)
+        await until(pilot, lambda: "ModuleNotFoundError" in str(log.render()))
+        await pilot.press("enter")
+        assert app.focused is log
+        assert log.follow
+        await pilot.press("f")
+        assert not log.follow
+        await pilot.press("f")
+        assert log.follow
+        await pilot.press("up")  # scrolling up stops following
+        assert not log.follow
+        await pilot.press("escape")
+        assert app.focused is app.main.table
+
+
+async def test_filter_by_state_and_name(queue: Path) -> None:
+    async with dashboard(queue) as (app, pilot, engine):
+        await until(pilot, lambda: state(engine, "bad") == JobState.FAILED)
+        await until(pilot, lambda: app.main.table.view("bad").record.state == JobState.FAILED)
+        await pilot.press("slash")
+        await until(pilot, lambda: isinstance(app.screen, FilterScreen))
+        # The options: all, running, waiting, failed, ...: go to "failed".
+        await pilot.press("down", "down", "down", "enter")
+        await until(pilot, lambda: app.main.table.visible_names == ["bad"])
+        assert "failed" in str(app.main.query_one("#queue-box").border_title)
+        await pilot.press("slash")
+        await until(pilot, lambda: isinstance(app.screen, FilterScreen))
+        await pilot.press("home")  # "all"
+        await pilot.click("#filter-text")
+        await pilot.press("w", "enter")
+        await until(pilot, lambda: app.main.table.visible_names == ["w1", "w2", "w3"])
+
+
+async def test_help_screen_lists_every_key(queue: Path) -> None:
+    async with dashboard(queue) as (app, pilot, _):
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.pause()
+        text = " ".join(screen_text(app).replace("│", " ").split())
+        for k in KEYS:
+            assert f"{k.shown} {k.help[:40]}" in text
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
+
+
+async def test_command_palette_offers_and_runs_every_action(queue: Path) -> None:
+    async with dashboard(queue) as (app, pilot, engine):
+        titles = {c.title for c in app.get_system_commands(app.main)}
+        assert {k.palette for k in KEYS} <= titles
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.2)
+        await pilot.press(*"Pause or resume the whole")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await until(pilot, lambda: engine.paused, what="the palette's pause")
+
+
+async def test_quit_without_running_jobs_leaves_at_once(tmp_path: Path) -> None:
+    q = write_queue(tmp_path, '[[jobs]]\nname = "quick"\ncmd = "true"\ngpus = 0\n')
+    async with dashboard(q) as (app, pilot, engine):
+        await until(pilot, lambda: state(engine, "quick") == JobState.DONE)
+        await pilot.press("q")
+        await until(pilot, lambda: app.return_code is not None or not app.is_running)
+        assert not isinstance(app.screen, ConfirmScreen)
+
+
+async def test_quit_while_jobs_run_asks_and_leaves_them_running(queue: Path) -> None:
+    pid = None
+    try:
+        async with dashboard(queue, kill_at_end=False) as (app, pilot, engine):
+            await until(pilot, lambda: state(engine, "long") == JobState.RUNNING)
+            pid = engine.view("long").record.pid
+            await pilot.press("q")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            body = str(app.screen.query_one(".dialog-body").render())
+            assert "keep" in body and "re-adopts" in body and "long" in body
+            await pilot.press("q")
+            await until(pilot, lambda: app.engine_stopped and not app.is_running)
+        assert pid is not None and psutil.pid_exists(pid)
+        # The next gtui re-adopts it.
+        again = Engine(queue, fake_gpus="2x80G")
+        await again.start()
+        try:
+            assert again.view("long").record.state == JobState.RUNNING
+            assert again.view("long").record.pid == pid
+        finally:
+            await again.shutdown(kill_jobs=True)
+    finally:
+        if pid is not None:
+            with suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+async def test_quit_can_kill_the_running_jobs(queue: Path) -> None:
+    async with dashboard(queue) as (app, pilot, engine):
+        await until(pilot, lambda: state(engine, "long") == JobState.RUNNING)
+        pid = engine.view("long").record.pid
+        await pilot.press("ctrl+q")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("k")
+        await until(pilot, lambda: not app.is_running, timeout=20)
+        await asyncio.sleep(0.1)
+        assert pid is not None
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+async def test_log_follows_a_job_that_writes(tmp_path: Path) -> None:
+    q = write_queue(
+        tmp_path,
+        """
+        [settings]
+        poll = "0.2s"
+
+        [[jobs]]
+        name = "talker"
+        gpus = 0
+        cmd = "for i in $(seq 1 400); do printf 'step %d\\\\r step %d done\\\\n' $i $i; sleep 0.01; done; sleep 30"
+        """,
+    )
+    async with dashboard(q) as (app, pilot, _engine):
+        await select(pilot, app, "talker")
+        log = app.main.query_one(LogView)
+        await until(pilot, lambda: "step 400 done" in str(log.render()), timeout=20)
+        text = str(log.render())
+        assert "\r" not in text and "step 400\n" not in text
