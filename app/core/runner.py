@@ -1,0 +1,642 @@
+"""Starting, watching and stopping job processes (DESIGN.md 4.4).
+
+Each job runs in its own session and process group, through a small bash wrapper that runs the
+user's command as a child (``bash -c "$GTUI_CMD"`` in the job's cwd), waits for it and writes its
+exit status atomically to a file. The status file is what makes a job that ends while gtui is down
+recoverable: a restarted scheduler adopts the wrapper by pid + create time, waits for it with a
+pidfd (no polling) and reads the file.
+
+Why these choices:
+
+- The command reaches the wrapper through the environment, never by interpolation into the
+  wrapper script, so quotes, ``$``, backticks and newlines run exactly as written.
+- The wrapper traps TERM/INT/HUP with a handler (not ``trap ''``, which the job would inherit as
+  "ignored"), so the SIGTERM that :func:`kill_tree` sends to the group kills the job but lets the
+  wrapper record it. bash defers a trap while a foreground child runs, so no ``wait`` loop is
+  needed and the job keeps normal SIGINT/SIGQUIT dispositions (a background ``&`` child would
+  get them ignored).
+- The wrapper's own stderr goes to /dev/null: bash's "Terminated" notices stay out of the log,
+  which holds the job's output only. The job's stdout and stderr both go to the log.
+- Every process of a job carries ``GTUI_RUN_ID`` in its environment, so :func:`kill_tree` finds
+  a daemonized grandchild that left both the tree and the process group (setsid + double fork).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import hashlib
+import os
+import shutil
+import signal as _signal
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from gtui.core.errors import GtuiError
+from gtui.core.paths import ensure_private_dir
+
+RUN_ID_VAR = "GTUI_RUN_ID"
+CREATE_TIME_TOLERANCE_S = 0.011  # psutil create_time has clock-tick (10 ms) resolution
+_NAME_MAX_BYTES = 120
+_MAX_LOG_VARIANTS = 10_000
+_POLL_MIN_S = 0.02
+_POLL_MAX_S = 0.5
+_KILL_WAIT_S = 10.0  # after SIGKILL, how long to wait for the kernel to tear a tree down
+_WRAPPER_LAST_WORDS_S = 2.0  # after the job is SIGKILLed, time the wrapper gets to write status
+
+# $1 = the status file. The wrapper runs in the job's cwd (Popen cwd=).
+_WRAPPER = r"""
+trap 'gtui_sig=1' TERM INT HUP
+gtui_cmd=$GTUI_CMD
+unset GTUI_CMD
+"$BASH" -c "$gtui_cmd" 2>&1
+rc=$?
+if [ "$rc" -gt 128 ] && [ "$rc" -le 192 ]; then
+  st="signal $((rc - 128))"
+else
+  st="exit $rc"
+fi
+tmp="$1.tmp.$$"
+if (umask 077; printf '%s\n' "$st" > "$tmp"); then mv -f -- "$tmp" "$1" || rm -f -- "$tmp"; fi
+exit "$rc"
+"""
+
+
+class LaunchError(GtuiError):
+    """A job could not be started: missing cwd, unwritable log dir, full disk, no bash."""
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    name: str
+    attempt: int
+    cmd: str  # placeholders already substituted
+    cwd: Path
+    env: Mapping[str, str]  # added on top of os.environ
+    log_dir: Path
+    run_dir: Path  # where the exit-status file goes (QueuePaths.run_dir)
+
+
+@dataclass(frozen=True)
+class Launched:
+    pid: int
+    create_time: float
+    log_path: Path
+    status_path: Path
+
+
+@dataclass(frozen=True)
+class ExitStatus:
+    """How a job ended. Both None: unknown (the process is gone and left no status file)."""
+
+    exit_code: int | None
+    signal: int | None
+
+    @property
+    def unknown(self) -> bool:
+        return self.exit_code is None and self.signal is None
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+UNKNOWN = ExitStatus(None, None)
+
+# Our own children, kept referenced until reaped: a dropped Popen would be reaped by
+# subprocess's _cleanup() at the next Popen, stealing the wait status from us.
+_children: dict[int, subprocess.Popen[bytes]] = {}
+_children_lock = threading.Lock()
+
+
+# ---------------------------------------------------------------------------------------------
+# names and paths
+
+
+def safe_name(name: str) -> str:
+    """A job name made safe as one file-name component, stable and collision-free.
+
+    Anything but letters, digits and ``-_.+=@,%`` becomes ``_``, ``..`` is broken up, a leading
+    ``-`` or ``.`` is dropped and the length capped; when that changed the name, a short hash of
+    the original is appended so that ``a/b`` and ``a_b`` never share a file.
+    """
+    out = "".join(c if c.isalnum() or c in "-_.+=@,%" else "_" for c in name)
+    while ".." in out:
+        out = out.replace("..", "_.")
+    out = out.lstrip("-.")
+    encoded = out.encode()
+    if len(encoded) > _NAME_MAX_BYTES:
+        out = encoded[:_NAME_MAX_BYTES].decode(errors="ignore")
+    if out != name or not out:
+        digest = hashlib.sha1(name.encode(errors="surrogatepass")).hexdigest()[:8]
+        out = f"{out}-{digest}" if out else f"job-{digest}"
+    return out
+
+
+def _log_candidates(log_dir: Path, name: str, attempt: int) -> Iterable[Path]:
+    base = f"{safe_name(name)}.{attempt}"
+    yield log_dir / f"{base}.log"
+    for i in range(1, _MAX_LOG_VARIANTS):
+        yield log_dir / f"{base}.{i}.log"
+
+
+def log_path_for(log_dir: Path, name: str, attempt: int) -> Path:
+    """``log_dir/<name>.<attempt>.log``, or ``<name>.<attempt>.N.log`` if that exists already.
+
+    Advisory: :func:`launch` creates the file with O_EXCL, so a race still never overwrites.
+    """
+    for p in _log_candidates(log_dir, name, attempt):
+        if not os.path.lexists(p):
+            return p
+    raise LaunchError(f"{log_dir}: too many logs for job {name!r} attempt {attempt}")
+
+
+def status_path_for(run_dir: Path, name: str, attempt: int) -> Path:
+    """Where the wrapper writes an attempt's exit status; deterministic, so a restarted
+    scheduler finds it from the job's name and attempt alone."""
+    return Path(os.path.abspath(run_dir)) / f"{safe_name(name)}.{attempt}.status"
+
+
+def _open_new_log(log_dir: Path, name: str, attempt: int) -> tuple[int, Path]:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
+    for p in _log_candidates(log_dir, name, attempt):
+        try:
+            return os.open(p, flags, 0o600), p
+        except FileExistsError:
+            continue
+    raise LaunchError(f"{log_dir}: too many logs for job {name!r} attempt {attempt}")
+
+
+# ---------------------------------------------------------------------------------------------
+# launching
+
+
+def launch(req: LaunchRequest) -> Launched:
+    """Start a job; synchronous and fast (a fork/exec), safe to call on the event loop."""
+    bash = shutil.which("bash") or ("/bin/bash" if os.access("/bin/bash", os.X_OK) else None)
+    if bash is None:
+        raise LaunchError(f"job {req.name}: bash not found on PATH; gtui runs every job with bash")
+    if not req.cwd.is_dir():
+        what = "is not a directory" if req.cwd.exists() else "does not exist"
+        raise LaunchError(f"job {req.name}: cwd {req.cwd} {what}; fix its cwd in the queue file")
+    try:
+        ensure_private_dir(req.run_dir)
+        status_path = status_path_for(req.run_dir, req.name, req.attempt)
+        with contextlib.suppress(FileNotFoundError):
+            status_path.unlink()  # a stale file from a forgotten run must not speak for this one
+    except OSError as e:
+        raise LaunchError(f"job {req.name}: cannot use {req.run_dir}: {_oserr(e)}") from e
+    try:
+        log_fd, log_path = _open_new_log(req.log_dir, req.name, req.attempt)
+    except OSError as e:
+        raise LaunchError(
+            f"job {req.name}: cannot create its log in {req.log_dir}: {_oserr(e)}"
+        ) from e
+
+    env = dict(os.environ)
+    env.update(req.env)
+    env["GTUI_CMD"] = req.cmd
+    env[RUN_ID_VAR] = uuid.uuid4().hex
+    try:
+        with _children_lock:
+            proc = subprocess.Popen(
+                [bash, "-c", _WRAPPER, "gtui-job", str(status_path)],
+                cwd=req.cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log_fd,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+            )
+            _children[proc.pid] = proc
+    except OSError as e:
+        os.close(log_fd)
+        with contextlib.suppress(OSError):
+            log_path.unlink()
+        raise LaunchError(f"job {req.name}: could not start: {_oserr(e)}") from e
+    os.close(log_fd)
+    try:
+        create_time = psutil.Process(proc.pid).create_time()
+    except psutil.Error:
+        create_time = time.time()  # cannot happen for an unreaped child; keep going regardless
+    return Launched(proc.pid, create_time, log_path, status_path)
+
+
+def _oserr(e: OSError) -> str:
+    if e.errno == errno.ENOSPC:
+        return "no space left on the device; free some space and retry the job"
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"{e.strerror} (check the directory's permissions)"
+    return e.strerror or str(e)
+
+
+# ---------------------------------------------------------------------------------------------
+# exit status
+
+
+def read_status_file(path: Path) -> ExitStatus | None:
+    """The status the wrapper wrote ("exit 3", "signal 9"), or None if there is none / garbage."""
+    try:
+        text = path.read_text(errors="replace").strip()
+    except OSError:
+        return None
+    kind, _, num = text.partition(" ")
+    if not num.isdigit():
+        return None
+    if kind == "exit":
+        return ExitStatus(int(num), None)
+    if kind == "signal":
+        return ExitStatus(None, int(num))
+    return None
+
+
+def _from_wait_status(status: int) -> ExitStatus:
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:
+        return ExitStatus(None, -code)
+    if 128 < code <= 192:  # the wrapper exits with bash's 128+n for a job killed by signal n
+        return ExitStatus(None, code - 128)
+    return ExitStatus(code, None)
+
+
+def _reap(pid: int) -> tuple[bool, ExitStatus | None]:
+    """Reap our child ``pid`` if it has ended.
+
+    ``(False, None)``: it still runs. ``(True, status)``: it ended (status None when it is not,
+    or no longer, our child to reap, e.g. someone else waited for it).
+    """
+    with _children_lock:
+        proc = _children.get(pid)
+        if proc is None:
+            return True, None
+        try:
+            got, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            _children.pop(pid, None)
+            proc.returncode = -1
+            return True, None
+        if got == 0:
+            return False, None
+        _children.pop(pid, None)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        return True, _from_wait_status(status)
+
+
+def _is_our_child(launched: Launched) -> bool:
+    with _children_lock:
+        return launched.pid in _children
+
+
+async def wait_exit(launched: Launched) -> ExitStatus:
+    """Return when the job's wrapper has ended, with its exit status.
+
+    Works for our own child (reaped here, no zombie) and for an adopted process from an earlier
+    scheduler. The status file wins; then waitpid's status for our child; else unknown.
+    """
+    own = _is_our_child(launched)
+    waited: ExitStatus | None = None
+    if own:
+        ended, waited = _reap(launched.pid)
+        while not ended:
+            await _wait_gone(launched.pid, None)
+            ended, waited = _reap(launched.pid)
+    elif is_alive(launched.pid, launched.create_time):
+        await _wait_gone(launched.pid, launched.create_time)
+    from_file = read_status_file(launched.status_path)
+    if from_file is not None:
+        return from_file
+    return waited if waited is not None else UNKNOWN
+
+
+async def _wait_gone(pid: int, create_time: float | None) -> None:
+    """Wait for ``pid`` to exit: pidfd readability when available, polling otherwise.
+
+    ``create_time`` None: pid is our unreaped child (it cannot be reused under us).
+    """
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    except (AttributeError, OSError):
+        await _poll_gone(pid, create_time)
+        return
+    try:
+        if create_time is not None and not is_alive(pid, create_time):
+            return  # the pid now names another process; ours is gone
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+
+        def ready() -> None:
+            if not done.done():
+                done.set_result(None)
+
+        try:
+            loop.add_reader(fd, ready)
+        except (NotImplementedError, RuntimeError):
+            await _poll_gone(pid, create_time)
+            return
+        try:
+            await done
+        finally:
+            loop.remove_reader(fd)
+    finally:
+        os.close(fd)
+
+
+async def _poll_gone(pid: int, create_time: float | None) -> None:
+    delay = _POLL_MIN_S
+    while True:
+        if create_time is None:
+            if _reap_peek(pid):
+                return
+        elif not is_alive(pid, create_time):
+            return
+        await asyncio.sleep(delay)
+        delay = min(delay * 1.5, _POLL_MAX_S)
+
+
+def _reap_peek(pid: int) -> bool:
+    """True if our child ``pid`` has exited (a zombie or gone), without reaping it."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.Error:
+        return False
+
+
+# ---------------------------------------------------------------------------------------------
+# liveness and trees
+
+
+def is_alive(pid: int, create_time: float) -> bool:
+    """The very process we started (pid + create time, so a reused pid does not count), not a
+    zombie."""
+    try:
+        p = psutil.Process(pid)
+        if abs(p.create_time() - create_time) > CREATE_TIME_TOLERANCE_S:
+            return False
+        return p.status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return False
+    except psutil.AccessDenied:
+        return True  # it exists and its create time matched: assume alive
+
+
+def process_tree(pid: int) -> set[int]:
+    """``pid`` and all its descendants; empty if pid is gone. Tolerates processes vanishing."""
+    try:
+        root = psutil.Process(pid)
+        kids = root.children(recursive=True)
+    except psutil.Error:
+        return set()
+    return {pid, *(k.pid for k in kids)}
+
+
+@dataclass(frozen=True)
+class _Proc:
+    pid: int
+    ppid: int
+    pgid: int
+    start: int  # clock ticks since boot: with pid, identifies a process
+    state: str
+
+
+def _read_stat(pid: int) -> _Proc | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    rest = raw[raw.rfind(")") + 2 :].split()
+    try:
+        return _Proc(pid, int(rest[1]), int(rest[2]), int(rest[19]), rest[0])
+    except (IndexError, ValueError):
+        return None
+
+
+def _environ_has(pid: int, entry: bytes) -> bool:
+    """Whether the process's environment holds ``entry`` (``KEY=value``) exactly."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            data = b"\0" + f.read()
+    except OSError:
+        return False
+    return b"\0" + entry + b"\0" in data
+
+
+def _run_id_of(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    key = RUN_ID_VAR.encode() + b"="
+    for item in data.split(b"\0"):
+        if item.startswith(key):
+            return item[len(key) :].decode(errors="replace")
+    return None
+
+
+def _collect(pid: int) -> dict[int, _Proc]:
+    """Every live process of this user that belongs to the job rooted at ``pid``: its tree, its
+    process group, and anything carrying its run id (a daemon that left both), with their
+    descendants. Zombies are left out: they are already dead."""
+    uid = os.getuid()
+    procs: dict[int, _Proc] = {}
+    try:
+        entries = list(os.scandir("/proc"))
+    except OSError:
+        entries = []
+    for entry in entries:
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid != uid:
+                continue
+        except OSError:
+            continue
+        p = _read_stat(int(entry.name))
+        if p is not None and p.state not in ("Z", "X", "x"):
+            procs[p.pid] = p
+    if not procs:  # no /proc: psutil's view of the tree is all we have
+        found: dict[int, _Proc] = {}
+        for q in process_tree(pid):
+            found[q] = _Proc(q, 0, 0, 0, "?")
+        return found
+
+    seeds = {q for q, p in procs.items() if q == pid or p.pgid == pid}
+    run_id = None
+    for q in sorted(seeds, key=lambda q: q != pid):  # the wrapper first
+        run_id = _run_id_of(q)
+        if run_id:
+            break
+    if run_id:
+        entry_bytes = f"{RUN_ID_VAR}={run_id}".encode()
+        seeds |= {q for q in procs if q not in seeds and _environ_has(q, entry_bytes)}
+    kids: dict[int, list[int]] = {}
+    for p in procs.values():
+        kids.setdefault(p.ppid, []).append(p.pid)
+    result: dict[int, _Proc] = {}
+    stack = list(seeds)
+    while stack:
+        q = stack.pop()
+        if q in result or q not in procs:
+            continue
+        result[q] = procs[q]
+        stack.extend(kids.get(q, ()))
+    return result
+
+
+def _still_there(p: _Proc) -> bool:
+    if p.start == 0:  # from the psutil fallback
+        try:
+            return psutil.Process(p.pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+    now = _read_stat(p.pid)
+    return now is not None and now.start == p.start and now.state not in ("Z", "X", "x")
+
+
+def _send(pid: int, procs: Iterable[_Proc], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+    for p in procs:
+        if p.start and not _still_there(p):
+            continue  # never signal a pid that may have been reused
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(p.pid, sig)
+
+
+async def _wait_all_gone(procs: Iterable[_Proc], timeout_s: float) -> bool:
+    pending = list(procs)
+    deadline = time.monotonic() + timeout_s
+    delay = _POLL_MIN_S
+    while True:
+        pending = [p for p in pending if _still_there(p)]
+        if not pending:
+            return True
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        await asyncio.sleep(min(delay, left))
+        delay = min(delay * 1.5, 0.2)
+
+
+def _pid_reused(pid: int, create_time: float | None) -> bool:
+    """True when ``pid`` now names a live process other than the one started at create_time.
+
+    Then there is nothing of the job left to signal: the kernel never hands out a pid that is
+    still in use as a process group id, so the job's group is gone too.
+    """
+    if create_time is None:
+        return False
+    try:
+        p = psutil.Process(pid)
+        return abs(p.create_time() - create_time) > CREATE_TIME_TOLERANCE_S
+    except psutil.Error:
+        return False  # gone: its group may still have members, and killpg is safe
+
+
+async def kill_tree(pid: int, grace_s: float, *, create_time: float | None = None) -> None:
+    """Stop a job and everything it started: SIGTERM (and SIGCONT, so a suspended job can act on
+    it) to the process group and every process of the job, SIGKILL after ``grace_s`` to whatever
+    is left, including daemonized grandchildren outside the group. Returns when all are gone (or,
+    for a process the kernel cannot kill, after a bounded wait).
+
+    Pass ``create_time`` (the job's) to make sure a reused pid is never signalled."""
+    if _pid_reused(pid, create_time):
+        return
+    procs = await asyncio.to_thread(_collect, pid)
+    _send(pid, procs.values(), _signal.SIGTERM)
+    _send(pid, procs.values(), _signal.SIGCONT)
+    await _wait_all_gone(procs.values(), max(0.0, grace_s))
+    for _round in range(5):
+        found = await asyncio.to_thread(_collect, pid)
+        found.update({q: p for q, p in procs.items() if _still_there(p)})
+        if not found:
+            return
+        # The job first, the wrapper last: it traps TERM and can still record "signal 9".
+        wrapper = found.pop(pid, None)
+        if wrapper is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, _signal.SIGKILL)
+        if found:
+            # Freeze first: a shell must not see its children die (and exit 0) before its
+            # own SIGKILL lands, and nothing frozen can fork a replacement.
+            _send_each(found.values(), _signal.SIGSTOP)
+            _send_each(found.values(), _signal.SIGKILL)
+            await _wait_all_gone(found.values(), _KILL_WAIT_S)
+        if wrapper is not None and not await _wait_all_gone([wrapper], _WRAPPER_LAST_WORDS_S):
+            _send_each([wrapper], _signal.SIGKILL)
+            await _wait_all_gone([wrapper], _KILL_WAIT_S)
+        procs = {}
+
+
+def _send_each(procs: Iterable[_Proc], sig: int) -> None:
+    for p in procs:
+        if p.start and not _still_there(p):
+            continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(p.pid, sig)
+
+
+def _group_and_tree(pid: int) -> list[_Proc]:
+    return list(_collect(pid).values())
+
+
+def suspend(pid: int, *, create_time: float | None = None) -> None:
+    """SIGSTOP the job's process group and its processes outside it (its GPU memory stays)."""
+    if not _pid_reused(pid, create_time):
+        _send(pid, _group_and_tree(pid), _signal.SIGSTOP)
+
+
+def resume(pid: int, *, create_time: float | None = None) -> None:
+    """SIGCONT what :func:`suspend` stopped."""
+    if not _pid_reused(pid, create_time):
+        _send(pid, _group_and_tree(pid), _signal.SIGCONT)
+
+
+# ---------------------------------------------------------------------------------------------
+# ports
+
+_recent_ports: deque[int] = deque(maxlen=256)
+_ports_lock = threading.Lock()
+
+
+def free_port() -> int:
+    """A TCP port nothing is bound to right now (for DDP's MASTER_PORT), avoiding ports handed
+    out recently: a job given a port may not have bound it yet."""
+    with _ports_lock:
+        port = 0
+        for _ in range(64):
+            port = _bind_zero()
+            if port not in _recent_ports:
+                break
+        _recent_ports.append(port)
+        return port
+
+
+def _bind_zero() -> int:
+    # The wildcard address: a port free there is free on 127.0.0.1 and every other interface,
+    # whichever address the job's rendezvous binds. Nothing listens; the socket closes at once.
+    for host in ("0.0.0.0", "127.0.0.1"):
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind((host, 0))
+                return int(s.getsockname()[1])
+        except OSError:
+            continue
+    raise GtuiError("cannot find a free TCP port: binding a socket failed")

@@ -1,0 +1,312 @@
+"""The run state of a queue in SQLite (DESIGN.md 5): one row per job, plus a few meta values.
+
+The engine commits every transition before it publishes it, so after a crash or ``kill -9`` the
+next start knows which jobs ran, which are done, and which pids to re-adopt.
+
+Why these settings:
+
+- WAL: ``gtui status`` reads while the scheduler writes, without blocking either side.
+- ``synchronous=FULL``: in WAL mode NORMAL may lose the last commits on power loss; a lost
+  "done" would run a finished job again, a lost "running" would forget a pid to adopt. Commits
+  happen once per job transition, so an fsync each costs next to nothing.
+- ``busy_timeout``: a reader holding a lock briefly never fails a write.
+- A record is a JSON document keyed by name (with its state in a column for queries), so adding
+  a field to :class:`JobRecord` needs no schema change; ``meta.schema`` versions the layout for
+  the changes that do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import sqlite3
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from gtui.core.errors import GtuiError
+from gtui.core.model import Diagnosis, JobRecord, JobState
+from gtui.core.paths import ensure_private_dir
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_MS = 5000
+
+
+class StoreError(GtuiError):
+    """The state database cannot be used (locked, corrupt, too new); says how to recover."""
+
+
+def _v1(conn: sqlite3.Connection) -> None:
+    conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS jobs ("
+        " name TEXT PRIMARY KEY,"
+        " state TEXT NOT NULL,"
+        " data TEXT NOT NULL,"
+        " updated_at REAL NOT NULL)"
+    )
+
+
+# MIGRATIONS[n] brings a database from schema n-1 to n (0 = empty file).
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1}
+
+_FIELDS = {f.name for f in dataclasses.fields(JobRecord)}
+
+
+def record_to_json(rec: JobRecord) -> str:
+    """A JobRecord as a JSON document (tuples become lists, the diagnosis an object)."""
+    data: dict[str, Any] = {}
+    for f in dataclasses.fields(rec):
+        value = getattr(rec, f.name)
+        if isinstance(value, Diagnosis):
+            value = dataclasses.asdict(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        elif isinstance(value, JobState):
+            value = value.value
+        data[f.name] = value
+    return json.dumps(data, ensure_ascii=False, allow_nan=False)
+
+
+def record_from_json(text: str) -> JobRecord:
+    """The inverse of :func:`record_to_json`; unknown keys (a newer gtui's) are ignored."""
+    data = json.loads(text)
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+        raise ValueError("not a job record")
+    kwargs = {k: v for k, v in data.items() if k in _FIELDS}
+    kwargs["state"] = JobState(kwargs.get("state", JobState.QUEUED.value))
+    kwargs["gpus"] = tuple(int(g) for g in kwargs.get("gpus") or ())
+    diag = kwargs.get("diagnosis")
+    kwargs["diagnosis"] = Diagnosis(**diag) if isinstance(diag, dict) else None
+    kwargs["warnings"] = [str(w) for w in kwargs.get("warnings") or []]
+    return JobRecord(**kwargs)
+
+
+class Store:
+    """The job records and meta values of one queue. Thread-safe; every write commits."""
+
+    def __init__(self, path: Path, *, readonly: bool = False) -> None:
+        self.path = path
+        self.readonly = readonly
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._empty = False  # a read-only view of a database the scheduler has not set up yet
+        try:
+            with self._errors("open"):
+                self._conn = self._connect()
+                if not readonly:
+                    self._migrate()
+                else:
+                    version = self._schema_version()
+                    self._check_version(version)
+                    self._empty = version == 0
+        except BaseException:
+            self.close()
+            raise
+
+    # -- connection ------------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        if self.readonly:
+            uri = f"{self.path.resolve().as_uri()}?mode=ro"
+            conn = sqlite3.connect(
+                uri,
+                uri=True,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+                check_same_thread=False,
+                isolation_level=None,
+            )
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            return conn
+        ensure_private_dir(self.path.parent)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            if stat.S_IMODE(os.fstat(fd).st_mode) & 0o077:
+                os.fchmod(fd, 0o600)  # SQLite gives -wal and -shm the database file's mode
+        finally:
+            os.close(fd)
+        conn = sqlite3.connect(
+            self.path, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False, isolation_level=None
+        )
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise StoreError(
+                f"{self.path}: SQLite cannot use WAL mode here (journal_mode={mode}); "
+                "put the queue on a local file system"
+            )
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        return conn
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError(f"{self.path}: the state database is closed")
+        return self._conn
+
+    @contextlib.contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        """Turn SQLite's exceptions into a StoreError that says how to recover."""
+        try:
+            yield
+        except StoreError:
+            raise
+        except sqlite3.Error as e:
+            raise self._explain(e, doing) from e
+        except OSError as e:
+            raise StoreError(
+                f"cannot {doing} the state database {self.path}: {e.strerror or e}"
+            ) from e
+
+    def _explain(self, e: sqlite3.Error, doing: str) -> StoreError:
+        code = getattr(e, "sqlite_errorname", "") or ""
+        msg = str(e)
+        where = f"the state database {self.path}"
+        if code.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in msg:
+            return StoreError(
+                f"{where} is locked by another process ({msg}); wait and retry, "
+                "or stop the other gtui on this queue (gtui ls)"
+            )
+        if code.startswith("SQLITE_FULL"):
+            return StoreError(f"cannot {doing} {where}: the disk is full; free some space")
+        if code.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH")):
+            return StoreError(
+                f"cannot {doing} {where} ({msg}); check that it and its directory are yours "
+                "and writable"
+            )
+        if code.startswith("SQLITE_IOERR"):
+            return StoreError(f"cannot {doing} {where}: disk I/O error ({msg})")
+        return self._corrupt(msg)
+
+    def _corrupt(self, why: str) -> StoreError:
+        aside = f"{self.path}.broken-{time.strftime('%Y%m%d-%H%M%S')}"
+        return StoreError(
+            f"the state database {self.path} is corrupt ({why}); move it aside and gtui starts "
+            f"fresh: mv {self.path} {aside}\n"
+            "your queue file and logs are untouched (jobs already done will run again)"
+        )
+
+    # -- schema ----------------------------------------------------------------------------------
+
+    def _schema_version(self) -> int:
+        has_meta = self.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+        ).fetchone()
+        if not has_meta:
+            return 0
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        try:
+            return int(row[0]) if row else 0
+        except ValueError:
+            raise self._corrupt(f"schema version {row[0]!r}") from None
+
+    def _check_version(self, version: int) -> None:
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"the state database {self.path} was written by a newer gtui (schema {version}, "
+                f"this one knows {SCHEMA_VERSION}); upgrade gtui, or move the file aside"
+            )
+
+    def _migrate(self) -> None:
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = self._schema_version()
+            self._check_version(version)
+            for v in range(version + 1, SCHEMA_VERSION + 1):
+                MIGRATIONS[v](conn)
+            if version != SCHEMA_VERSION:
+                conn.execute(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+
+    # -- records ---------------------------------------------------------------------------------
+
+    def load(self) -> dict[str, JobRecord]:
+        """Every job record, in the order they were first saved."""
+        if self._empty:
+            return {}
+        with self._lock, self._errors("read"):
+            rows = self.conn.execute("SELECT name, data FROM jobs ORDER BY rowid").fetchall()
+        out: dict[str, JobRecord] = {}
+        for name, data in rows:
+            try:
+                out[name] = record_from_json(data)
+            except (ValueError, TypeError) as e:
+                raise self._corrupt(f"the record of job {name!r} is unreadable: {e}") from e
+        return out
+
+    def save(self, rec: JobRecord) -> None:
+        """Insert or replace one record and commit."""
+        self.save_many((rec,))
+
+    def save_many(self, recs: Iterable[JobRecord]) -> None:
+        """Insert or replace records in one transaction."""
+        rows = [(r.name, r.state.value, record_to_json(r), time.time()) for r in recs]
+        if not rows:
+            return
+        self._write(
+            "INSERT INTO jobs (name, state, data, updated_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(name) DO UPDATE SET state = excluded.state, data = excluded.data, "
+            "updated_at = excluded.updated_at",
+            rows,
+        )
+
+    def delete(self, name: str) -> None:
+        self._write("DELETE FROM jobs WHERE name = ?", [(name,)])
+
+    def get_meta(self, key: str) -> str | None:
+        if self._empty:
+            return None
+        with self._lock, self._errors("read"):
+            row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._write("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [(key, value)])
+
+    def _write(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        if self.readonly:
+            raise StoreError(f"{self.path}: opened read-only; only the scheduler writes it")
+        with self._lock, self._errors("write"):
+            conn = self.conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(sql, rows)
+                conn.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_store_readonly(path: Path) -> Store | None:
+    """The store for reading only (``gtui status`` with no scheduler), or None if none exists."""
+    if not path.is_file():
+        return None
+    return Store(path, readonly=True)
