@@ -106,6 +106,8 @@ class Engine:
         self._settings = Settings()
         self._specs: dict[str, JobSpec] = {}
         self._order: list[str] = []
+        self._names: list[str] = []
+        self._index: dict[str, int] = {}
         self._records: dict[str, JobRecord] = {}
         self._launched: dict[str, runner.Launched] = {}
         self._watchers: dict[str, asyncio.Task[None]] = {}
@@ -381,6 +383,9 @@ class Engine:
         self._specs = new_specs
         self._order = [j.name for j in queue.jobs]
         self._records = records
+        in_file = set(self._order)
+        self._names = self._order + [n for n in records if n not in in_file]
+        self._index = {n: i for i, n in enumerate(self._order)}
         if changed:
             self._store.save_many(changed)
         for name in removed:
@@ -869,8 +874,9 @@ class Engine:
         self._timed_out.discard(name)
         if killed:
             rec.state = JobState.KILLED
+            tail = read_log_tail(Path(rec.log)) if rec.log else ""
             rec.diagnosis = diagnose(
-                status.exit_code, status.signal, "", killed_by_user=True
+                status.exit_code, status.signal, tail, killed_by_user=True
             ) or Diagnosis("killed_by_user", "killed by you", "retry it with r / gtui retry")
         elif status.exit_code == 0 and status.signal is None:
             rec.state = JobState.DONE
@@ -926,14 +932,11 @@ class Engine:
 
     # ------------------------------------------------------------------ helpers
     def _all_names(self) -> list[str]:
-        extra = [n for n in self._records if n not in self._specs or n not in self._order]
-        return self._order + [n for n in extra if n not in self._order]
+        """The queue's jobs in order, then jobs still running that left the queue file."""
+        return self._names
 
     def _index_of(self, name: str) -> int:
-        try:
-            return self._order.index(name)
-        except ValueError:
-            return len(self._order)
+        return self._index.get(name, len(self._order))
 
     def _view(self, name: str, order: int | None = None) -> JobView:
         return freeze(
@@ -993,10 +996,10 @@ class Engine:
         if rec.pid is None:
             return
         watcher = self._watchers.get(name)
-        if rec.state == JobState.SUSPENDED:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                runner.resume(rec.pid)
-        await runner.kill_tree(rec.pid, self._settings.kill_grace_s)
+        # kill_tree sends SIGCONT with SIGTERM, so a suspended job can act on it too.
+        await runner.kill_tree(
+            rec.pid, self._settings.kill_grace_s, create_time=rec.create_time
+        )
         if watcher is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(asyncio.shield(watcher), timeout=5.0)
@@ -1014,7 +1017,7 @@ class Engine:
                 rec.reason = "held by you"
             else:
                 assert rec.pid is not None
-                runner.suspend(rec.pid)
+                runner.suspend(rec.pid, create_time=rec.create_time)
                 rec.state = JobState.SUSPENDED
             self._commit(rec)
             self._publish(JobChanged(self._view(name)))
@@ -1033,7 +1036,7 @@ class Engine:
                 rec.reason = ""
             else:
                 assert rec.pid is not None
-                runner.resume(rec.pid)
+                runner.resume(rec.pid, create_time=rec.create_time)
                 rec.state = JobState.RUNNING
             self._commit(rec)
             self._publish(JobChanged(self._view(name)))

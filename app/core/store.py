@@ -140,7 +140,7 @@ class Store:
                 f"{self.path}: SQLite cannot use WAL mode here (journal_mode={mode}); "
                 "put the queue on a local file system"
             )
-        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         return conn
 
