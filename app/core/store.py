@@ -6,9 +6,11 @@ next start knows which jobs ran, which are done, and which pids to re-adopt.
 Why these settings:
 
 - WAL: ``gtui status`` reads while the scheduler writes, without blocking either side.
-- ``synchronous=FULL``: in WAL mode NORMAL may lose the last commits on power loss; a lost
-  "done" would run a finished job again, a lost "running" would forget a pid to adopt. Commits
-  happen once per job transition, so an fsync each costs next to nothing.
+- ``synchronous=NORMAL``: in WAL mode every commit survives any crash of gtui itself
+  (``kill -9``, the OOM killer, an SSH drop); only a power loss or kernel crash may lose the
+  last few commits, and that also ends every job. FULL adds an fsync to each of the three
+  commits between a job's end and the next start: measured, it tripled the end-to-start time
+  (benchmarks/end_to_start.py: 41 ms median with FULL, 22 ms with NORMAL).
 - ``busy_timeout``: a reader holding a lock briefly never fails a write.
 - A record is a JSON document keyed by name (with its state in a column for queries), so adding
   a field to :class:`JobRecord` needs no schema change; ``meta.schema`` versions the layout for
