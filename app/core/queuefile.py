@@ -1,0 +1,1004 @@
+"""Read and check a queue file (DESIGN.md 3): ``[settings]``, ``[[jobs]]``, ``[[diagnose]]``.
+
+Every mistake is a :class:`QueueFileError` naming ``file:line``, the key, and how to fix it. Line
+numbers come from :mod:`gtui.core.tomlscan`, since ``tomllib`` keeps none.
+
+Choices where DESIGN.md is silent (also in the README):
+
+- A job's name, when absent, is derived from its command: up to three meaningful words of the
+  command (interpreters such as ``python``/``bash``, ``VAR=value`` assignments, options and
+  placeholders skipped; a path gives its file name without extension), slugged, then ``-`` and the
+  first 6 hex digits of the SHA-1 of the command as written. ``python train.py --lr 0.1`` ->
+  ``train-0.1-3c9a1e``. It only changes when the command changes, so run state survives reloads.
+- ``matrix`` expands to one job per combination, the first key varying slowest and values in the
+  order written. ``{key}`` is replaced in ``name``, ``cmd``, ``after``, ``cwd`` and ``env`` values.
+  Keys the name does not use are appended as ``-key=value`` (in key order) so names stay unique;
+  characters a name cannot hold (``/``, spaces...) become ``_``. ``after`` may name a matrix entry
+  by its ``name`` as written (e.g. ``"sweep-lr{lr}"``, or ``"sweep"``): it means all its jobs.
+- ``after`` may also be a single string; ``settings.gpus`` may also be a string of indices
+  (``"0 1 2"``, as in the seed's TARGET_GPUS).
+- A CPU job (``gpus = 0``) cannot declare ``mem``.
+- Without a machine to check against, only the pool the file itself fixes (a list in
+  ``settings.gpus``) is checked; with one, also that listed GPUs exist, that ``gpus`` fits the pool
+  and the reserve, and that ``mem`` fits on enough GPUs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import itertools
+import re
+import shlex
+import signal
+import tomllib
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from gtui.core.errors import QueueFileError
+from gtui.core.model import DiagnosisRule, JobSpec, Mode, Placement, Settings
+from gtui.core.placeholders import (
+    gpu_indices_used,
+    is_reserved,
+    placeholders_used,
+    substitute_matrix,
+)
+from gtui.core.tomlscan import Scan, scan
+from gtui.core.units import UnitError, format_mib, parse_duration_s, parse_size_mib
+
+SETTINGS_KEYS = (
+    "gpus",
+    "exclude",
+    "reserve",
+    "mode",
+    "placement",
+    "max_parallel",
+    "retries",
+    "oom_grow",
+    "poll",
+    "kill_grace",
+    "log_dir",
+    "isolate",
+    "on_failure",
+    "env",
+    "starve_after",
+    "multi_gpu_first",
+    "fake_gpus",
+    "diagnose",
+)
+JOB_KEYS = (
+    "name",
+    "cmd",
+    "gpus",
+    "mem",
+    "priority",
+    "after",
+    "retries",
+    "timeout",
+    "cwd",
+    "env",
+    "matrix",
+)
+RULE_KEYS = ("kind", "pattern", "hint", "exit_codes", "signals")
+TOP_KEYS = ("settings", "jobs", "diagnose")
+MAX_JOBS_PER_ENTRY = 100_000
+
+_NAME_BAD = re.compile(r"[\s/\\,{}\"'$*?\[\]<>|;&()`\x00-\x1f\x7f]")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MATRIX_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SYNTAX_POS = re.compile(r"\s*\(at (?:line (\d+), column (\d+)|end of document)\)\s*$")
+_SLUG_SKIP = frozenset(
+    {
+        "python",
+        "python2",
+        "python3",
+        "bash",
+        "sh",
+        "zsh",
+        "env",
+        "nohup",
+        "time",
+        "exec",
+        "srun",
+        "uv",
+        "run",
+        "poetry",
+        "conda",
+        "torchrun",
+        "accelerate",
+        "launch",
+        "deepspeed",
+        "sudo",
+        "nice",
+        "ionice",
+        "stdbuf",
+        "timeout",
+        "cd",
+        "source",
+        ".",
+    }
+)
+_SHELL_OPS = frozenset({"&&", "||", "|", ";", "&", ">", ">>", "<", "2>", "2>&1", "&>"})
+
+
+@dataclass(frozen=True)
+class QueueFile:
+    """A checked queue file: its settings and its jobs, expanded, in queue (file) order."""
+
+    path: Path
+    settings: Settings
+    jobs: tuple[JobSpec, ...]
+    warnings: tuple[str, ...] = ()  # things that are allowed but probably not meant
+
+
+# ---------------------------------------------------------------------------------------------
+# where: file, line, key
+
+
+@dataclass(frozen=True)
+class _Where:
+    """A table of the file: which lines its keys are on, and how to name it in messages."""
+
+    path: str
+    line: int | None
+    keys: Mapping[str, int]
+    section: str
+
+    def line_of(self, key: str | None) -> int | None:
+        if key is not None:
+            top = key.split(".", 1)[0]
+            if top in self.keys:
+                return self.keys[top]
+        return self.line
+
+    def error(self, message: str, key: str | None = None) -> QueueFileError:
+        return QueueFileError(self.path, message, self.line_of(key), key)
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, bool):
+        return f"true/false ({str(value).lower()})"
+    if isinstance(value, int):
+        return f"an integer ({value})"
+    if isinstance(value, float):
+        return f"a number ({value})"
+    if isinstance(value, str):
+        shown = value if len(value) <= 30 else value[:27] + "..."
+        return f"a string ({shown!r})"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a table"
+    return f"a {type(value).__name__}"
+
+
+def _unknown(
+    w: _Where, key: str, known: Sequence[str], elsewhere: Mapping[str, Sequence[str]]
+) -> QueueFileError:
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    if close:
+        return w.error(f"unknown key; did you mean `{close[0]}`?", key)
+    for place, keys in elsewhere.items():
+        if key in keys:
+            return w.error(f"unknown key in {w.section}; `{key}` belongs in {place}", key)
+    return w.error(f"unknown key in {w.section}; known keys: {', '.join(known)}", key)
+
+
+def _check_keys(
+    w: _Where,
+    table: Mapping[str, Any],
+    known: Sequence[str],
+    elsewhere: Mapping[str, Sequence[str]] | None = None,
+) -> None:
+    for key in table:
+        if key not in known:
+            raise _unknown(w, key, known, elsewhere or {})
+
+
+# ---------------------------------------------------------------------------------------------
+# typed values
+
+
+def _int(w: _Where, key: str, value: Any, minimum: int | None = None, hint: str = "") -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise w.error(f"expected an integer, got {_kind(value)}", key)
+    if minimum is not None and value < minimum:
+        raise w.error(f"must be {minimum} or more, got {value}{hint}", key)
+    return value
+
+
+def _float(w: _Where, key: str, value: Any, minimum: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise w.error(f"expected a number, got {_kind(value)}", key)
+    if minimum is not None and value < minimum:
+        raise w.error(f"must be {minimum} or more, got {value}", key)
+    return float(value)
+
+
+def _bool(w: _Where, key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise w.error(f"expected true or false, got {_kind(value)}", key)
+    return value
+
+
+def _str(w: _Where, key: str, value: Any, *, empty_ok: bool = False) -> str:
+    if not isinstance(value, str):
+        raise w.error(f"expected a string, got {_kind(value)}", key)
+    if not empty_ok and not value.strip():
+        raise w.error("must not be empty", key)
+    return value
+
+
+def _choice(w: _Where, key: str, value: Any, choices: Sequence[str], extra: str = "") -> str:
+    text = _str(w, key, value)
+    if text not in choices:
+        options = " | ".join(f'"{c}"' for c in choices)
+        close = difflib.get_close_matches(text, choices, n=1, cutoff=0.5)
+        hint = f"; did you mean `{close[0]}`?" if close else ""
+        raise w.error(f"unknown value {text!r}: expected {options}{hint}{extra}", key)
+    return text
+
+
+def _size(w: _Where, key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise w.error(f'expected a size such as "35G" or "500M", got {_kind(value)}', key)
+    try:
+        return parse_size_mib(value)
+    except UnitError as e:
+        raise w.error(str(e), key) from None
+
+
+def _duration(w: _Where, key: str, value: Any, *, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise w.error(f'expected a duration such as "90s" or "4h", got {_kind(value)}', key)
+    try:
+        seconds = parse_duration_s(value)
+    except UnitError as e:
+        raise w.error(str(e), key) from None
+    if positive and seconds <= 0:
+        raise w.error(f"must be more than 0, got {value!r}", key)
+    return seconds
+
+
+def scalar_text(value: Any) -> str | None:
+    """A TOML scalar as text for a command line or an environment; None if not a scalar."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        text = repr(value)
+        return re.sub(r"e([+-])0*(\d)", lambda m: "e" + m.group(1).strip("+") + m.group(2), text)
+    if isinstance(value, str):
+        return value
+    return None
+
+
+def _env(w: _Where, key: str, value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise w.error(f'expected a table such as {{ SEED = "1" }}, got {_kind(value)}', key)
+    out: dict[str, str] = {}
+    for name, v in value.items():
+        if not _ENV_NAME.fullmatch(name):
+            raise w.error(f"{name!r} is not a valid environment variable name", key)
+        text = scalar_text(v)
+        if text is None:
+            raise w.error(f"{name}: expected a string or a number, got {_kind(v)}", key)
+        out[name] = text
+    return out
+
+
+def _int_list(w: _Where, key: str, value: Any) -> tuple[int, ...]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = [value]
+    if not isinstance(value, list):
+        raise w.error(f"expected a list of GPU indices such as [0, 1], got {_kind(value)}", key)
+    out: list[int] = []
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise w.error(f"expected GPU indices (integers), got {_kind(v)}", key)
+        if v < 0:
+            raise w.error(f"a GPU index cannot be negative: {v}", key)
+        if v in out:
+            raise w.error(f"GPU {v} is listed twice", key)
+        out.append(v)
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# settings
+
+
+def _gpus_setting(w: _Where, value: Any) -> str | tuple[int, ...]:
+    if isinstance(value, str):
+        text = value.strip()
+        if text == "all":
+            return "all"
+        words = text.replace(",", " ").split()
+        if words and all(word.isdigit() for word in words):
+            return _int_list(w, "gpus", [int(word) for word in words])
+        raise w.error(
+            f'expected "all" or a list of GPU indices such as [0, 1], got {value!r}', "gpus"
+        )
+    return _int_list(w, "gpus", value)
+
+
+def _signal_number(w: _Where, value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value <= 0:
+            raise w.error(f"a signal number must be positive, got {value}", "signals")
+        return value
+    if isinstance(value, str):
+        name = value.strip().upper()
+        name = name if name.startswith("SIG") else "SIG" + name
+        try:
+            return int(signal.Signals[name])
+        except KeyError:
+            raise w.error(f'unknown signal {value!r} (e.g. 9 or "SIGKILL")', "signals") from None
+    raise w.error(f"expected a signal number or name, got {_kind(value)}", "signals")
+
+
+def _rule(w: _Where, table: Any) -> DiagnosisRule:
+    if not isinstance(table, dict):
+        raise w.error(f"expected a table (kind, pattern, hint...), got {_kind(table)}")
+    _check_keys(w, table, RULE_KEYS)
+    if "kind" not in table:
+        raise w.error('a diagnosis rule needs a `kind`, e.g. kind = "dataset missing"', "kind")
+    kind = _str(w, "kind", table["kind"])
+    hint = _str(w, "hint", table.get("hint", ""), empty_ok=True)
+    pattern: str | None = None
+    if "pattern" in table:
+        pattern = _str(w, "pattern", table["pattern"])
+        try:
+            re.compile(pattern, re.IGNORECASE)
+        except re.error as e:
+            raise w.error(f"not a valid regular expression: {e}", "pattern") from None
+    codes_raw = table.get("exit_codes", [])
+    codes_list = codes_raw if isinstance(codes_raw, list) else [codes_raw]
+    codes = tuple(_int(w, "exit_codes", c) for c in codes_list)
+    sigs_raw = table.get("signals", [])
+    sigs = tuple(
+        _signal_number(w, s) for s in (sigs_raw if isinstance(sigs_raw, list) else [sigs_raw])
+    )
+    if pattern is None and not codes and not sigs:
+        raise w.error("a diagnosis rule needs a `pattern`, `exit_codes` or `signals` to match")
+    return DiagnosisRule(kind=kind, hint=hint, pattern=pattern, exit_codes=codes, signals=sigs)
+
+
+def _rules(
+    path: str, value: Any, wheres: Sequence[_Where], fallback: _Where
+) -> list[DiagnosisRule]:
+    if not isinstance(value, list):
+        raise fallback.error(
+            f"expected [[diagnose]] tables (kind, pattern, hint), got {_kind(value)}", "diagnose"
+        )
+    out = []
+    for i, table in enumerate(value):
+        w = wheres[i] if i < len(wheres) else fallback
+        out.append(_rule(w, table))
+    return out
+
+
+def parse_settings(
+    data: Mapping[str, Any],
+    path: str | Path = "<settings>",
+    *,
+    line: int | None = None,
+    lines: Mapping[str, int] | None = None,
+    rule_lines: Sequence[tuple[int, Mapping[str, int]]] = (),
+) -> Settings:
+    """Check a ``[settings]`` table (as ``tomllib`` returns it) and build :class:`Settings`.
+
+    ``lines`` maps each key to its line and ``rule_lines`` gives each ``[[settings.diagnose]]``
+    table's line and its keys' lines, for messages; both are optional (``line`` is used for any
+    key not in them).
+    """
+    w = _Where(str(path), line, lines or {}, "[settings]")
+    if not isinstance(data, Mapping):
+        raise w.error(f"expected a table, got {_kind(data)}", "settings")
+    _check_keys(w, data, SETTINGS_KEYS, {"a [[jobs]] table": JOB_KEYS})
+    kw: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "gpus":
+            kw["gpus"] = _gpus_setting(w, value)
+        elif key == "exclude":
+            kw["exclude"] = _int_list(w, key, value)
+        elif key == "reserve":
+            kw["reserve"] = _int(w, key, value, 0)
+        elif key == "mode":
+            extra = " (the seed's EXTREME_MODE is `pack`)" if value == "extreme" else ""
+            kw["mode"] = Mode(_choice(w, key, value, [m.value for m in Mode], extra))
+        elif key == "placement":
+            kw["placement"] = Placement(_choice(w, key, value, [p.value for p in Placement]))
+        elif key == "max_parallel":
+            kw["max_parallel"] = _int(w, key, value, 0, " (0 = no limit)")
+        elif key == "retries":
+            kw["retries"] = _int(w, key, value, -1, " (-1 = until it succeeds)")
+        elif key == "oom_grow":
+            kw["oom_grow"] = _float(w, key, value, 1.0)
+        elif key == "poll":
+            kw["poll_s"] = _duration(w, key, value, positive=True)
+        elif key == "kill_grace":
+            kw["kill_grace_s"] = _duration(w, key, value)
+        elif key == "starve_after":
+            kw["starve_after_s"] = _duration(w, key, value)
+        elif key == "log_dir":
+            kw["log_dir"] = _str(w, key, value)
+        elif key in ("isolate", "multi_gpu_first"):
+            kw[key] = _bool(w, key, value)
+        elif key == "on_failure":
+            kw["on_failure"] = _choice(w, key, value, ["continue", "pause"])
+        elif key == "env":
+            kw["env"] = _env(w, key, value)
+        elif key == "fake_gpus":
+            kw["fake_gpus"] = _str(w, key, value)
+        elif key == "diagnose":
+            wheres = [_Where(str(path), ln, ks, "[[settings.diagnose]]") for ln, ks in rule_lines]
+            kw["diagnose"] = tuple(_rules(str(path), value, wheres, w))
+    return Settings(**kw)
+
+
+# ---------------------------------------------------------------------------------------------
+# names
+
+
+def cmd_slug(cmd: str, words: int = 3, width: int = 32) -> str:
+    """Up to ``words`` meaningful words of a command, slugged (see the module docstring)."""
+    try:
+        tokens = shlex.split(cmd, comments=True)
+    except ValueError:
+        tokens = cmd.split()
+    picked: list[str] = []
+    for tok in tokens:
+        if len(picked) >= words:
+            break
+        if tok in _SHELL_OPS or tok.lower() in _SLUG_SKIP or tok.startswith("-"):
+            continue
+        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", tok, re.DOTALL) or "{" in tok or "$" in tok:
+            continue
+        if "/" in tok:
+            tok = tok.rstrip("/").rsplit("/", 1)[-1]
+        tok = re.sub(r"\.(py|sh|bash|pl|rb|js|jl|R|lua)$", "", tok)
+        slug = re.sub(r"[^\w.+=-]+", "-", tok, flags=re.UNICODE).strip("-.")
+        if slug:
+            picked.append(slug)
+    return "-".join(picked)[:width].strip("-.")
+
+
+def derive_name(cmd: str) -> str:
+    """The stable name of a job whose ``name`` is absent: slug of its command + short hash."""
+    digest = hashlib.sha1(cmd.encode("utf-8", "surrogatepass")).hexdigest()[:6]
+    slug = cmd_slug(cmd)
+    return f"{slug}-{digest}" if slug else f"job-{digest}"
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a job name (it is a log file name and a CLI word), or None."""
+    if not name:
+        return "a job name cannot be empty"
+    if len(name) > 128:
+        return "a job name must be at most 128 characters"
+    bad = _NAME_BAD.search(name)
+    if bad:
+        shown = repr(bad.group(0)) if bad.group(0).strip() else "a space"
+        return f"a job name cannot contain {shown}: use letters, digits and - _ . = + : @"
+    if name[0] in "-.":
+        return "a job name cannot start with '-' or '.'"
+    return None
+
+
+def _name_safe(value: str) -> str:
+    return _NAME_BAD.sub("_", value) or "_"
+
+
+# ---------------------------------------------------------------------------------------------
+# jobs
+
+
+@dataclass(frozen=True)
+class _Expanded:
+    """One [[jobs]] entry, checked and expanded; ``after`` not yet resolved to names."""
+
+    jobs: list[JobSpec]
+    template: str | None  # the matrix entry's name as written (for ``after``), if any
+    where: _Where
+
+
+def _matrix(w: _Where, value: Any) -> list[dict[str, str]]:
+    if not isinstance(value, dict):
+        raise w.error(
+            f"expected a table such as {{ lr = [0.1, 0.01] }}, got {_kind(value)}", "matrix"
+        )
+    if not value:
+        raise w.error("an empty matrix expands to no job; remove it or give it keys", "matrix")
+    keys: list[str] = []
+    columns: list[list[str]] = []
+    for key, values in value.items():
+        if not _MATRIX_KEY.fullmatch(key):
+            raise w.error(f"{key!r} cannot be a matrix key: use letters, digits and _", "matrix")
+        if is_reserved(key):
+            raise w.error(f"`{key}` is a placeholder gtui fills itself; rename the key", "matrix")
+        if not isinstance(values, list) or not values:
+            raise w.error(
+                f"{key}: expected a non-empty list of values, e.g. {key} = [1, 2]", "matrix"
+            )
+        col = []
+        for v in values:
+            text = scalar_text(v)
+            if text is None:
+                raise w.error(f"{key}: values must be strings or numbers, got {_kind(v)}", "matrix")
+            col.append(text)
+        keys.append(key)
+        columns.append(col)
+    total = 1
+    for col in columns:
+        total *= len(col)
+    if total > MAX_JOBS_PER_ENTRY:
+        raise w.error(f"expands to {total} jobs, more than {MAX_JOBS_PER_ENTRY}", "matrix")
+    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*columns)]
+
+
+def _expand_entry(
+    fields: Mapping[str, Any], settings: Settings, w: _Where, entry: int
+) -> _Expanded:
+    if not isinstance(fields, Mapping):
+        raise w.error(f"expected a table with at least `cmd`, got {_kind(fields)}")
+    _check_keys(w, fields, JOB_KEYS, {"[settings]": SETTINGS_KEYS})
+    if "cmd" not in fields:
+        raise w.error('a job needs a `cmd`, e.g. cmd = "python train.py --gpu {gpu}"', "cmd")
+    cmd = _str(w, "cmd", fields["cmd"])
+    raw_name = _str(w, "name", fields["name"]) if "name" in fields else None
+    gpus = _int(w, "gpus", fields.get("gpus", 1), 0)
+    mem_mib: int | None = None
+    if "mem" in fields:
+        mem_mib = _size(w, "mem", fields["mem"])
+        if gpus == 0 and mem_mib:
+            raise w.error(
+                "a CPU job (gpus = 0) takes no GPU memory; remove `mem` or set gpus", "mem"
+            )
+        if gpus == 0:
+            mem_mib = None
+    priority = _int(w, "priority", fields.get("priority", 0))
+    after_raw = fields.get("after", [])
+    if isinstance(after_raw, str):
+        after_raw = [after_raw]
+    if not isinstance(after_raw, list):
+        raise w.error(
+            f'expected a list of job names such as ["prep"], got {_kind(after_raw)}', "after"
+        )
+    after_t = tuple(_str(w, "after", a) for a in after_raw)
+    retries = settings.retries
+    if "retries" in fields:
+        retries = _int(w, "retries", fields["retries"], -1, " (-1 = until it succeeds)")
+    timeout_s = (
+        _duration(w, "timeout", fields["timeout"], positive=True) if "timeout" in fields else None
+    )
+    cwd = _str(w, "cwd", fields.get("cwd", "."))
+    env = _env(w, "env", fields["env"]) if "env" in fields else {}
+
+    top = max(gpu_indices_used(cmd), default=-1)
+    if top >= gpus:
+        have = f"{{gpu0}}..{{gpu{gpus - 1}}}" if gpus > 1 else ("{gpu0}" if gpus else "none")
+        raise w.error(
+            f"uses {{gpu{top}}} but the job has gpus = {gpus} (placeholders: {have})", "cmd"
+        )
+
+    combos = _matrix(w, fields["matrix"]) if "matrix" in fields else [{}]
+    if raw_name is not None:
+        stray = sorted(placeholders_used(raw_name) - set(combos[0]))
+        if stray:
+            keys = ", ".join(combos[0]) or "none"
+            raise w.error(
+                f"uses {{{stray[0]}}}, which is not a matrix key of this job (its keys: {keys})",
+                "name",
+            )
+    base = raw_name if raw_name is not None else derive_name(cmd)
+    jobs: list[JobSpec] = []
+    for combo in combos:
+        name = base
+        if combo:
+            safe = {k: _name_safe(v) for k, v in combo.items()}
+            name = substitute_matrix(base, safe, escape=False)
+            unused = [k for k in combo if f"{{{k}}}" not in base]
+            if unused:
+                name += "".join(f"-{k}={safe[k]}" for k in unused)
+        problem = name_problem(name)
+        if problem:
+            raise w.error(f"{problem} (got {name!r})", "name" if raw_name is not None else "cmd")
+        jobs.append(
+            JobSpec(
+                name=name,
+                cmd=substitute_matrix(cmd, combo) if combo else cmd,
+                gpus=gpus,
+                mem_mib=mem_mib,
+                priority=priority,
+                after=tuple(substitute_matrix(a, combo, escape=False) for a in after_t),
+                retries=retries,
+                timeout_s=timeout_s,
+                cwd=substitute_matrix(cwd, combo, escape=False) if combo else cwd,
+                env={k: substitute_matrix(v, combo, escape=False) for k, v in env.items()},
+                matrix=dict(combo),
+                line=w.line or 0,
+                entry=entry,
+            )
+        )
+    template = raw_name if combos != [{}] and raw_name is not None else None
+    return _Expanded(jobs=jobs, template=template, where=w)
+
+
+def _warnings(job: JobSpec, w: _Where) -> list[str]:
+    out = []
+    where = f"{w.path}:{w.line_of('cmd')}" if w.line_of("cmd") else w.path
+    for ident in sorted(placeholders_used(job.cmd)):
+        if is_reserved(ident) or ident in job.matrix:
+            continue
+        out.append(
+            f"{where}: cmd: {{{ident}}} is not a placeholder (no matrix key `{ident}`); it reaches "
+            f"the shell as written (write {{{{{ident}}}}} to say so)"
+        )
+    if job.gpus == 0 and placeholders_used(job.cmd) & {"gpu", "gpu0"}:
+        out.append(f"{where}: cmd: job {job.name} uses {{gpu}} but gpus = 0: it will be empty")
+    return out
+
+
+def _pool_limits(settings: Settings, pool: Sequence[int | None] | None) -> int | None:
+    """How many GPUs the pool has, if known (a listed ``settings.gpus`` fixes an upper bound)."""
+    if pool is not None:
+        return len(pool)
+    if isinstance(settings.gpus, tuple):
+        return len(set(settings.gpus) - set(settings.exclude))
+    return None
+
+
+def _check_pool(
+    job: JobSpec, settings: Settings, pool: Sequence[int | None] | None, w: _Where
+) -> None:
+    if job.gpus == 0:
+        return
+    size = _pool_limits(settings, pool)
+    if size is not None and job.gpus > size:
+        source = "the pool" if pool is not None else "settings gpus (minus exclude)"
+        raise w.error(
+            f"job {job.name} needs {job.gpus} GPU{'s' if job.gpus > 1 else ''} but {source} "
+            f"has {size}; lower gpus or widen settings gpus / exclude",
+            "gpus",
+        )
+    if size is not None and settings.mode != Mode.PACK and settings.reserve:
+        k = settings.reserve
+        most = size - k if size > k else (1 if size == k else 0)
+        if job.gpus > most:
+            raise w.error(
+                f"job {job.name} needs {job.gpus} GPUs but with reserve = {k} at most {most} of "
+                f"the {size} GPUs in the pool can be taken; lower gpus or reserve",
+                "gpus",
+            )
+    if pool is None or job.mem_mib is None:
+        return
+    known = [t for t in pool if t is not None]
+    if not known:
+        return
+    if job.mem_mib > max(known):
+        raise w.error(
+            f"job {job.name} asks {format_mib(job.mem_mib)} per GPU, more than any GPU has "
+            f"(largest: {format_mib(max(known))}); lower mem",
+            "mem",
+        )
+    fitting = sum(1 for t in pool if t is None or t >= job.mem_mib)
+    if fitting < job.gpus:
+        have = f"{fitting} GPUs of the pool have" if fitting != 1 else "1 GPU of the pool has"
+        raise w.error(
+            f"job {job.name} needs {job.gpus} GPUs with {format_mib(job.mem_mib)} each but only "
+            f"{have} that much; lower mem or gpus",
+            "mem",
+        )
+
+
+def _resolve_after(
+    job: JobSpec,
+    names: Collection[str],
+    templates: Mapping[str, Sequence[str]],
+    w: _Where,
+) -> JobSpec:
+    out: list[str] = []
+    for a in job.after:
+        if a in names:
+            targets: Sequence[str] = [a]
+        elif a in templates:
+            targets = templates[a]
+        else:
+            close = difflib.get_close_matches(a, list(names) + list(templates), n=1, cutoff=0.6)
+            hint = f"; did you mean `{close[0]}`?" if close else ""
+            raise w.error(f"no job named `{a}`{hint}", "after")
+        for t in targets:
+            if t == job.name:
+                raise w.error(f"job {job.name} cannot wait for itself", "after")
+            if t not in out:
+                out.append(t)
+    if tuple(out) == job.after:
+        return job
+    return replace(job, after=tuple(out))
+
+
+def _find_cycle(jobs: Sequence[JobSpec]) -> list[str] | None:
+    """A cycle in ``after`` (as a list of names, first == last), or None."""
+    graph = {j.name: j.after for j in jobs}
+    color: dict[str, int] = {}
+    for start in graph:
+        if color.get(start):
+            continue
+        stack: list[tuple[str, int]] = [(start, 0)]
+        path: list[str] = []
+        while stack:
+            node, i = stack.pop()
+            if i == 0:
+                color[node] = 1
+                path.append(node)
+            deps = graph.get(node, ())
+            if i < len(deps):
+                stack.append((node, i + 1))
+                nxt = deps[i]
+                if color.get(nxt) == 1:
+                    return [*path[path.index(nxt) :], nxt]
+                if not color.get(nxt):
+                    stack.append((nxt, 0))
+            else:
+                color[node] = 2
+                path.pop()
+    return None
+
+
+def job_from_fields(
+    fields: Mapping[str, Any],
+    settings: Settings,
+    path: str | Path,
+    line: int | None,
+    existing_names: Collection[str],
+    *,
+    pool: Sequence[int | None] | None = None,
+) -> list[JobSpec]:
+    """Check one new job (a ``[[jobs]]`` table's fields) exactly as the queue file would.
+
+    For the dashboard's add form and ``gtui add``: ``existing_names`` are the queue's jobs (its
+    ``after`` may only name those; its name(s) must differ from them). Returns the job, or the
+    jobs its ``matrix`` expands to. Raises :class:`QueueFileError`.
+    """
+    w = _Where(str(path), line, {}, "[[jobs]]")
+    exp = _expand_entry(fields, settings, w, entry=-1)
+    mine: set[str] = set()
+    for job in exp.jobs:
+        if job.name in existing_names or job.name in mine:
+            raise w.error(f"a job named `{job.name}` already exists; choose another name", "name")
+        mine.add(job.name)
+    jobs = [_resolve_after(j, existing_names, {}, w) for j in exp.jobs]
+    for job in jobs:
+        _check_pool(job, settings, pool, w)
+    return jobs
+
+
+# ---------------------------------------------------------------------------------------------
+# the file
+
+
+def read_queue_text(path: Path) -> str:
+    """The file's text, or a QueueFileError saying plainly why it cannot be read."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise QueueFileError(str(path), "no such file") from None
+    except IsADirectoryError:
+        raise QueueFileError(str(path), "is a directory, not a queue file") from None
+    except OSError as e:
+        raise QueueFileError(str(path), f"cannot read it: {e.strerror or e}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise QueueFileError(str(path), f"not a UTF-8 text file (byte {e.start})") from None
+
+
+def _parse_toml(path: str, text: str, sc: Scan) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        message = str(e)
+        m = _SYNTAX_POS.search(message)
+        detail = message[: m.start()] if m else message
+        line: int | None = None
+        key: str | None = None
+        if "overwrite" in message or "twice" in message:
+            for t in sc.tables:
+                if t.repeated:
+                    key, line = t.repeated[0]
+                    detail = f"{key} is set twice in the same table; keep one"
+                    break
+        if line is None and m and m.group(1):
+            line = int(m.group(1))
+            detail += f" (column {m.group(2)})"
+        elif line is None:
+            line = max(1, len(sc.lines))
+        shown = sc.lines[line - 1].strip() if 0 < line <= len(sc.lines) else ""
+        extra = f"\n    {shown}" if shown else ""
+        raise QueueFileError(path, f"TOML syntax error: {detail}{extra}", line, key) from None
+
+
+def _settings_where(path: str, sc: Scan) -> tuple[int | None, dict[str, int]]:
+    t = sc.table("settings")
+    if t is not None:
+        keys = dict(t.keys)
+        for sub in sc.tables:
+            if len(sub.path) == 2 and sub.path[0] == "settings":
+                keys.setdefault(sub.path[1], sub.line)
+        return t.line, keys
+    line = sc.tables[0].keys.get("settings")
+    return line, {}
+
+
+def load_queue(
+    path: Path | str,
+    *,
+    pool: Sequence[int | None] | None = None,
+    text: str | None = None,
+    machine: Mapping[int, int | None] | None = None,
+) -> QueueFile:
+    """Read, check and expand a queue file.
+
+    ``pool``: the total memory (MiB, None = unknown) of each GPU of the usable pool, when known;
+    or ``machine``: every GPU of the machine (index -> total MiB), from which the pool is worked
+    out with ``settings.gpus`` / ``exclude`` (and listed GPUs that do not exist are an error).
+    With neither, the checks against the GPUs are skipped. ``text`` is the file's content, when
+    the caller has it already (write-back checks a new version before it reaches the disk).
+    """
+    p = Path(path)
+    shown = str(path)
+    if text is None:
+        text = read_queue_text(p)
+    sc = scan(text)
+    data = _parse_toml(shown, text, sc)
+    root = _Where(shown, None, sc.tables[0].keys, "the top level")
+    for key in data:
+        if key not in TOP_KEYS:
+            # A [table] header's line is not a root key's: look both up.
+            t = sc.table(key)
+            w = _Where(shown, t.line if t else root.line_of(key), {}, "the top level")
+            arr = [x for x in sc.tables if x.path == (key,)]
+            if arr and t is None:
+                w = _Where(shown, arr[0].line, {}, "the top level")
+            raise _unknown(
+                w, key, TOP_KEYS, {"[settings]": SETTINGS_KEYS, "a [[jobs]] table": JOB_KEYS}
+            )
+
+    s_line, s_keys = _settings_where(shown, sc)
+    raw_settings = data.get("settings", {})
+    rule_lines = [(e.line, e.keys) for e in sc.entries("settings", "diagnose")]
+    settings = parse_settings(raw_settings, shown, line=s_line, lines=s_keys, rule_lines=rule_lines)
+    if "diagnose" in data:
+        entries = sc.entries("diagnose")
+        wheres = [_Where(shown, e.line, e.keys, "[[diagnose]]") for e in entries]
+        fallback = _Where(shown, root.line_of("diagnose"), {}, "the top level")
+        extra = _rules(shown, data["diagnose"], wheres, fallback)
+        settings = replace(settings, diagnose=settings.diagnose + tuple(extra))
+
+    if machine is not None and pool is None:
+        pool = _pool_from_machine(settings, machine, _Where(shown, s_line, s_keys, "[settings]"))
+
+    raw_jobs = data.get("jobs", [])
+    jobs_where = _Where(
+        shown,
+        root.line_of("jobs") or (sc.table("jobs").line if sc.table("jobs") else None),
+        {},
+        "the top level",
+    )
+    if not isinstance(raw_jobs, list):
+        raise jobs_where.error("expected [[jobs]] tables (each with a `cmd`)", "jobs")
+    entries = sc.entries("jobs")
+    expanded: list[_Expanded] = []
+    for i, fields in enumerate(raw_jobs):
+        e = entries[i] if i < len(entries) else None
+        w = _Where(shown, e.line if e else jobs_where.line, e.keys if e else {}, "[[jobs]]")
+        expanded.append(_expand_entry(fields, settings, w, i))
+
+    seen: dict[str, _Expanded] = {}
+    templates: dict[str, list[str]] = {}
+    for exp in expanded:
+        for job in exp.jobs:
+            if job.name in seen:
+                other = seen[job.name].where.line
+                derived = "name" not in raw_jobs[job.entry]
+                how = " (derived from cmd)" if derived else ""
+                fix = "give one of them a distinct `name`"
+                raise exp.where.error(
+                    f"`{job.name}`{how} is already the name of the job at line {other}; {fix}",
+                    "name" if not derived else "cmd",
+                )
+            seen[job.name] = exp
+        if exp.template is not None:
+            templates.setdefault(exp.template, []).extend(j.name for j in exp.jobs)
+
+    jobs: list[JobSpec] = []
+    warnings: list[str] = []
+    where_of: dict[str, _Where] = {}
+    for exp in expanded:
+        for job in exp.jobs:
+            resolved = _resolve_after(job, seen, templates, exp.where)
+            _check_pool(resolved, settings, pool, exp.where)
+            warnings.extend(_warnings(resolved, exp.where))
+            jobs.append(resolved)
+            where_of[resolved.name] = exp.where
+    cycle = _find_cycle(jobs)
+    if cycle:
+        raise where_of[cycle[0]].error(
+            f"jobs wait for each other in a cycle: {' -> '.join(cycle)}; remove one of these",
+            "after",
+        )
+    return QueueFile(
+        path=p, settings=settings, jobs=tuple(jobs), warnings=tuple(dict.fromkeys(warnings))
+    )
+
+
+def _pool_from_machine(
+    settings: Settings, machine: Mapping[int, int | None], w: _Where
+) -> list[int | None]:
+    """The usable GPUs' totals: ``settings.gpus`` (all, or those listed) minus ``exclude``."""
+    if settings.gpus == "all":
+        indices = sorted(machine)
+    else:
+        indices = list(settings.gpus)
+        missing = [i for i in indices if i not in machine]
+        if missing:
+            have = ", ".join(str(i) for i in sorted(machine)) or "none"
+            raise w.error(
+                f"GPU {missing[0]} does not exist on this machine (its GPUs: {have})", "gpus"
+            )
+    return [machine[i] for i in indices if i not in settings.exclude]
+
+
+def pool_from_machine(settings: Settings, machine: Mapping[int, int | None]) -> list[int | None]:
+    """Public form of the pool rule, for the engine: which totals the usable pool has."""
+    return _pool_from_machine(settings, machine, _Where("<settings>", None, {}, "[settings]"))
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON (gtui validate --json)
+
+
+def settings_to_json(settings: Settings) -> dict[str, Any]:
+    """``settings`` with plain JSON types, keyed by :class:`Settings` field names."""
+    out: dict[str, Any] = {}
+    for key, value in settings.__dict__.items():
+        if key == "diagnose":
+            out[key] = [
+                {
+                    "kind": r.kind,
+                    "pattern": r.pattern,
+                    "hint": r.hint,
+                    "exit_codes": list(r.exit_codes),
+                    "signals": list(r.signals),
+                }
+                for r in value
+            ]
+        elif isinstance(value, tuple):
+            out[key] = list(value)
+        elif isinstance(value, dict):
+            out[key] = dict(value)
+        elif isinstance(value, (Mode, Placement)):
+            out[key] = value.value
+        else:
+            out[key] = value
+    return out
+
+
+def job_to_json(job: JobSpec) -> dict[str, Any]:
+    """The ``gtui validate --json`` shape of one job."""
+    return {
+        "name": job.name,
+        "cmd": job.cmd,
+        "gpus": job.gpus,
+        "mem_mib": job.mem_mib,
+        "priority": job.priority,
+        "after": list(job.after),
+        "retries": job.retries,
+        "timeout_s": job.timeout_s,
+        "cwd": job.cwd,
+        "env": dict(job.env),
+    }
