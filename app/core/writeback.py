@@ -1,0 +1,541 @@
+"""Edits made from the dashboard or ``gtui add``, written back into the queue file (DESIGN.md 3).
+
+Every operation:
+
+- holds an ``fcntl`` lock on ``QueuePaths(queue).file_lock`` while it reads, edits and writes, so
+  two writers never lose each other's change;
+- checks the new text with :func:`load_queue` before anything reaches the disk (a bad edit raises
+  :class:`QueueFileError` and the file is unchanged); a file that is already broken is refused;
+- writes atomically: a temp file in the same folder, fsync, ``os.replace``, keeping the file's
+  mode (through a symlink, the file it points to is replaced);
+- keeps the user's layout and comments. Each ``[[jobs]]`` table is a block of lines: the comment
+  lines directly above its header (no blank line between) belong to it, as do its keys, comments
+  among them and its sub-tables (``[jobs.env]``), up to its last line of data. Moving permutes
+  blocks in place, so blank lines and section comments between tables stay where they were; key
+  edits inside a block go through tomlkit, which keeps every other line as written. (A queue
+  written as an inline array ``jobs = [{...}]`` is edited with tomlkit as a whole.)
+
+Jobs expanded from a ``matrix`` entry share one table, so:
+
+- ``move_job`` moves the whole entry (all its jobs stay together, in matrix order);
+- ``remove_job`` takes that job's value out of the matrix list when the matrix has one key (the
+  other jobs stay; the entry goes when its last value does); with several keys one combination
+  cannot be taken out of the product, so it refuses and says which entry to edit;
+- ``update_job`` splits the job out first when the matrix has one key: its value leaves the list
+  and a standalone ``[[jobs]]`` with the job's concrete name, command and fields (plus the edit)
+  is written right after the entry, so the edit applies to that job only and its name (its run
+  state) is kept. With several keys it refuses, as for remove.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import fcntl
+import itertools
+import os
+import stat
+import tempfile
+import tomllib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import tomlkit
+from tomlkit.items import Array, InlineTable, Table
+
+from gtui.core.errors import GtuiError, QueueFileError
+from gtui.core.model import JobSpec
+from gtui.core.paths import ensure_private_dir, queue_paths
+from gtui.core.queuefile import JOB_KEYS, QueueFile, load_queue, read_queue_text, scalar_text
+from gtui.core.tomlscan import Scan, scan
+
+Where = Literal["up", "down", "top"]
+_Container = Table | InlineTable
+
+
+# ---------------------------------------------------------------------------------------------
+# locking and atomic write
+
+
+@contextlib.contextmanager
+def _locked(queue: Path) -> Iterator[None]:
+    paths = queue_paths(queue)
+    ensure_private_dir(paths.state_dir)
+    fd = os.open(paths.file_lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text``: readers see the old file or the new one, never half."""
+    target = Path(os.path.realpath(path))
+    try:
+        mode = stat.S_IMODE(target.stat().st_mode)
+    except FileNotFoundError:
+        mode = 0o644 & ~_umask()
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):
+        dfd = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# ---------------------------------------------------------------------------------------------
+# blocks of lines
+
+
+@dataclass(frozen=True)
+class _Block:
+    start: int  # 0-based index of its first line (attached comments included)
+    end: int  # 0-based index after its last line of data
+
+
+def _blocks(sc: Scan) -> list[_Block] | None:
+    """The ``[[jobs]]`` blocks in file order, or None when jobs are an inline array.
+
+    A block owns the comment lines directly above its header, and the comment lines directly
+    after its last line of data when a blank line (or the end of the file) follows them; other
+    comments (section dividers) belong to no block and stay where they are.
+    """
+    entries = sc.entries("jobs")
+    if not entries:
+        return []
+    if any(e.first == 0 for e in entries):
+        return None
+
+    def is_comment(i: int) -> bool:
+        return not sc.content[i] and bool(sc.lines[i].strip())
+
+    starts: list[int] = []
+    ends: list[int] = []
+    floor = 0
+    for e in entries:
+        start = e.first - 1
+        while start - 1 >= floor and is_comment(start - 1):
+            start -= 1
+        end = e.last
+        while end > e.first and not sc.content[end - 1]:
+            end -= 1
+        starts.append(start)
+        ends.append(end)
+        floor = end
+    out: list[_Block] = []
+    for i, e in enumerate(entries):
+        end = ends[i]
+        limit = starts[i + 1] if i + 1 < len(entries) else e.last
+        j = end
+        while j < limit and is_comment(j):
+            j += 1
+        if j > end and (j >= len(sc.lines) or (j < limit and not sc.lines[j].strip())):
+            end = j
+        out.append(_Block(starts[i], end))
+    return out
+
+
+def _newline(lines: Sequence[str]) -> str:
+    return "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+
+
+def _ends(text: str, nl: str) -> str:
+    return text if text.endswith("\n") else text + nl
+
+
+def _join(parts: Sequence[str]) -> str:
+    return "".join(parts)
+
+
+def _has_text(lines: Sequence[str]) -> bool:
+    return any(line.strip() for line in lines)
+
+
+def _rebuild(lines: list[str], blocks: list[_Block], cores: list[str | None], nl: str) -> str:
+    """Put ``cores[i]`` in the slot of ``blocks[i]`` (None removes it, merging the gaps)."""
+    out: list[str] = []
+    gaps = [lines[: blocks[0].start]]
+    for a, b in itertools.pairwise(blocks):
+        gaps.append(lines[a.end : b.start])
+    gaps.append(lines[blocks[-1].end :])
+    drop: set[int] = set()
+    for i, core in enumerate(cores):
+        if core is None:
+            if not _has_text(gaps[i + 1]):
+                drop.add(i + 1)
+            elif not _has_text(gaps[i]):
+                drop.add(i)
+    for i, core in enumerate(cores):
+        if i not in drop:
+            out.append(_join(gaps[i]))
+        if core is not None:
+            out.append(_ends(core, nl))
+    if len(cores) not in drop:
+        out.append(_join(gaps[-1]))
+    return "".join(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# one entry, through tomlkit
+
+
+def _plain(value: Any) -> Any:
+    """A field value as tomlkit should write it (tuples become lists)."""
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        table = tomlkit.inline_table()
+        for k, v in value.items():
+            table[k] = _plain(v)
+        return table
+    return value
+
+
+def _unwrap(value: Any) -> Any:
+    return value.unwrap() if hasattr(value, "unwrap") else value
+
+
+def _apply(table: _Container, fields: Mapping[str, Any]) -> None:
+    """Set (or, for None / an empty ``after``, delete) keys of one job table."""
+    for key, value in fields.items():
+        if value is None or (key == "after" and value in ([], ())):
+            if key in table:
+                del table[key]
+            continue
+        plain = _plain(value)
+        if key in table and _unwrap(table[key]) == _unwrap(plain):
+            continue  # unchanged: keep it as the user wrote it
+        if key == "env" and key in table and isinstance(table[key], Table):
+            sub = table[key]
+            for k in list(sub.keys()):
+                if k not in value:
+                    del sub[k]
+            for k, v in value.items():
+                if k not in sub or _unwrap(sub[k]) != v:
+                    sub[k] = v
+            continue
+        table[key] = plain
+
+
+def _check_fields(path: Path, fields: Mapping[str, Any]) -> None:
+    for key in fields:
+        if key not in JOB_KEYS:
+            close = difflib.get_close_matches(key, JOB_KEYS, n=1, cutoff=0.6)
+            hint = f"; did you mean `{close[0]}`?" if close else ""
+            raise QueueFileError(str(path), f"unknown key{hint}", None, key)
+
+
+def _new_table(fields: Mapping[str, Any], inline: bool) -> _Container:
+    table: _Container = tomlkit.inline_table() if inline else tomlkit.table()
+    ordered = sorted(fields, key=lambda k: JOB_KEYS.index(k) if k in JOB_KEYS else 99)
+    for key in ordered:
+        value = fields[key]
+        if value is None or (key == "after" and value in ([], ())):
+            continue
+        table[key] = _plain(value)
+    return table
+
+
+def _table_text(table: Table) -> str:
+    doc = tomlkit.document()
+    aot = tomlkit.aot()
+    aot.append(table)
+    doc.append("jobs", aot)
+    return doc.as_string()
+
+
+def _standalone(raw: Mapping[str, Any], job: JobSpec) -> dict[str, Any]:
+    """The fields of one job of a matrix entry, written out on its own."""
+    out: dict[str, Any] = {k: v for k, v in raw.items() if k != "matrix"}
+    out["name"] = job.name
+    out["cmd"] = job.cmd
+    if job.after:
+        out["after"] = list(job.after)
+    else:
+        out.pop("after", None)
+    if "cwd" in raw:
+        out["cwd"] = job.cwd
+    if job.env:
+        out["env"] = dict(job.env)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the operations
+
+
+@dataclass
+class _Ctx:
+    path: Path
+    text: str
+    queue: QueueFile
+    sc: Scan
+    data: dict[str, Any]
+
+    def job(self, name: str) -> JobSpec:
+        for job in self.queue.jobs:
+            if job.name == name:
+                return job
+        raise GtuiError(f"{self.path}: no job named {name!r}")
+
+    def siblings(self, job: JobSpec) -> list[JobSpec]:
+        return [j for j in self.queue.jobs if j.entry == job.entry]
+
+    def blocks(self) -> list[_Block] | None:
+        """The [[jobs]] blocks, or None when the jobs must be edited with tomlkit as a whole
+        (an inline ``jobs = [...]`` array, or a layout the scanner could not follow)."""
+        if "jobs" in self.sc.tables[0].keys:
+            return None
+        blocks = _blocks(self.sc)
+        if blocks is None or len(blocks) != len(self.data.get("jobs", [])):
+            return None
+        return blocks
+
+    @property
+    def nl(self) -> str:
+        return _newline(self.sc.lines)
+
+
+def _edit(
+    path: Path | str, change: Callable[[_Ctx], str], *, pool: Sequence[int | None] | None
+) -> QueueFile:
+    p = Path(path)
+    with _locked(p):
+        text = read_queue_text(p)
+        try:
+            queue = load_queue(p, text=text)
+        except QueueFileError as e:
+            raise QueueFileError(
+                e.path, f"{e.detail} (fix the file first; nothing was changed)", e.line, e.key
+            ) from None
+        ctx = _Ctx(p, text, queue, scan(text), tomllib.loads(text))
+        new_text = change(ctx)
+        try:
+            result = load_queue(p, text=new_text, pool=pool)
+        except QueueFileError as e:
+            raise QueueFileError(
+                e.path, f"{e.detail} (the file was not changed)", e.line, e.key
+            ) from None
+        if new_text != text:
+            write_atomically(p, new_text)
+        return result
+
+
+def _refuse_matrix(ctx: _Ctx, job: JobSpec, what: str) -> QueueFileError:
+    n = len(ctx.siblings(job))
+    keys = ", ".join(job.matrix)
+    return QueueFileError(
+        str(ctx.path),
+        f"{job.name} is one of the {n} jobs of the matrix ({keys}) of this [[jobs]] entry; one "
+        f"combination of a matrix with several keys cannot be {what} alone: edit the entry",
+        job.line or None,
+        "matrix",
+    )
+
+
+def _entry_edit(ctx: _Ctx, entry: int, edit: Callable[[_Container], _Container | None]) -> str:
+    """Apply ``edit`` to the table of entry ``entry``; it returns a table to insert after it."""
+    blocks = ctx.blocks()
+    if blocks is None:
+        doc = tomlkit.parse(ctx.text)
+        arr = doc["jobs"]
+        extra = edit(arr[entry])
+        if extra is not None:
+            arr.insert(entry + 1, extra)
+        if isinstance(arr, Array) and len(arr[entry].keys()) == 0:
+            del arr[entry]
+        return doc.as_string()
+    block = blocks[entry]
+    core = "".join(ctx.sc.lines[block.start : block.end])
+    doc = tomlkit.parse(core)
+    table = doc["jobs"][0]
+    extra = edit(table)
+    nl = ctx.nl
+    new_core: str | None = doc.as_string() if len(table.keys()) else None
+    if extra is not None:
+        assert isinstance(extra, Table)
+        text = _table_text(extra).replace("\n", nl)
+        new_core = text if new_core is None else _ends(new_core, nl) + nl + text
+    cores: list[str | None] = ["".join(ctx.sc.lines[b.start : b.end]) for b in blocks]
+    cores[entry] = new_core
+    return _rebuild(list(ctx.sc.lines), blocks, cores, nl)
+
+
+def append_job(
+    path: Path | str, fields: Mapping[str, Any], *, pool: Sequence[int | None] | None = None
+) -> str:
+    """Add a job at the end of the queue; returns its name (the first one, for a matrix)."""
+    p = Path(path)
+    _check_fields(p, fields)
+    if "cmd" not in fields:
+        raise QueueFileError(str(p), "a job needs a `cmd`", None, "cmd")
+
+    def change(ctx: _Ctx) -> str:
+        blocks = ctx.blocks()
+        nl = ctx.nl
+        if blocks is None:
+            doc = tomlkit.parse(ctx.text)
+            doc["jobs"].append(_new_table(fields, inline=True))
+            return doc.as_string()
+        table = _new_table(fields, inline=False)
+        assert isinstance(table, Table)
+        text = _table_text(table).replace("\n", nl)
+        if not blocks:
+            body = ctx.text
+            if body and not body.endswith("\n"):
+                body += nl
+            return body + (nl if body.strip() else "") + text
+        last = blocks[-1].end
+        before = "".join(ctx.sc.lines[:last])
+        after = "".join(ctx.sc.lines[last:])
+        return _ends(before, nl) + nl + text + after
+
+    result = _edit(p, change, pool=pool)
+    new_entry = max((j.entry for j in result.jobs), default=-1)
+    added = [j.name for j in result.jobs if j.entry == new_entry]
+    return added[0] if added else str(fields.get("name", ""))
+
+
+def update_job(
+    path: Path | str,
+    name: str,
+    fields: Mapping[str, Any],
+    *,
+    pool: Sequence[int | None] | None = None,
+) -> None:
+    """Change keys of job ``name`` (a None value deletes the key). See the module docstring."""
+    p = Path(path)
+    _check_fields(p, fields)
+
+    def change(ctx: _Ctx) -> str:
+        job = ctx.job(name)
+        if not job.matrix:
+            return _entry_edit(ctx, job.entry, lambda t: _apply(t, fields))
+        if len(job.matrix) > 1:
+            raise _refuse_matrix(ctx, job, "edited")
+        raw = ctx.data["jobs"][job.entry]
+        key, value = next(iter(job.matrix.items()))
+
+        def split(table: _Container) -> _Container:
+            _drop_matrix_value(table, key, value)
+            own = _standalone(raw, job)
+            own.update({k: v for k, v in fields.items()})
+            inline = isinstance(table, InlineTable)
+            return _new_table(own, inline=inline)
+
+        return _entry_edit(ctx, job.entry, split)
+
+    _edit(p, change, pool=pool)
+
+
+def remove_job(path: Path | str, name: str) -> None:
+    """Take job ``name`` out of the queue file. See the module docstring for matrix jobs."""
+    p = Path(path)
+
+    def change(ctx: _Ctx) -> str:
+        job = ctx.job(name)
+        leaving = {job.name} if job.matrix and len(ctx.siblings(job)) > 1 else None
+        gone = leaving or {j.name for j in ctx.siblings(job)}
+        waiting = [j.name for j in ctx.queue.jobs if j.name not in gone and gone & set(j.after)]
+        if waiting:
+            shown = ", ".join(waiting[:3]) + (
+                f" and {len(waiting) - 3} more" if len(waiting) > 3 else ""
+            )
+            raise QueueFileError(
+                str(ctx.path),
+                f"{name} cannot be removed: {shown} wait{'s' if len(waiting) == 1 else ''} for it "
+                "(after); remove or edit those first",
+                job.line or None,
+                "after",
+            )
+        if job.matrix and len(ctx.siblings(job)) > 1:
+            if len(job.matrix) > 1:
+                raise _refuse_matrix(ctx, job, "removed")
+            key, value = next(iter(job.matrix.items()))
+            return _entry_edit(ctx, job.entry, lambda t: _drop_matrix_value(t, key, value))
+        return _reorder(ctx, job.entry, None)
+
+    _edit(p, change, pool=None)
+
+
+def move_job(path: Path | str, name: str, where: Where) -> None:
+    """Move job ``name``'s entry one up, one down, or to the top of the queue file."""
+    p = Path(path)
+    if where not in ("up", "down", "top"):
+        raise GtuiError(f"cannot move a job {where!r}: up, down or top")
+
+    def change(ctx: _Ctx) -> str:
+        job = ctx.job(name)
+        return _reorder(ctx, job.entry, where)
+
+    _edit(p, change, pool=None)
+
+
+def _drop_matrix_value(table: _Container, key: str, value: str) -> None:
+    """Remove ``value`` from ``matrix.key``; an emptied matrix empties the whole table."""
+    matrix = table["matrix"]
+    values = matrix[key]
+    for i, v in enumerate(list(values)):
+        if scalar_text(_unwrap(v)) == value:
+            del values[i]
+            break
+    if len(values) == 0:
+        for k in list(table.keys()):
+            del table[k]
+
+
+def _reorder(ctx: _Ctx, entry: int, where: Where | None) -> str:
+    """Move (``where``) or remove (None) entry ``entry``."""
+    n = len(ctx.data.get("jobs", []))
+    order = list(range(n))
+    if where is None:
+        pass
+    elif where == "up" and entry > 0:
+        order[entry - 1], order[entry] = order[entry], order[entry - 1]
+    elif where == "down" and entry < n - 1:
+        order[entry + 1], order[entry] = order[entry], order[entry + 1]
+    elif where == "top":
+        order.remove(entry)
+        order.insert(0, entry)
+    if order == list(range(n)) and where is not None:
+        return ctx.text
+    blocks = ctx.blocks()
+    if blocks is None:
+        doc = tomlkit.parse(ctx.text)
+        arr = doc["jobs"]
+        items = [arr[i] for i in range(n)]
+        for i in reversed(range(n)):
+            del arr[i]
+        for i in order:
+            if where is not None or i != entry:
+                arr.append(items[i])
+        return doc.as_string()
+    cores: list[str | None] = ["".join(ctx.sc.lines[b.start : b.end]) for b in blocks]
+    if where is None:
+        cores[entry] = None
+        return _rebuild(list(ctx.sc.lines), blocks, cores, ctx.nl)
+    placed = [cores[i] for i in order]
+    return _rebuild(list(ctx.sc.lines), blocks, placed, ctx.nl)
