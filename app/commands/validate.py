@@ -1,0 +1,131 @@
+"""``gtui validate QUEUE.toml [--json]``: check a queue file and print its expanded jobs.
+
+The GPUs are read (fake ones from ``--fake-gpus`` / ``GTUI_FAKE_GPUS`` or the file's
+``fake_gpus``, else NVML) so that jobs that can never fit are caught now rather than waiting
+forever; when no GPU is known the pool checks are skipped, and stderr says so in one line.
+Exit 0 when the file is good, 2 (with ``file:line: key: ...``) when it is not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from gtui.cli import GlobalOptions
+from gtui.core.errors import GtuiError
+from gtui.core.gpus.snapshot import GpuSnapshot
+from gtui.core.model import JobSpec, Settings
+from gtui.core.queuefile import (
+    QueueFile,
+    job_to_json,
+    load_queue,
+    read_queue_text,
+    settings_to_json,
+)
+from gtui.core.units import format_duration, format_mib
+
+
+def read_machine(fake_spec: str | None, base_dir: Path) -> tuple[dict[int, int | None] | None, str]:
+    """Every GPU of the machine (index -> total MiB) and where that came from, or None and why.
+
+    A bad fake spec is the user's mistake (GtuiError, exit 2); any other failure to read the GPUs
+    only means the pool checks cannot be made.
+    """
+    try:
+        from gtui.core.gpus.backend import open_backend
+    except ImportError as e:  # pragma: no cover - only while the GPU layer is missing
+        return None, f"the GPU layer is not available ({e})"
+    backend = open_backend(fake_spec, base_dir)
+    try:
+        snapshot: GpuSnapshot = backend.read()
+    except GtuiError:
+        raise
+    except Exception as e:  # read() must never raise; if it does, validate still works
+        return None, f"reading the GPUs failed ({e})"
+    finally:
+        try:
+            backend.close()
+        except Exception:
+            pass
+    gpus = [g for g in snapshot.gpus if not g.lost]
+    if not gpus:
+        return None, snapshot.error or "no GPU found"
+    source = f"fake GPUs {fake_spec}" if snapshot.source == "fake" else snapshot.source.upper()
+    return {g.index: g.mem_total_mib for g in gpus}, source
+
+
+def _settings_line(s: Settings) -> str:
+    gpus = "all" if s.gpus == "all" else ",".join(str(g) for g in s.gpus)
+    parts = [f"mode {s.mode.value}", f"gpus {gpus}"]
+    if s.exclude:
+        parts.append("exclude " + ",".join(str(g) for g in s.exclude))
+    parts.append(f"reserve {s.reserve}")
+    parts.append(f"max_parallel {s.max_parallel or 'unlimited'}")
+    parts.append(f"retries {s.retries}")
+    parts.append(f"isolate {'on' if s.isolate else 'off'}")
+    if s.fake_gpus:
+        parts.append(f"fake_gpus {s.fake_gpus}")
+    return " · ".join(parts)
+
+
+def _job_lines(job: JobSpec) -> list[str]:
+    if job.gpus == 0:
+        where = "cpu"
+    else:
+        mem = format_mib(job.mem_mib) if job.mem_mib is not None else "whole GPU"
+        where = f"{job.gpus} GPU{'s' if job.gpus > 1 else ''} · {mem}"
+    facts = [where]
+    if job.priority:
+        facts.append(f"priority {job.priority}")
+    if job.after:
+        shown = ", ".join(job.after[:4]) + (f" +{len(job.after) - 4}" if len(job.after) > 4 else "")
+        facts.append(f"after {shown}")
+    if job.retries:
+        facts.append("retries forever" if job.retries < 0 else f"retries {job.retries}")
+    if job.timeout_s is not None:
+        facts.append(f"timeout {format_duration(job.timeout_s)}")
+    if job.cwd != ".":
+        facts.append(f"cwd {job.cwd}")
+    if job.env:
+        facts.append("env " + " ".join(f"{k}={v}" for k, v in job.env.items()))
+    return [f"  {job.name}  ({' · '.join(facts)})", f"      $ {job.cmd}"]
+
+
+def render(qf: QueueFile, pool_note: str) -> str:
+    """The human form: settings on one line, then each job and its command."""
+    n = len(qf.jobs)
+    out = [f"{qf.path}: ok, {n} job{'s' if n != 1 else ''}", f"  {_settings_line(qf.settings)}"]
+    if pool_note:
+        out.append(f"  {pool_note}")
+    if qf.jobs:
+        out.append("")
+    for job in qf.jobs:
+        out.extend(_job_lines(job))
+    return "\n".join(out)
+
+
+def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
+    path = Path(ns.queue)
+    text = read_queue_text(path)
+    qf = load_queue(path, text=text)
+    spec = opts.fake_gpus or qf.settings.fake_gpus
+    machine, source = read_machine(spec, path.resolve().parent)
+    pool_note = ""
+    if machine is None:
+        print(f"gtui: no GPU known ({source}): pool checks skipped", file=sys.stderr)
+    else:
+        qf = load_queue(path, machine=machine, text=text)
+        pool_note = f"checked against the machine's {len(machine)} GPUs ({source})"
+    for warning in qf.warnings:
+        print(f"gtui: warning: {warning}", file=sys.stderr)
+    if getattr(ns, "json", False):
+        doc = {
+            "settings": settings_to_json(qf.settings),
+            "jobs": [job_to_json(j) for j in qf.jobs],
+        }
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
+    else:
+        print(render(qf, pool_note))
+    return 0
