@@ -1,0 +1,2 @@
+COMMANDS=(
+    "python train.py | 20 | 1"

@@ -1,0 +1,3 @@
+COMMANDS=(
+    "python train.py | 20 | 1"
+    "python never_closed.py | 20 | 1

@@ -1,0 +1,204 @@
+"""`gtui import`: the seed's scripts and command lists become queue files that load and mean the
+same thing (tests/import_cases/ holds seed 000's own examples)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gtui.core.importer import import_text, split_entry, to_gtui_cmd
+from gtui.core.model import Mode
+from gtui.core.placeholders import substitute
+from gtui.core.queuefile import QueueFile, load_queue
+from tests.conftest import gtui
+
+CASES = Path(__file__).parent / "import_cases"
+
+
+def imported(tmp_path: Path, case: str) -> QueueFile:
+    """Run the real `gtui import` on a case and load what it printed."""
+    out = gtui("import", str(CASES / case))
+    assert out.returncode == 0, out.stderr
+    q = tmp_path / "q.toml"
+    q.write_text(out.stdout)
+    return load_queue(q)
+
+
+@pytest.mark.parametrize(
+    "case", sorted(p.name for p in CASES.iterdir() if not p.name.startswith("broken_"))
+)
+def test_every_case_imports_to_a_valid_queue(tmp_path: Path, case: str) -> None:
+    qf = imported(tmp_path, case)
+    assert qf.path.exists()
+    assert gtui("validate", str(qf.path), "--fake-gpus", "10x80G").returncode == 0
+
+
+def test_3_1_core_config(tmp_path: Path) -> None:
+    s = imported(tmp_path, "s3_1_core_config.sh").settings
+    assert s.gpus == tuple(range(10))
+    assert s.log_dir == "/home/hdl/project/fgvr_test/logs/quick_start"
+    assert (s.reserve, s.retries, s.mode, s.multi_gpu_first) == (1, -1, Mode.SHARED, True)
+
+
+def test_6_1_basic_use(tmp_path: Path) -> None:
+    qf = imported(tmp_path, "s6_1_basic.sh")
+    assert (qf.settings.gpus, qf.settings.reserve, qf.settings.retries) == ((0, 1, 2, 3), 1, 3)
+    assert qf.settings.isolate is False  # the commands pass --gpu N themselves
+    a, b = qf.jobs
+    assert a.cmd == "bash scripts/run_pipeline.sh aircraft --gpu {gpu}"
+    assert (a.gpus, a.mem_mib, b.mem_mib) == (1, 35 * 1024, 20 * 1024)
+    assert a.name == "run_pipeline-aircraft"
+    assert b.cmd == "python train.py --gpu {gpu} --epochs 100"
+
+
+def test_7_2_quoted_lines_with_escaped_placeholders(tmp_path: Path) -> None:
+    jobs = imported(tmp_path, "s7_2_bash_commands.txt").jobs
+    assert [(j.gpus, j.mem_mib) for j in jobs] == [(1, 35840), (1, 20480), (2, 40960)]
+    assert jobs[2].cmd == "bash scripts/run_ddp.sh model1 --gpus {gpu0},{gpu1}"
+
+
+def test_7_3_python_commands(tmp_path: Path) -> None:
+    jobs = imported(tmp_path, "s7_3_python_commands.sh").jobs
+    assert jobs[0].cmd == "CUDA_VISIBLE_DEVICES={gpu} python train.py --epochs 100"
+    assert jobs[3].cmd == "python train_multi.py --gpus {gpu0} {gpu1} {gpu2}"
+    assert jobs[3].gpus == 3 and jobs[3].mem_mib == 50 * 1024
+
+
+def test_7_4_cpu_jobs(tmp_path: Path) -> None:
+    qf = imported(tmp_path, "s7_4_cpu_commands.sh")
+    assert [(j.gpus, j.mem_mib) for j in qf.jobs] == [(0, None)] * 3
+    assert qf.jobs[2].cmd == "echo TEST"
+    assert qf.settings.isolate is True  # no GPU numbers passed: isolation stays on
+
+
+@pytest.mark.parametrize(
+    ("case", "mode", "reserve", "retries", "gpus"),
+    [
+        ("s10_1_shared_server.sh", Mode.SHARED, 2, 3, tuple(range(8))),
+        ("s10_1_exclusive_server.sh", Mode.SHARED, 0, -1, (0, 1, 2, 3)),
+        ("s10_1_test_env.sh", Mode.SHARED, 0, 0, (0, 1)),
+        ("s13_4_scenarios.sh", Mode.EXCLUSIVE, 1, -1, (0, 1, 2, 3)),
+        ("s14_5_extreme.sh", Mode.PACK, 0, -1, "all"),
+        ("s14_5_conservative.sh", Mode.EXCLUSIVE, 1, 3, (0, 1, 2, 3)),
+        ("s14_5_polite.sh", Mode.SHARED, 2, 3, "all"),
+        ("s14_5_debug.sh", Mode.SHARED, 0, 1, (0, 1)),
+    ],
+)
+def test_configuration_scenarios(
+    tmp_path: Path, case: str, mode: Mode, reserve: int, retries: int, gpus: object
+) -> None:
+    s = imported(tmp_path, case).settings
+    assert (s.mode, s.reserve, s.retries, s.gpus) == (mode, reserve, retries, gpus)
+
+
+def test_14_5_conservative_keeps_isolation_for_cuda_visible_devices(tmp_path: Path) -> None:
+    qf = imported(tmp_path, "s14_5_conservative.sh")
+    assert qf.settings.isolate is True
+    assert qf.jobs[0].cmd.startswith("CUDA_VISIBLE_DEVICES={gpu0},{gpu1} torchrun")
+    assert (qf.jobs[0].gpus, qf.jobs[0].mem_mib) == (2, 70 * 1024)
+
+
+def test_a_whole_script(tmp_path: Path) -> None:
+    qf = imported(tmp_path, "full_script.sh")
+    s = qf.settings
+    # first assignment wins (the ones inside the function below are ignored)
+    assert (s.gpus, s.reserve, s.retries, s.mode, s.poll_s) == ("all", 2, 3, Mode.PACK, 3.0)
+    assert s.log_dir == "~/exp/logs/quick_start"
+    names = [j.name for j in qf.jobs]
+    assert len(names) == 9 and len(set(names)) == 9  # COMMANDS+=( appends; names deduplicated
+    assert names[-2:] == ["run_pipeline-aircraft", "run_pipeline-aircraft-2"]
+    by_cmd = {j.cmd: j for j in qf.jobs}
+    assert "python train.py --gpu {gpu} 2>&1 | tee train.log" in by_cmd  # pipes in a command
+    assert by_cmd["python train.py --gpu {gpu} 2>&1 | tee train.log"].mem_mib == 20 * 1024
+    assert 'python eval.py --split "val set" --gpu {gpu}' in by_cmd  # single-quoted entry
+    assert not any("old_experiment" in j.cmd for j in qf.jobs)  # a commented-out entry
+
+
+def test_imported_commands_run_exactly_as_the_script_ran_them(tmp_path: Path) -> None:
+    """The bash script's array, expanded by bash itself, against gtui's substitution."""
+    script = CASES / "full_script.sh"
+    expanded = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f'source <(sed -n "/^COMMANDS=(/,/^)/p; /^COMMANDS+=(/,/^)/p" {script}); '
+            "available_gpu=7; available_gpu_0=7; available_gpu_1=2; name=X; "
+            'for c in "${COMMANDS[@]}"; do printf "%s\\0" "$c"; done',
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\0")[:-1]
+    qf = imported(tmp_path, "full_script.sh")
+    assert len(expanded) == len(qf.jobs)
+    for bash_entry, job in zip(expanded, qf.jobs, strict=True):
+        cmd, _, _, _ = split_entry(bash_entry)
+        # bash left ${available_gpu...} for the script to fill in at launch, as gtui does
+        ours = substitute(
+            job.cmd, gpus=[7, 2][: job.gpus], name=job.name, attempt=1, port=None, matrix={}
+        )
+        theirs = cmd.replace("${available_gpu_0}", "7").replace("${available_gpu_1}", "2")
+        theirs = theirs.replace("${available_gpu}", "7" if job.gpus == 1 else "7,2")
+        assert ours == theirs
+
+
+@given(st.text(alphabet="ab {}$\\_gpunme01", max_size=30))
+def test_escaping_round_trips(text: str) -> None:
+    """Any command without the seed's placeholders comes back unchanged after gtui substitutes."""
+    if "available_gpu" in text:
+        return
+    back = substitute(to_gtui_cmd(text), gpus=[1], name="n", attempt=1, port=1, matrix={})
+    assert back == text
+
+
+def test_split_entry() -> None:
+    assert split_entry("python a.py | 35 | 1") == ("python a.py", "35G", 1, None)
+    assert split_entry("a | tee x | 7.5 | 2") == ("a | tee x", "7.5G", 2, None)
+    assert split_entry("python a.py | 20") == ("python a.py", "20G", 1, None)
+    assert split_entry("python a.py | 20GB | 1")[1] == "20GB"
+    cmd, mem, n, note = split_entry("cat a | sort")
+    assert (cmd, mem, n) == ("cat a | sort", None, 1) and note
+
+
+def test_plain_list(tmp_path: Path) -> None:
+    qf = imported(tmp_path, "plain_commands.txt")
+    assert [j.cmd for j in qf.jobs] == [
+        "python train.py --lr 0.1 --gpu {gpu}",
+        "python train.py --lr 0.01 --gpu {gpu}",
+        "python eval.py --ckpt runs/best.pt     --split test",
+        "cat log.txt | awk '{print $1}' | sort",
+        "echo done",
+    ]
+    assert [j.mem_mib for j in qf.jobs] == [None, 12 * 1024, 8 * 1024, None, None]
+    assert qf.jobs[-1].gpus == 0
+
+
+def test_import_keeps_the_scripts_comments() -> None:
+    text, _ = import_text('COMMANDS=(\n  # the big one\n  "python a.py | 10 | 1"\n)\n', "x.sh")
+    assert "# the big one\n[[jobs]]" in text
+
+
+@pytest.mark.parametrize(
+    ("case", "words"),
+    [
+        ("broken_unterminated.sh", 'broken_unterminated.sh:3: COMMANDS: a " quote opened'),
+        ("broken_unclosed_array.sh", "broken_unclosed_array.sh:1: COMMANDS=( is never closed"),
+        ("broken_binary.bin", "not a text file"),
+        ("broken_empty.txt", "found no commands"),
+        ("no_such_file.sh", "no such file"),
+    ],
+)
+def test_unreadable_input_exits_2(case: str, words: str) -> None:
+    out = gtui("import", str(CASES / case))
+    assert out.returncode == 2
+    assert words in out.stderr and "Traceback" not in out.stderr
+    assert out.stdout == ""
+
+
+def test_import_a_directory(tmp_path: Path) -> None:
+    out = gtui("import", str(tmp_path))
+    assert out.returncode == 2 and "is a directory" in out.stderr
