@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+
 from gtui.core.errors import EXIT_LOCKED, LockedError
 from gtui.core.lock import QueueLock
 from gtui.core.paths import queue_paths
@@ -148,3 +149,14 @@ def test_a_stale_pid_in_the_file_is_not_a_holder(queue: Path) -> None:
 def test_holder_without_a_state_dir_creates_nothing(queue: Path) -> None:
     assert QueueLock(queue).holder() is None
     assert not (queue.parent / ".gtui").exists()
+
+
+def test_a_dropped_lock_object_keeps_the_lock(queue: Path) -> None:
+    """Forgetting the object must not let a second scheduler in; only release() or death do."""
+    import gc
+
+    QueueLock(queue).acquire()
+    gc.collect()
+    assert QueueLock(queue).holder() == os.getpid()
+    with pytest.raises(LockedError):
+        QueueLock(queue).acquire()

@@ -67,8 +67,9 @@ def act(paths: QueuePaths, verb: str, names: list[str]) -> tuple[list[str], bool
             pid = lock.holder()
             if pid is None:
                 continue  # it just stopped: the store is ours now
+            who = f"a gtui (pid {pid})" if pid else "a gtui"
             raise GtuiError(
-                f"a gtui (pid {pid}) runs {paths.queue.name} but does not answer on "
+                f"{who} runs {paths.queue.name} but does not answer on "
                 f"{paths.socket}; try again in a moment",
                 EXIT_LOCKED,
             ) from None

@@ -8,7 +8,6 @@ kernel, never read from the file.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import socket
@@ -44,7 +43,11 @@ def _parse(text: str) -> LockInfo | None:
 
 
 class QueueLock:
-    """The per-queue scheduler lock. ``acquire()`` raises LockedError (exit 3) when held."""
+    """The per-queue scheduler lock. ``acquire()`` raises LockedError (exit 3) when held.
+
+    Held until ``release()`` or the process ends, even if this object is dropped: a lock that
+    vanished with a forgotten reference would let a second scheduler in.
+    """
 
     def __init__(self, queue: Path | QueuePaths) -> None:
         self.paths = queue if isinstance(queue, QueuePaths) else queue_paths(queue)
@@ -161,7 +164,3 @@ class QueueLock:
         tb: TracebackType | None,
     ) -> None:
         self.release()
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            self.release()
