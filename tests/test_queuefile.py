@@ -291,10 +291,30 @@ def test_any_command_gets_a_valid_name(cmd: str) -> None:
 
 
 def test_warnings_for_braces_that_are_not_placeholders(tmp_path: Path) -> None:
-    q = write_queue(tmp_path, '[[jobs]]\ncmd = "echo {lr} {{lr}} {gpu}"\n')
+    q = write_queue(tmp_path, '[[jobs]]\ncmd = "echo {lr} {{lr}} {n_gpus}"\n')
     warnings = load_queue(q).warnings
     assert len(warnings) == 1 and "{lr} is not a placeholder" in warnings[0]
     assert f"{q}:2:" in warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("cmd", "isolate", "warned"),
+    [
+        ("python t.py --gpu {gpu}", "true", True),
+        ("python t.py --gpus ${available_gpu_0},${available_gpu_1}", "true", True),
+        ("python t.py --gpu {gpu}", "false", False),
+        ("CUDA_VISIBLE_DEVICES={gpu0},{gpu1} python t.py", "true", False),
+        ("python t.py --gpu 0", "true", False),
+    ],
+)
+def test_warning_for_physical_numbers_under_isolation(
+    tmp_path: Path, cmd: str, isolate: str, warned: bool
+) -> None:
+    q = write_queue(
+        tmp_path, f"[settings]\nisolate = {isolate}\n[[jobs]]\ncmd = '{cmd}'\ngpus = 2\n"
+    )
+    warnings = load_queue(q).warnings
+    assert any("sees its GPUs as 0..1" in w for w in warnings) is warned
 
 
 def test_inline_jobs_array(tmp_path: Path) -> None:
@@ -555,3 +575,51 @@ def test_broken_file(path: Path) -> None:
     if key != "-":
         assert f": {key}: " in message
     assert len(message.strip().splitlines()) <= 2
+
+
+# ---------------------------------------------------------------------------------------------
+# robustness: whatever a user writes, the answer is a queue or a QueueFileError
+
+
+_scalars = st.one_of(
+    st.booleans(),
+    st.integers(-5, 5),
+    st.floats(-2, 100, allow_nan=False),
+    st.sampled_from(["", "x", "2", "35G", "4h", "all", "pack", "{gpu}", "a/b", "-1"]),
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(["a", "lr", "X"]), inner)
+    ),
+    max_leaves=6,
+)
+_job_keys = st.sampled_from(["name", "cmd", "gpus", "mem", "after", "retries", "matrix", "env"])
+_setting_keys = st.sampled_from(["gpus", "mode", "reserve", "poll", "env", "diagnose", "exclude"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(_setting_keys, _values, max_size=3),
+    st.lists(st.dictionaries(_job_keys, _values, max_size=5), max_size=3),
+)
+def test_any_document_gives_a_queue_or_a_queue_file_error(
+    settings_table: dict[str, object], jobs: list[dict[str, object]]
+) -> None:
+    import tomli_w
+
+    doc: dict[str, object] = {"settings": settings_table, "jobs": jobs}
+    text = tomli_w.dumps(doc)
+    try:
+        load_queue(Path("q.toml"), text=text, pool=[81920, None])
+    except QueueFileError as e:
+        assert str(e).startswith("q.toml")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="[]{}\"'=#.\n \\abjos,1", max_size=60))
+def test_any_text_gives_a_queue_or_a_queue_file_error(text: str) -> None:
+    try:
+        load_queue(Path("q.toml"), text=text)
+    except QueueFileError as e:
+        assert str(e).startswith("q.toml")

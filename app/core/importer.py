@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gtui.core.errors import GtuiError
-from gtui.core.queuefile import cmd_slug, name_problem
+from gtui.core.queuefile import cmd_slug, name_problem, passes_gpu_numbers
 from gtui.core.units import UnitError, parse_size_mib
 
 SCRIPT_VARS = (
@@ -56,8 +56,6 @@ _ESCAPE = re.compile(
     r"|(?P<close>\}\})"
     r"|\{(?P<ident>[A-Za-z_][A-Za-z0-9_]*)\}"
 )
-_GPU_PLACEHOLDER = re.compile(r"\{gpu\d*\}")
-_CVD_ASSIGN = re.compile(r"CUDA_VISIBLE_DEVICES=[\"']?(?:\{gpu\d*\}|,)+[\"']?")
 _TRUE = {"true", "1", "yes", "on"}
 
 
@@ -428,7 +426,7 @@ def _names(jobs: list[ImportedJob]) -> list[str]:
 
 def _needs_no_isolation(jobs: list[ImportedJob]) -> bool:
     """Whether a command passes GPU numbers itself (not only as CUDA_VISIBLE_DEVICES=...)."""
-    return any(_GPU_PLACEHOLDER.search(_CVD_ASSIGN.sub("", j.cmd)) for j in jobs)
+    return any(passes_gpu_numbers(j.cmd) for j in jobs)
 
 
 def render(imp: Imported) -> str:

@@ -628,7 +628,20 @@ def _expand_entry(
     return _Expanded(jobs=jobs, template=template, where=w)
 
 
-def _warnings(job: JobSpec, w: _Where) -> list[str]:
+_CVD_ASSIGN = re.compile(
+    r"CUDA_VISIBLE_DEVICES=[\"']?(?:\\?\$\{available_gpu(?:_\d+)?\}|\{gpu\d*\}|,)+[\"']?"
+)
+
+
+def passes_gpu_numbers(cmd: str) -> bool:
+    """Whether ``cmd`` hands GPU numbers to the program itself (``--gpu {gpu}``), rather than
+    only through ``CUDA_VISIBLE_DEVICES={gpu}``. With isolation those numbers do not match
+    what CUDA shows the job (its GPUs numbered from 0)."""
+    used = placeholders_used(_CVD_ASSIGN.sub("", cmd))
+    return any(u == "gpu" or re.fullmatch(r"gpu\d+", u) for u in used)
+
+
+def _warnings(job: JobSpec, w: _Where, settings: Settings) -> list[str]:
     out = []
     where = f"{w.path}:{w.line_of('cmd')}" if w.line_of("cmd") else w.path
     for ident in sorted(placeholders_used(job.cmd)):
@@ -640,6 +653,11 @@ def _warnings(job: JobSpec, w: _Where) -> list[str]:
         )
     if job.gpus == 0 and placeholders_used(job.cmd) & {"gpu", "gpu0"}:
         out.append(f"{where}: cmd: job {job.name} uses {{gpu}} but gpus = 0: it will be empty")
+    elif job.gpus and settings.isolate and passes_gpu_numbers(job.cmd):
+        out.append(
+            f"{where}: cmd: {{gpu}} gives physical GPU numbers, but with isolate = true the job "
+            f"sees its GPUs as 0..{job.gpus - 1}: pass those, or set isolate = false"
+        )
     return out
 
 
@@ -922,7 +940,7 @@ def load_queue(
         for job in exp.jobs:
             resolved = _resolve_after(job, seen, templates, exp.where)
             _check_pool(resolved, settings, pool, exp.where)
-            warnings.extend(_warnings(resolved, exp.where))
+            warnings.extend(_warnings(resolved, exp.where, settings))
             jobs.append(resolved)
             where_of[resolved.name] = exp.where
     cycle = _find_cycle(jobs)

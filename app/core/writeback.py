@@ -320,7 +320,11 @@ class _Ctx:
 
 
 def _edit(
-    path: Path | str, change: Callable[[_Ctx], str], *, pool: Sequence[int | None] | None
+    path: Path | str,
+    change: Callable[[_Ctx], str],
+    *,
+    pool: Sequence[int | None] | None,
+    adding: bool = False,
 ) -> QueueFile:
     p = Path(path)
     with _locked(p):
@@ -336,9 +340,10 @@ def _edit(
         try:
             result = load_queue(p, text=new_text, pool=pool)
         except QueueFileError as e:
-            raise QueueFileError(
-                e.path, f"{e.detail} (the file was not changed)", e.line, e.key
-            ) from None
+            # A new job's lines are not in the file yet: its line number would point nowhere.
+            what = "the job was not added" if adding else "the file was not changed"
+            line = None if adding else e.line
+            raise QueueFileError(e.path, f"{e.detail} ({what})", line, e.key) from None
         if new_text != text:
             write_atomically(p, new_text)
         return result
@@ -413,7 +418,7 @@ def append_job(
         after = "".join(ctx.sc.lines[last:])
         return _ends(before, nl) + nl + text + after
 
-    result = _edit(p, change, pool=pool)
+    result = _edit(p, change, pool=pool, adding=True)
     new_entry = max((j.entry for j in result.jobs), default=-1)
     added = [j.name for j in result.jobs if j.entry == new_entry]
     return added[0] if added else str(fields.get("name", ""))
