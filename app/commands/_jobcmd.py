@@ -1,9 +1,9 @@
 """What ``gtui kill / pause / resume / retry`` share: the running scheduler first, else the store.
 
 The scheduler is asked through its control socket, so the command runs the engine's own code.
-With no scheduler, the change is made on the saved state (app/core/offline.py) under the queue
-lock. A scheduler that holds the lock but does not answer (still starting, or its socket failed)
-is waited for a few seconds, then reported (exit 3).
+With no scheduler, the same engine commands run with dispatch off (app/core/offline.py) under
+the queue lock. A scheduler that holds the lock but does not answer (still starting, or its
+socket failed) is waited for a few seconds, then reported (exit 3).
 """
 
 from __future__ import annotations
@@ -57,14 +57,15 @@ def act(paths: QueuePaths, verb: str, names: list[str]) -> tuple[list[str], bool
             if not names:
                 return [f"{verb}d the queue"], True
             return [_DONE[verb].format(n) for n in names], True
-        lock = QueueLock(paths)
+        from gtui.core import offline
+
         try:
-            lock.acquire()
+            return asyncio.run(offline.apply(paths, op, names)), False
         except LockedError:
             if time.monotonic() < deadline:
                 time.sleep(0.2)
                 continue
-            pid = lock.holder()
+            pid = QueueLock(paths).holder()
             if pid is None:
                 continue  # it just stopped: the store is ours now
             who = f"a gtui (pid {pid})" if pid else "a gtui"
@@ -73,12 +74,6 @@ def act(paths: QueuePaths, verb: str, names: list[str]) -> tuple[list[str], bool
                 f"{paths.socket}; try again in a moment",
                 EXIT_LOCKED,
             ) from None
-        try:
-            from gtui.core import offline
-
-            return asyncio.run(offline.apply(paths, op, names)), False
-        finally:
-            lock.release()
 
 
 def main(verb: str, ns: argparse.Namespace, opts: GlobalOptions) -> int:

@@ -96,12 +96,16 @@ class Engine:
         fake_gpus: str | None = None,
         backend: GpuBackend | None = None,
         control: bool = True,
+        dispatch: bool = True,
     ) -> None:
         self.paths: QueuePaths = queue_paths(queue_path)
         self.queue_path: Path = self.paths.queue
         self._fake_opt = fake_gpus
         self._backend: GpuBackend | None = backend
         self._control_wanted = control
+        # dispatch=False: an engine that only applies commands (gtui kill/pause/... when no
+        # scheduler runs): it starts nothing.
+        self._dispatch = dispatch
         self._queue: QueueFile | None = None
         self._settings = Settings()
         self._specs: dict[str, JobSpec] = {}
@@ -678,7 +682,7 @@ class Engine:
         self._block_dependents()
         decision = self._decide(now=time.time())
         self._last_decision = decision
-        for start in decision.starts:
+        for start in decision.starts if self._dispatch else ():
             self._start_job(start.name, start.gpus)
         changed = []
         for name, reason in decision.reasons.items():
