@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retries", type=int, help="retries on failure (-1 = until it succeeds)")
     p.add_argument("--timeout", help="e.g. 4h")
     p.add_argument("--cwd", help="working directory")
-    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD...", help="the command")
+    p.add_argument("cmd", nargs="*", metavar="-- CMD...", help="the command, after --")
 
     for verb, text in (
         ("kill", "kill jobs (SIGTERM, then SIGKILL after kill_grace)"),
@@ -127,9 +127,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def dispatch(argv: Sequence[str]) -> int:
     opts, rest = split_global_options(argv)
+    job_words: list[str] | None = None
+    if rest and rest[0] == "add" and "--" in rest:
+        # Everything after `--` is the job's command, options and all.
+        cut = rest.index("--")
+        rest, job_words = rest[:cut], rest[cut + 1 :]
     if not rest or rest[0] in ("-h", "--help", "--version") or rest[0] in SUBCOMMANDS:
         parser = build_parser()
         ns = parser.parse_args(rest)
+        if job_words is not None:
+            ns.cmd = list(ns.cmd or []) + job_words
         if ns.command is None:
             parser.print_help()
             return 0

@@ -23,50 +23,6 @@ from gtui.core.control import request
 from gtui.core.errors import GtuiError
 from gtui.core.paths import QueuePaths
 
-_OPTIONS = ("--name", "--gpus", "--mem", "--priority", "--after", "--retries", "--timeout", "--cwd")
-
-
-def _options_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gtui add", add_help=False, exit_on_error=False)
-    p.add_argument("--name")
-    p.add_argument("--gpus", type=int)
-    p.add_argument("--mem")
-    p.add_argument("--priority", type=int)
-    p.add_argument("--after")
-    p.add_argument("--retries", type=int)
-    p.add_argument("--timeout")
-    p.add_argument("--cwd")
-    return p
-
-
-def split_command(ns: argparse.Namespace) -> tuple[argparse.Namespace, list[str]]:
-    """Options given after the queue file end up in ``ns.cmd`` (argparse's REMAINDER takes
-    everything after the first positional): take them out, up to ``--``."""
-    args = list(ns.cmd or [])
-    opts: list[str] = []
-    while args:
-        a = args[0]
-        if a == "--":
-            args.pop(0)
-            break
-        option = a.split("=", 1)[0]
-        if option not in _OPTIONS:
-            break
-        opts.append(args.pop(0))
-        if "=" not in a:
-            if not args:
-                raise GtuiError(f"{a} needs a value, e.g. gtui add q.toml {a} VALUE -- CMD")
-            opts.append(args.pop(0))
-    try:
-        parsed = _options_parser().parse_args(opts)
-    except argparse.ArgumentError as e:
-        raise GtuiError(f"gtui add: {e} (see gtui add --help)") from None
-    merged = argparse.Namespace(**{k: v for k, v in vars(ns).items() if k != "cmd"})
-    for key, value in vars(parsed).items():
-        if value is not None:
-            setattr(merged, key, value)
-    return merged, args
-
 
 def command_line(words: list[str]) -> str:
     if not words:
@@ -111,8 +67,7 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     from gtui.core.writeback import append_job
 
     paths = queue_file(ns.queue)
-    merged, words = split_command(ns)
-    fields = fields_of(merged, paths, words)
+    fields = fields_of(ns, paths, list(ns.cmd or []))
     name = append_job(paths.queue, fields)
     shown = name if isinstance(name, str) and name else fields.get("name", "the job")
     print(f"added {shown} to {paths.queue.name}")
