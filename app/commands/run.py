@@ -28,6 +28,7 @@ class EventLog:
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self._last_state: dict[str, tuple[str, int]] = {}
+        self._paused = False
 
     def line(self, text: str) -> None:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
@@ -40,7 +41,9 @@ class EventLog:
         elif isinstance(event, Notice):
             self.line(f"{event.level}: {event.text}")
         elif isinstance(event, QueuePaused):
-            self.line("queue paused: no new starts" if event.paused else "queue resumed")
+            if event.paused != self._paused:
+                self._paused = event.paused
+                self.line("queue paused: no new starts" if event.paused else "queue resumed")
         elif isinstance(event, WaitingSummary):
             self.line(event.text)
 
