@@ -114,7 +114,7 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     machine, source = read_machine(spec, path.resolve().parent)
     pool_note = ""
     if machine is None:
-        print(f"gtui: no GPU known ({source}): pool checks skipped", file=sys.stderr)
+        print(f"gtui: pool checks skipped, no GPU known: {source}", file=sys.stderr)
     else:
         qf = load_queue(path, machine=machine, text=text)
         pool_note = f"checked against the machine's {len(machine)} GPUs ({source})"
