@@ -2,15 +2,60 @@
 
 Snapshot + waiting jobs + our allocations + settings in; which jobs start on which GPUs, and a
 reason a person can act on for every job that waits, out. No I/O, no clock, no randomness.
+
+The rules (DESIGN.md 4.1-4.3, seed 000 sections 5 and 13), and what this module chose where they
+are silent:
+
+- Pool: ``settings.gpus`` ("all" or a list) minus ``settings.exclude``, minus lost GPUs and GPUs
+  whose memory the driver does not report.
+- ``available = total - used - sum over our jobs on it of max(0, declared - observed)``; a job of
+  ours with no ``mem`` declares the whole GPU.
+- A GPU is *idle* when its utilization is 0 % and used memory is under 3 % of total. An unknown
+  utilization (the driver says n/a) counts as 0 %: the memory test alone then decides, otherwise
+  such a GPU could never be used in exclusive mode.
+- exclusive: no job of ours, idle, and (if the job gives ``mem``) ``available >= mem``.
+  shared: no job of ours and ``available >= mem``. pack: ``available >= mem`` even beside jobs of
+  ours, never beside a job of ours that has no ``mem``.
+  A job with no ``mem`` needs its GPUs to itself in every mode: no job of ours and idle.
+- Reserve (seed 000, 5.2, exactly): of the GPUs eligible for a job that hold no job of ours
+  (n of them), ``reserve_allows(n, k)`` may be taken; GPUs already holding a job of ours (pack)
+  are not limited. Each start in a pass changes n for the next job. Taken literally, the
+  ``n == k -> 1`` row means that a queue that keeps starting jobs leaves ``k - 1`` free GPUs in
+  the end (none with ``reserve = 1``): that is the seed's behaviour, kept on purpose.
+- Order: priority (higher first), then queue order; ``multi_gpu_first`` sorts by GPUs needed
+  first (the seed's order). A job that cannot start does not block later ones (backfill), except
+  when the first job that waits for GPUs has waited longer than ``starve_after_s``: then no later
+  job may take a GPU that job could use, i.e. a GPU eligible for it now (reserve aside) or, in
+  pack mode, one that would be once our jobs on it end. Jobs that can never start (more GPUs
+  than the pool, ``mem`` above every GPU, more GPUs than the reserve ever allows) do not starve.
+- ``max_parallel`` (0 = no limit) counts every job of ours running at once, CPU jobs included.
+- Among eligible GPUs: most available memory first (ties: lower index), or least available that
+  still fits with ``Placement.BEST_FIT``.
+
+Speed: one pass over 100k waiting jobs on 8 GPUs must take about 50 ms at most, growing
+linearly. Resources only shrink within a pass, so once a request shape (GPUs, mem) fails it fails
+for every later job of that shape, or of any shape needing as many GPUs or more and as much memory
+or more; its reason is worked out once and shared until the next start changes the GPUs. The one
+exception: in pack mode with a reserve, a start on a GPU free of our jobs can make room (the
+reserve does not limit GPUs holding our jobs). Then what failed is forgotten, and if a job failed
+before that start the pass sweeps the waiting jobs again, so nothing that could start waits for
+the next poll.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from gtui.core.gpus.snapshot import GpuSnapshot
-from gtui.core.model import Settings
+from gtui.core.model import Mode, Placement, Settings
+from gtui.core.units import format_mib
+
+IDLE_USED_PERCENT = 3  # exclusive mode: used memory under this share of total (seed 000, 13.2)
+HELD_REASON = "held by you"
+PAUSED_REASON = "queue paused"
 
 
 @dataclass(frozen=True)
@@ -47,4 +92,521 @@ class Start:
 class Decision:
     starts: tuple[Start, ...]
     reasons: dict[str, str]  # every candidate that does not start -> why, in words
-    available_mib: dict[int, int]  # per GPU in the pool, the formula of DESIGN.md 4.1
+    available_mib: dict[int, int]  # per GPU in the pool, the formula of DESIGN.md 4.1, after starts
+    reserved: tuple[int, ...] = ()  # free GPUs the reserve rule keeps for others right now
+    starving: str | None = None  # the job later jobs must leave GPUs to, if any
+
+
+def reserve_allows(n: int, k: int) -> int:
+    """How many of ``n`` eligible GPUs free of our jobs may be taken with ``reserve = k``.
+
+    Seed 000, 5.2: n < k none; n == k (n > 0) one; n > k, n - k.
+    """
+    if n < k:
+        return 0
+    if n == k:
+        return 1 if n > 0 else 0
+    return n - k
+
+
+def format_wait(seconds: float) -> str:
+    """``45`` -> ``45s``, ``720`` -> ``12m``, ``7500`` -> ``2h05m``: how long a job has waited."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    h, rem = divmod(s, 3600)
+    if h < 48:
+        return f"{h}h{rem // 60:02d}m"
+    return f"{h // 24}d{h % 24}h"
+
+
+def place(
+    snapshot: GpuSnapshot,
+    candidates: Sequence[Candidate],
+    allocations: Sequence[Allocation],
+    settings: Settings,
+    *,
+    dep_states: Mapping[str, str],
+    running_count: int,
+    now: float,
+    queue_paused: bool = False,
+) -> Decision:
+    """One placement pass: which candidates start on which GPUs, and why each other one waits."""
+    return _Pass(snapshot, allocations, settings, now).run(
+        candidates, dep_states, running_count, queue_paused
+    )
+
+
+class _Gpu:
+    """One pool GPU's state during a pass (mutated as jobs start)."""
+
+    __slots__ = ("avail", "busy", "idle", "index", "others", "ours", "total", "whole")
+
+    def __init__(self, index: int, total: int, used: int, util: int | None) -> None:
+        self.index = index
+        self.total = total
+        self.avail = total - used
+        self.ours = 0  # jobs of ours on it
+        self.whole = False  # held by a job of ours that gave no mem
+        self.others = used  # memory not ours (corrected once allocations are known)
+        self.idle = (util or 0) == 0 and used * 100 < IDLE_USED_PERCENT * total
+        parts = []
+        if util:
+            parts.append(f"util {util}%")
+        if used * 100 >= IDLE_USED_PERCENT * total:
+            parts.append(f"mem {used * 100 // total}% used")
+        self.busy = " ".join(parts)
+
+
+_Shape = tuple[int, int | None]
+
+
+class _Pass:
+    """The state of one placement pass; ``run`` walks the candidates in rank order."""
+
+    def __init__(
+        self,
+        snapshot: GpuSnapshot,
+        allocations: Sequence[Allocation],
+        settings: Settings,
+        now: float,
+        *,
+        shape_cache: bool = True,
+    ) -> None:
+        self.settings = settings
+        self.now = now
+        self.k = max(0, settings.reserve)
+        self.mode = settings.mode
+        self.exclusive = settings.mode == Mode.EXCLUSIVE
+        self.pack = settings.mode == Mode.PACK
+        self.best_fit = settings.placement == Placement.BEST_FIT
+        self.shape_cache = shape_cache
+        self.pool: list[_Gpu] = []
+        self.notes: list[str] = []  # why configured GPUs are not in the pool
+        wanted = None if settings.gpus == "all" else set(settings.gpus)
+        excluded = set(settings.exclude)
+        seen: set[int] = set()
+        for info in sorted(snapshot.gpus, key=attrgetter("index")):
+            seen.add(info.index)
+            if (wanted is not None and info.index not in wanted) or info.index in excluded:
+                continue
+            if info.lost:
+                self.notes.append(f"GPU{info.index} lost")
+            elif info.mem_total_mib is None or info.mem_used_mib is None:
+                self.notes.append(f"GPU{info.index} memory unknown")
+            else:
+                self.pool.append(_Gpu(info.index, info.mem_total_mib, info.mem_used_mib, info.util))
+        if wanted is not None:
+            missing = sorted(wanted - seen - excluded)
+            if missing:
+                self.notes.append(_gpu_list(missing) + " not found")
+        if not self.pool and snapshot.error:
+            self.notes.append(snapshot.error)
+        by_index = {g.index: g for g in self.pool}
+        for alloc in allocations:
+            for index in alloc.gpus:
+                gpu = by_index.get(index)
+                if gpu is None:
+                    continue
+                observed = max(0, alloc.observed_mib.get(index, 0))
+                declared = gpu.total if alloc.mem_mib is None else alloc.mem_mib
+                gpu.ours += 1
+                gpu.avail -= max(0, declared - observed)
+                gpu.others -= observed
+                if alloc.mem_mib is None:
+                    gpu.whole = True
+        for gpu in self.pool:
+            gpu.others = max(0, gpu.others)
+        self.pool_n = len(self.pool)
+        self.totals_desc = sorted((g.total for g in self.pool), reverse=True)
+        # Failure bounds: fail_mem[n] = the least mem a request of <= n GPUs failed with;
+        # fail_idle = the fewest GPUs a request without mem failed with.
+        self.fail_mem: list[float] = []
+        self.fail_idle = 0
+        self.forget_failures()
+        self.permanent: dict[_Shape, str] = {}
+        self.reserve_cap = reserve_allows(self.pool_n, self.k)  # the most free GPUs ever allowed
+        self.said: dict[tuple[int, str, int], str] = {}  # see reason_for
+        self.avails: list[int] | None = None  # sorted available memory, for reason_for
+        self.avail_texts: dict[int, str] = {}  # GPU index -> its available memory in words
+        self.mem_texts: dict[int, str] = {}  # a request's mem in words
+        self.starving: str | None = None
+        self.starving_for = ""  # "waiting for X (starving since 12m)"
+        self.protected: frozenset[int] = frozenset()
+        self.dep_states: Mapping[str, str] = {}
+        self.after_cache: dict[tuple[str, ...], str] = {}  # "" = every dependency done
+
+    # ---------------------------------------------------------------- eligibility
+    def ok(self, g: _Gpu, m: int | None) -> bool:
+        """May a job asking ``m`` per GPU go on ``g`` now (reserve and starvation aside)?"""
+        if g.ours:
+            return self.pack and m is not None and not g.whole and g.avail >= m
+        if m is None or self.exclusive:
+            return g.idle and (m is None or g.avail >= m)
+        return g.avail >= m
+
+    def why_not(self, g: _Gpu, m: int | None, m_text: str = "") -> str | None:
+        """``ok`` in words: None if eligible, else what keeps ``g`` from the job."""
+        if g.ours:
+            if g.whole:
+                return "ours (whole GPU)"
+            if not self.pack or m is None:
+                return "ours"
+        elif (m is None or self.exclusive) and not g.idle:
+            return g.busy
+        if m is not None and g.avail < m:
+            text = self.avail_texts.get(g.index)
+            if text is None:
+                text = self.avail_texts[g.index] = format_mib(max(0, g.avail))
+            return f"{text} < {m_text or format_mib(m)}"
+        return None
+
+    def could_use(self, g: _Gpu, m: int | None) -> bool:
+        """Eligible now, or (pack) once our jobs on ``g`` end: what a starving job keeps."""
+        if self.ok(g, m):
+            return True
+        if not (self.pack and g.ours):
+            return False
+        if m is None:
+            return g.others * 100 < IDLE_USED_PERCENT * g.total
+        return g.total - g.others >= m
+
+    # ---------------------------------------------------------------- placing
+    def try_place(self, n: int, m: int | None, skip: frozenset[int]) -> list[_Gpu] | None:
+        """The GPUs a job gets now, or None: eligibility, the reserve, then the placement order."""
+        ok = self.ok
+        eligible = [g for g in self.pool if g.index not in skip and ok(g, m)]
+        free = sum(1 for g in eligible if not g.ours)
+        allowed = reserve_allows(free, self.k)
+        if len(eligible) - free + min(free, allowed) < n:
+            return None
+        if self.best_fit:
+            eligible.sort(key=lambda g: (g.avail, g.index))
+        else:
+            eligible.sort(key=lambda g: (-g.avail, g.index))
+        chosen: list[_Gpu] = []
+        for g in eligible:
+            if not g.ours:
+                if allowed <= 0:
+                    continue
+                allowed -= 1
+            chosen.append(g)
+            if len(chosen) == n:
+                break
+        return chosen
+
+    def take(self, chosen: list[_Gpu], m: int | None) -> bool:
+        """Start a job on ``chosen``. True if it took a GPU that held no job of ours: in pack
+        mode with a reserve that can make *more* GPUs usable (the reserve does not limit GPUs
+        holding our jobs), the one way resources grow within a pass."""
+        converted = False
+        for g in chosen:
+            converted = converted or not g.ours
+            g.ours += 1
+            if m is None:
+                g.whole = True
+                g.avail -= g.total
+            else:
+                g.avail -= m
+        return converted and self.pack and self.k > 0
+
+    def forget_failures(self) -> None:
+        """Resources grew (see ``take``): earlier failures prove nothing any more."""
+        self.fail_mem = [float("inf")] * (self.pool_n + 1)
+        self.fail_idle = self.pool_n + 1
+
+    def known_to_fail(self, n: int, m: int | None) -> bool:
+        if not self.shape_cache:
+            return False
+        if m is None:
+            return n >= self.fail_idle
+        return m >= self.fail_mem[n]
+
+    def failed(self, n: int, m: int | None) -> None:
+        if m is None:
+            self.fail_idle = min(self.fail_idle, n)
+            return
+        fail = self.fail_mem
+        for i in range(n, len(fail)):
+            if m < fail[i]:
+                fail[i] = m
+
+    # ---------------------------------------------------------------- reasons
+    def header(self, n: int, m: int | None, m_text: str) -> str:
+        s = "GPU" if n == 1 else "GPUs"
+        if m is None:
+            return f"needs {n} {s} idle ({'exclusive' if self.exclusive else 'no mem set'})"
+        if self.exclusive:
+            return f"needs {n} {s} idle (exclusive) with {m_text}"
+        return f"needs {n} {s} with {m_text}"
+
+    def permanent_reason(self, n: int, m: int | None) -> str | None:
+        """Why a request can never be met by this pool whatever frees, or None (cheap: it runs
+        for every new request shape)."""
+        if n > self.pool_n or (m is not None and self.totals_desc[n - 1] < m):
+            key = (n, m)
+            reason = self.permanent.get(key)
+            if reason is None:
+                reason = self.permanent[key] = self.never_fits(n, m)
+            return reason
+        if n > self.reserve_cap and (m is None or not self.pack):
+            cap = self.reserve_cap
+            s = "GPU" if n == 1 else "GPUs"
+            return (
+                f"needs {n} {s}: reserve {self.k} leaves at most {cap} of the pool's {self.pool_n}"
+            )
+        return None
+
+    def never_fits(self, n: int, m: int | None) -> str:
+        s = "GPU" if n == 1 else "GPUs"
+        if n > self.pool_n or m is None:
+            reason = f"needs {n} {s}, pool has {self.pool_n}"
+            return f"{reason} ({', '.join(self.notes)})" if self.notes else reason
+        fits = sum(1 for t in self.totals_desc if t >= m)
+        where = (
+            f"the largest GPU has {format_mib(self.totals_desc[0])}"
+            if fits == 0
+            else f"only {fits} of the pool's GPUs {'has' if fits == 1 else 'have'} that much"
+        )
+        return f"needs {n} {s} with {format_mib(m)}: {where}"
+
+    def reason_for(self, n: int, m: int | None, protected: bool) -> str:
+        """``explain``, shared by every request that would get the same words: the same GPUs
+        count, the same memory as shown, and the same GPUs short of it (cleared by ``changed``).
+        """
+        if not self.shape_cache:
+            return self.explain(n, m, protected)
+        if m is None:
+            m_text = ""
+            key: tuple[int, str, int] = (n, "", 0)
+        else:
+            if self.avails is None:
+                self.avails = sorted(g.avail for g in self.pool)
+            m_text = self.mem_texts.get(m, "")
+            if not m_text:
+                m_text = self.mem_texts[m] = format_mib(m)
+            key = (n, m_text, bisect_left(self.avails, m))
+        reason = self.said.get(key)
+        if reason is None:
+            reason = self.said[key] = self.explain(n, m, protected, m_text)
+        return reason
+
+    def changed(self) -> None:
+        """The GPUs (or the starvation guard) changed: reasons must be worked out again."""
+        self.said.clear()
+        self.avails = None
+        self.avail_texts.clear()
+
+    def explain(self, n: int, m: int | None, protected: bool, m_text: str = "") -> str:
+        """Why a request does not fit now, as in the seed's logs (13.3)."""
+        groups: dict[str, list[int]] = {}
+        free = busy_ours = 0
+        m_text = m_text or ("" if m is None else format_mib(m))
+        for g in self.pool:
+            why = self.why_not(g, m, m_text)
+            if why is None:
+                if g.ours:
+                    busy_ours += 1
+                else:
+                    free += 1
+            else:
+                groups.setdefault(why, []).append(g.index)
+        allowed = reserve_allows(free, self.k)
+        usable = busy_ours + min(free, allowed)
+        if protected and usable >= n:
+            return self.starving_for
+        details = [f"{_gpu_list(indices)} {why}" for why, indices in groups.items()]
+        if free > allowed:
+            details.append(f"reserve {self.k} keeps {free - allowed}")
+        text = f"{self.header(n, m, m_text)}: {usable or 'none'} eligible"
+        return f"{text} ({', '.join(details)})" if details else text
+
+    def after_reason(self, after: tuple[str, ...]) -> str | None:
+        unmet = []
+        for dep in after:
+            state = self.dep_states.get(dep)
+            if state != "done":
+                unmet.append(f"{dep} ({'unknown job' if state is None else str(state)})")
+        return "after " + ", ".join(unmet) if unmet else None
+
+    # ---------------------------------------------------------------- the pass
+    def run(
+        self,
+        candidates: Sequence[Candidate],
+        dep_states: Mapping[str, str],
+        running_count: int,
+        queue_paused: bool,
+    ) -> Decision:
+        ranked = sorted(candidates, key=attrgetter("order"))
+        ranked.sort(key=attrgetter("priority"), reverse=True)
+        if self.settings.multi_gpu_first:
+            ranked.sort(key=attrgetter("gpus"), reverse=True)
+        if queue_paused:
+            reasons = {c.name: HELD_REASON if c.held else PAUSED_REASON for c in ranked}
+            return self.decision([], reasons, None)
+        self.dep_states = dep_states
+        starts: list[Start] = []
+        todo = ranked
+        first = True
+        while True:
+            new, reasons, probe, again = self.sweep(todo, running_count + len(starts), first)
+            first = False
+            starts += new
+            if not again:
+                return self.decision(starts, reasons, probe)
+            # Pack mode with a reserve: a job that failed early may fit now. Sweep the jobs
+            # still waiting again, in rank order, as the next pass would (rare; at most once
+            # per GPU that took its first job of ours).
+            done = {s.name for s in new}
+            todo = [c for c in todo if c.name not in done]
+
+    def sweep(
+        self, ranked: list[Candidate], running: int, first: bool
+    ) -> tuple[list[Start], dict[str, str], int | None, bool]:
+        """Walk the candidates once in rank order: (starts, reasons, probe, sweep again?).
+
+        Only the first sweep picks the starving job; a later sweep protects that same job again
+        once it reaches it (and forgets it if it starts), never another one.
+        """
+        limit = max(0, self.settings.max_parallel)
+        reasons: dict[str, str] = {}
+        starts: list[Start] = []
+        after_cache = self.after_cache
+        dead: dict[_Shape, str] = {}  # shape -> its reason, valid until the GPUs change
+        dead_get = dead.get
+        cache = self.shape_cache  # off only in tests, to check the caches change nothing
+        target = None if first else self.starving
+        self.starving, self.starving_for, self.protected = None, "", frozenset()
+        self.forget_failures()
+        self.changed()
+        first_blocked = first
+        any_failure = grew_after_a_failure = False
+        probe: int | None = None  # least mem among jobs that wait for GPUs (for `reserved`)
+        rest = 0 if limit and running >= limit else len(ranked)  # where max_parallel is hit
+        for pos in range(rest):
+            c = ranked[pos]
+            if c.held:
+                reasons[c.name] = HELD_REASON
+                continue
+            after = c.after
+            if after:
+                ar = after_cache.get(after)
+                if ar is None:
+                    ar = after_cache[after] = self.after_reason(after) or ""
+                if ar:
+                    reasons[c.name] = ar
+                    continue
+            key = (c.gpus, c.mem_mib)
+            r = dead_get(key)
+            if r is not None:
+                reasons[c.name] = r
+                continue
+            n, m = key
+            if n <= 0:
+                starts.append(Start(c.name, ()))
+                running += 1
+                if limit and running >= limit:
+                    rest = pos + 1
+                    break
+                continue
+            perm = self.permanent_reason(n, m)
+            if perm is not None:
+                reasons[c.name] = perm
+                if cache:
+                    dead[key] = perm
+                continue
+            protected = bool(self.protected)
+            if not self.known_to_fail(n, m):
+                chosen = self.try_place(n, m, self.protected)
+                if chosen is not None:
+                    if self.take(chosen, m):
+                        self.forget_failures()
+                        grew_after_a_failure = grew_after_a_failure or any_failure
+                    starts.append(Start(c.name, tuple(sorted(g.index for g in chosen))))
+                    running += 1
+                    dead.clear()
+                    self.changed()
+                    if limit and running >= limit:
+                        rest = pos + 1
+                        break
+                    continue
+                self.failed(n, m)
+            any_failure = True
+            if m is not None and (probe is None or m < probe):
+                probe = m
+            reason = self.reason_for(n, m, protected)
+            if first_blocked or c.name == target:
+                first_blocked = False
+                waited = self.now - c.waiting_since
+                if waited > self.settings.starve_after_s or c.name == target:
+                    self.starve(c, waited)
+                    note = f"; starving {format_wait(waited)}"
+                    if self.protected:
+                        note += f", {_gpu_list(sorted(self.protected))} kept for it"
+                    reasons[c.name] = reason + note
+                    dead.clear()  # reasons of later jobs now name the starving job
+                    self.changed()
+                    continue
+            reasons[c.name] = reason
+            if cache:
+                dead[key] = reason
+
+        # max_parallel reached (if rest < len): no more starts; say why each remaining job waits.
+        slot = f"max_parallel {limit} reached"
+        for c in ranked[rest:]:
+            if c.held:
+                reasons[c.name] = HELD_REASON
+                continue
+            if c.after:
+                ar = after_cache.get(c.after)
+                if ar is None:
+                    ar = after_cache[c.after] = self.after_reason(c.after) or ""
+                if ar:
+                    reasons[c.name] = ar
+                    continue
+            if c.gpus > 0:
+                reasons[c.name] = self.permanent_reason(c.gpus, c.mem_mib) or slot
+            else:
+                reasons[c.name] = slot
+        return starts, reasons, probe, grew_after_a_failure and rest == len(ranked)
+
+    def starve(self, c: Candidate, waited: float) -> None:
+        """``c`` waited too long: later jobs must leave it every GPU it could use."""
+        self.starving = c.name
+        self.starving_for = f"waiting for {c.name} (starving since {format_wait(waited)})"
+        self.protected = frozenset(g.index for g in self.pool if self.could_use(g, c.mem_mib))
+
+    def decision(self, starts: list[Start], reasons: dict[str, str], probe: int | None) -> Decision:
+        return Decision(
+            starts=tuple(starts),
+            reasons=reasons,
+            available_mib={g.index: max(0, g.avail) for g in self.pool},
+            reserved=self.reserved(probe),
+            starving=self.starving,
+        )
+
+    def reserved(self, probe: int | None) -> tuple[int, ...]:
+        """The free GPUs the reserve keeps from our jobs after this pass.
+
+        Judged for a one-GPU job asking the least memory any waiting job asks (a GPU that fits
+        no waiting job is not "kept"); with no such job, for a job that needs an idle GPU.
+        The kept ones are those our next job would take last.
+        """
+        if self.k <= 0:
+            return ()
+        free = [g for g in self.pool if not g.ours and self.ok(g, probe)]
+        keep = len(free) - reserve_allows(len(free), self.k)
+        if keep <= 0:
+            return ()
+        if self.best_fit:
+            free.sort(key=lambda g: (g.avail, g.index))
+        else:
+            free.sort(key=lambda g: (-g.avail, g.index))
+        return tuple(sorted(g.index for g in free[len(free) - keep :]))
+
+
+def _gpu_list(indices: Sequence[int]) -> str:
+    """``[1, 3]`` -> ``GPU1,3``."""
+    return "GPU" + ",".join(str(i) for i in indices)
