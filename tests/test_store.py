@@ -98,11 +98,11 @@ def test_committed_before_close(tmp_path: Path) -> None:
     s.close()
 
 
-def test_wal_full_sync_and_modes(tmp_path: Path) -> None:
+def test_wal_normal_sync_and_modes(tmp_path: Path) -> None:
     path = db(tmp_path)
     s = Store(path)
     s.save(full_record())
-    assert s.conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert s.conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL (see store.py)
     assert s.conn.execute("PRAGMA busy_timeout").fetchone()[0] > 0
     other = sqlite3.connect(path)
     assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
