@@ -383,3 +383,31 @@ async def test_job_starts_within_milliseconds_of_a_gpu_freeing(tmp_path: Path) -
     first, second = engine.view("first").record, engine.view("second").record
     assert first.ended_at and second.started_at
     assert second.started_at - first.ended_at < 5.0
+
+
+def test_without_gpus_cpu_jobs_still_run_and_gtui_run_ends(tmp_path: Path) -> None:
+    """No NVML and no fake GPUs (this machine, CI): said plainly, CPU jobs run, and `gtui run`
+    does not wait forever for GPUs that will never exist."""
+    import sys
+
+    if "pynvml" in sys.modules or Path("/dev/nvidia0").exists():
+        pytest.skip("this machine has an NVIDIA GPU")
+    from tests.conftest import gtui
+
+    q = write_queue(
+        tmp_path,
+        """
+        [[jobs]]
+        name = "cpu"
+        gpus = 0
+        cmd = "echo on the cpu"
+        [[jobs]]
+        name = "gpu"
+        cmd = "echo never"
+        """,
+    )
+    out = gtui("run", str(q), timeout=60)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "done cpu" in out.stdout
+    assert "no NVIDIA GPU" in out.stdout or "no NVIDIA GPU" in out.stderr
+    assert "Traceback" not in out.stdout + out.stderr

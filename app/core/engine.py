@@ -54,6 +54,8 @@ from gtui.core.status import status_dict
 from gtui.core.store import Store
 
 LOG_WATCH_S = 0.5  # how often running jobs' logs are checked for growth
+FAST_POLL_S = 0.2  # after a job ends on real GPUs, poll this often ...
+FAST_POLL_FOR_S = 1.0  # ... for this long, while the driver releases its memory
 BAD_STATES_FOR_AFTER = frozenset({JobState.FAILED, JobState.KILLED, JobState.BLOCKED})
 
 # Fault injection for the crash tests: GTUI_CRASH_AT="point:n" makes the scheduler SIGKILL itself
@@ -137,6 +139,7 @@ class Engine:
         self._last_gpu_meta = ""
         self._last_decision: Any = None
         self._pending_specs: dict[str, JobSpec] = {}
+        self._fast_until = 0.0
 
     # ------------------------------------------------------------------ read-only accessors
     @property
@@ -263,8 +266,11 @@ class Engine:
                 self._publish_gpus()
                 if exit_when_idle and self._idle():
                     break
+                poll = self._settings.poll_s
+                if time.monotonic() < self._fast_until:
+                    poll = min(poll, FAST_POLL_S)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=self._settings.poll_s)
+                    await asyncio.wait_for(self._wake.wait(), timeout=poll)
                 self._wake.clear()
         finally:
             log_task.cancel()
@@ -317,10 +323,14 @@ class Engine:
             return False
         if self._paused:
             return True
+        gpus_known = len(self._snapshot.gpus)  # lost GPUs count: they may come back
         for name in self._order:
             rec = self._records[name]
-            if rec.state == JobState.QUEUED and not self._waits_on_held(name, set()):
-                return False
+            if rec.state != JobState.QUEUED or self._waits_on_held(name, set()):
+                continue
+            if self._specs[name].gpus > gpus_known:
+                continue  # can never run here (e.g. GPU jobs on a machine without GPUs)
+            return False
         return True
 
     def _waits_on_held(self, name: str, seen: set[str]) -> bool:
@@ -848,6 +858,11 @@ class Engine:
         _crash_point("after_finish")
         if self._backend is not None and self._backend.source != "nvml":
             self._backend_read_sync()
+        else:
+            # Real GPUs: read them now, so the freed memory is seen without waiting a poll;
+            # the driver may take a moment to release it, so poll fast for a second.
+            await self._read_gpus()
+            self._fast_until = time.monotonic() + FAST_POLL_FOR_S
         self._schedule()
         if self._wake is not None:
             self._wake.set()
