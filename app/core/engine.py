@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import time
 import uuid
@@ -51,7 +52,7 @@ from gtui.core.placeholders import placeholders_used, substitute
 from gtui.core.policy import Allocation, Candidate, place
 from gtui.core.queuefile import QueueFile, load_queue
 from gtui.core.status import status_dict
-from gtui.core.store import Store
+from gtui.core.store import Store, StoreError
 
 LOG_WATCH_S = 0.5  # how often running jobs' logs are checked for growth
 FAST_POLL_S = 0.2  # after a job ends on real GPUs, poll this often ...
@@ -139,6 +140,8 @@ class Engine:
         self._last_gpu_meta = ""
         self._last_decision: Any = None
         self._pending_specs: dict[str, JobSpec] = {}
+        self._unsaved: dict[str, JobRecord] = {}  # changes the store refused (locked, full)
+        self._store_error: str | None = None
         # name -> (spec, mem, queued_since, state, Candidate): see _decide
         self._candidates: dict[str, tuple[JobSpec, int | None, float, JobState, Candidate]] = {}
         self._fast_until = 0.0
@@ -304,6 +307,15 @@ class Engine:
             with contextlib.suppress(Exception):
                 await self._control.close()
             self._control = None
+        self._save_unsaved()
+        if self._unsaved:
+            self._publish(
+                Notice(
+                    "error",
+                    f"{len(self._unsaved)} job change(s) could not be saved; the next start "
+                    "takes the jobs' ends from their exit-status files",
+                )
+            )
         self._release()
 
     def _release(self) -> None:
@@ -321,6 +333,8 @@ class Engine:
 
     def _idle(self) -> bool:
         """Nothing runs and nothing more can start without a person (``gtui run`` exits)."""
+        if self._unsaved:
+            return False  # exit only once every end is saved (a full disk: until space frees)
         if any(self._records[n].active for n in self._all_names()):
             return False
         if self._paused:
@@ -523,6 +537,7 @@ class Engine:
 
     # ------------------------------------------------------------------ polling
     async def _poll(self) -> None:
+        self._save_unsaved()
         self._reload_if_changed()
         await self._read_gpus()
 
@@ -717,7 +732,7 @@ class Engine:
         self._block_dependents()
         decision = self._decide(now=time.time())
         self._last_decision = decision
-        for start in decision.starts if self._dispatch else ():
+        for start in decision.starts if self._dispatch and not self._unsaved else ():
             self._start_job(start.name, start.gpus)
         changed = []
         for name, reason in decision.reasons.items():
@@ -791,6 +806,7 @@ class Engine:
         assert self._store is not None
         spec = self._specs[name]
         rec = self._records[name]
+        before = dataclasses.replace(rec)
         rec.attempt += 1
         rec.state = JobState.RUNNING
         rec.gpus = tuple(gpus)
@@ -819,7 +835,9 @@ class Engine:
             # Commit the intent first: a crash from here on can never start it twice.
             rec.status_file = str(runner.status_path_for(self.paths.run_dir, name, rec.attempt))
             rec.log = None
-            self._commit(rec)
+            if not self._commit(rec):
+                vars(rec).update(vars(before))  # not saved, so not started
+                return
             _crash_point("after_intent")
             launched = runner.launch(
                 runner.LaunchRequest(
@@ -990,9 +1008,42 @@ class Engine:
             self._specs[name], self._records[name], self._index_of(name) if order is None else order
         )
 
-    def _commit(self, rec: JobRecord) -> None:
+    def _commit(self, rec: JobRecord) -> bool:
+        """Save a change before it is shown. When the store refuses (locked by another process,
+        disk full) the change is kept, the user told, no job started, and it is saved again at
+        every poll; the jobs' exit-status files cover a crash meanwhile. False: not saved."""
         assert self._store is not None
-        self._store.save(rec)
+        if not self._unsaved:
+            try:
+                self._store.save(rec)
+                return True
+            except StoreError as e:
+                self._store_failed(e)
+        self._unsaved[rec.name] = rec
+        return False
+
+    def _store_failed(self, e: StoreError) -> None:
+        if str(e) != self._store_error:
+            self._store_error = str(e)
+            self._publish(
+                Notice(
+                    "error",
+                    f"cannot save the job states: {e}\nno job starts until they are saved; "
+                    "gtui tries again at every poll (running jobs go on)",
+                )
+            )
+
+    def _save_unsaved(self) -> None:
+        if not self._unsaved or self._store is None:
+            return
+        try:
+            self._store.save_many(list(self._unsaved.values()))
+        except StoreError as e:
+            self._store_failed(e)
+            return
+        self._unsaved.clear()
+        self._store_error = None
+        self._publish(Notice("info", "job states saved again; jobs start again"))
 
     def _require(self, name: str) -> JobRecord:
         rec = self._records.get(name)
