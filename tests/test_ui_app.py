@@ -97,7 +97,7 @@ async def dashboard(
     app = GtuiApp(engine, host="testhost")
     try:
         async with app.run_test(size=size) as pilot:
-            await until(pilot, lambda: engine.started and len(app.main.table) > 0, what="start")
+            await until(pilot, lambda: app.main.ready and len(app.main.table) > 0, what="start")
             yield app, pilot, engine
     finally:
         with suppress(Exception):
@@ -289,7 +289,7 @@ async def test_enter_focuses_the_log_f_toggles_follow_escape_goes_back(queue: Pa
         await until(pilot, lambda: state(engine, "bad") == JobState.FAILED)
         await select(pilot, app, "bad")
         log = app.main.query_one(LogView)
-        await until(pilot, lambda: "ModuleNotFoundError" in str(log.render()))
+        await until(pilot, lambda: "ModuleNotFoundError" in log.text().plain)
         await pilot.press("enter")
         assert app.focused is log
         assert log.follow
@@ -309,10 +309,10 @@ async def test_filter_by_state_and_name(queue: Path) -> None:
         await until(pilot, lambda: app.main.table.view("bad").record.state == JobState.FAILED)
         await pilot.press("slash")
         await until(pilot, lambda: isinstance(app.screen, FilterScreen))
-        # The options: all, running, waiting, failed, ...: go to "failed".
+        # The options: all, active, waiting, trouble, ...: go to "trouble".
         await pilot.press("down", "down", "down", "enter")
         await until(pilot, lambda: app.main.table.visible_names == ["bad"])
-        assert "failed" in str(app.main.query_one("#queue-box").border_title)
+        assert "trouble" in str(app.main.query_one("#queue-box").border_title)
         await pilot.press("slash")
         await until(pilot, lambda: isinstance(app.screen, FilterScreen))
         await pilot.press("home")  # "all"
@@ -410,6 +410,6 @@ async def test_log_follows_a_job_that_writes(tmp_path: Path) -> None:
     async with dashboard(q) as (app, pilot, _engine):
         await select(pilot, app, "talker")
         log = app.main.query_one(LogView)
-        await until(pilot, lambda: "step 400 done" in str(log.render()), timeout=20)
-        text = str(log.render())
+        await until(pilot, lambda: "step 400 done" in log.text().plain, timeout=20)
+        text = log.text().plain
         assert "\r" not in text and "step 400\n" not in text

@@ -28,10 +28,15 @@ NO_TMUX_NOTE = (
 )
 
 
-def _require_terminal() -> None:
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+def require_terminal(what: str = "the dashboard") -> None:
+    """A plain error instead of a crash when there is no terminal (a pipe, cron, ssh -T)."""
+    try:
+        ok = sys.stdin is not None and sys.stdin.isatty() and sys.stdout.isatty()
+    except (ValueError, OSError):  # closed stdin
+        ok = False
+    if not ok:
         raise GtuiError(
-            "the dashboard needs a terminal, but stdin or stdout is not one (a pipe, a file, "
+            f"{what} needs a terminal, but stdin or stdout is not one (a pipe, a file, "
             "or no stdin).\nrun the queue without a screen with `gtui run QUEUE.toml`, or look at "
             "it with `gtui status QUEUE.toml`"
         )
@@ -132,7 +137,7 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
             f"{ns.queue}: no such queue file\ncheck the path, or write one (see sample_queues/)"
         )
     paths = queue_paths(queue)
-    _require_terminal()
+    require_terminal()
     have_tmux = tmux.available()
     if not opts.no_tmux and not tmux.inside() and have_tmux:
         return _via_tmux(paths, opts)

@@ -198,7 +198,7 @@ def new_session(
             return  # someone started it a moment ago: attach to theirs
         msg = (result.stderr or result.stdout).strip()
         raise GtuiError(f"tmux could not start session {name}: {msg}")
-    _run(["set-option", "-t", f"={name}", QUEUE_OPTION, str(queue)])
+    _run(["set-option", "-t", f"={name}:", QUEUE_OPTION, str(queue)])
 
 
 def attach_argv(name: str) -> list[str]:

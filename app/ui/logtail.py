@@ -49,8 +49,7 @@ def clean_line(raw: str) -> str:
         raw = parts[-1] if parts else ""
     if "\x1b" in raw:
         raw = _NON_SGR.sub("", raw)
-    raw = raw.expandtabs(8)
-    return _CONTROL.sub("", raw)
+    return _CONTROL.sub("", raw)  # tabs stay: the widget expands them after the colours
 
 
 def _decode(data: bytes) -> str:
@@ -148,12 +147,21 @@ class LogTail:
             spans.append((s, len(buf)))
         if start > 0 and len(spans) > n:
             spans = spans[1:]  # a partial first line; not needed
-        out: list[LogLine] = []
-        for a, b in spans[-n:]:
-            if b - a > self.max_line:
-                a = b - self.max_line  # keep a long line's end: its latest output
-            out.append(LogLine(start + a, start + b, clean_line(_decode(buf[a:b]))))
-        return out
+        # A line longer than max_line is shown as max_line pieces, cut from its end (its latest
+        # output); lines_from then steps through the same pieces going forward.
+        pieces: list[tuple[int, int]] = []
+        for a, b in reversed(spans):
+            while b - a > self.max_line and len(pieces) < n:
+                pieces.append((b - self.max_line, b))
+                b -= self.max_line
+            if len(pieces) >= n:
+                break
+            if b > a:
+                pieces.append((a, b))
+            if len(pieces) >= n:
+                break
+        pieces.reverse()
+        return [LogLine(start + a, start + b, clean_line(_decode(buf[a:b]))) for a, b in pieces]
 
     def line_start(self, offset: int) -> int:
         """The start of the line that holds ``offset`` (reads at most ``max_line`` bytes back)."""

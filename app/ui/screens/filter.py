@@ -12,10 +12,9 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from gtui.core.model import JobState
-from gtui.ui.widgets.job_table import FILTERS
+from gtui.ui.widgets.job_table import FILTER_LABELS, FILTERS
 
-GROUPS = ("all", "running", "waiting", "failed", "done")
-EXTRA = tuple(s.value for s in JobState if s.value not in GROUPS)
+NAMES = tuple(FILTERS)
 
 
 class FilterScreen(ModalScreen[tuple[str, str] | None]):
@@ -36,14 +35,10 @@ class FilterScreen(ModalScreen[tuple[str, str] | None]):
         return sum(self.counts.get(s, 0) for s in states)
 
     def compose(self) -> ComposeResult:
-        options = []
-        for name in (*GROUPS, *EXTRA):
-            label = {
-                "running": "running + suspended",
-                "waiting": "waiting (queued + held)",
-                "failed": "failed + killed + blocked",
-            }.get(name, name)
-            options.append(Option(f"{label}  ({self._count(name)})", id=name))
+        options = [
+            Option(f"{FILTER_LABELS.get(name, name)}  ({self._count(name)})", id=name)
+            for name in NAMES
+        ]
         with Vertical(classes="dialog", id="filter"):
             yield Static("Filter the queue  (enter applies, esc cancels)", classes="dialog-title")
             yield Input(self.text, placeholder="name contains…", id="filter-text", compact=True)
@@ -51,15 +46,13 @@ class FilterScreen(ModalScreen[tuple[str, str] | None]):
 
     def on_mount(self) -> None:
         ol = self.query_one(OptionList)
-        ids = [*GROUPS, *EXTRA]
-        ol.highlighted = ids.index(self.current) if self.current in ids else 0
+        ol.highlighted = NAMES.index(self.current) if self.current in NAMES else 0
         ol.focus()
 
     def _apply(self) -> None:
         ol = self.query_one(OptionList)
         idx = ol.highlighted
-        ids = [*GROUPS, *EXTRA]
-        name = ids[idx] if idx is not None else "all"
+        name = NAMES[idx] if idx is not None else "all"
         self.dismiss((name, self.query_one(Input).value))
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:

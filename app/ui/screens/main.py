@@ -39,7 +39,7 @@ from gtui.ui.widgets.keybar import KeyBar
 from gtui.ui.widgets.log_view import LogView
 
 NARROW_BELOW = 120  # columns: below this the log goes under the queue instead of beside it
-LOG_MIN_INTERVAL = 0.2  # seconds between two repaints of a growing log
+LOG_MIN_INTERVAL = 0.25  # seconds between two repaints of a growing log
 
 
 class MainScreen(Screen[None]):
@@ -67,6 +67,8 @@ class MainScreen(Screen[None]):
         self._log_timer_pending = False
         self._select_after: str | None = None
         self._summary = ""
+        self._own_edit_until = 0.0
+        self.ready = False  # set once the engine runs and its state is on screen
 
     # -- layout -----------------------------------------------------------------------------
 
@@ -88,9 +90,14 @@ class MainScreen(Screen[None]):
                 yield DiagnosisPanel(id="diagnosis")
         yield KeyBar(self._key_label)
 
-    async def on_mount(self) -> None:
+    def on_mount(self) -> None:
+        # Widgets inside containers may not be mounted yet: set up after the first refresh.
+        self.call_after_refresh(self._setup)
+
+    async def _setup(self) -> None:
         self.query_one("#gpus-box").border_title = "GPUs  ▓ others █ ours ░ free"
         self.query_one("#diagnosis").display = False
+        self.query_one("#main").set_class(self.size.width < NARROW_BELOW, "-narrow")
         self._update_queue_title()
         self._update_log_title()
         self.query_one(JobTable).focus()
@@ -98,9 +105,11 @@ class MainScreen(Screen[None]):
         start = getattr(self.app, "start_engine", None)
         if start is not None:
             await start()
+        self.ready = True
 
     def on_resize(self) -> None:
-        self.query_one("#main").set_class(self.size.width < NARROW_BELOW, "-narrow")
+        for main in self.query("#main"):
+            main.set_class(self.size.width < NARROW_BELOW, "-narrow")
 
     @property
     def table(self) -> JobTable:
@@ -148,6 +157,12 @@ class MainScreen(Screen[None]):
             if batch.summary is not None:
                 self._summary = batch.summary
             for n in batch.notices:
+                if (
+                    n.level == "info"
+                    and n.text.startswith("reloaded")
+                    and (time.monotonic() < self._own_edit_until)
+                ):
+                    continue  # our own add / edit / move rewrote the file: no news
                 timeout = {"error": 12.0, "warning": 8.0}.get(n.level, 3.0)
                 severity: Literal["information", "warning", "error"] = (
                     "error"
@@ -279,6 +294,7 @@ class MainScreen(Screen[None]):
         """Run an engine command in a worker: the screen stays live; errors become a toast."""
 
         async def run() -> None:
+            self._own_edit_until = time.monotonic() + 3.0
             try:
                 await call()
             except GtuiError as e:
@@ -293,7 +309,9 @@ class MainScreen(Screen[None]):
 
     def action_add(self) -> None:
         async def submit(values: dict[str, str]) -> str:
-            return await self.engine.add(fields_from_form(values))
+            fields = fields_from_form(values)
+            self._own_edit_until = time.monotonic() + 3.0
+            return await self.engine.add(fields)
 
         def added(name: str | None) -> None:
             if name:
@@ -322,6 +340,7 @@ class MainScreen(Screen[None]):
 
         async def submit(values: dict[str, str]) -> str:
             fields = changed_fields(before, values)
+            self._own_edit_until = time.monotonic() + 3.0
             if fields:
                 await self.engine.edit(name, fields)
             new = fields.get("name")
@@ -497,7 +516,8 @@ class MainScreen(Screen[None]):
         self.app.push_screen(HelpScreen())
 
     def action_quit(self) -> None:
-        active = [v.spec.name for v in self.table.views() if v.record.active]
+        # The engine's truth, not the table's (which may be one flush behind).
+        active = [v.spec.name for v in self.engine.jobs() if v.record.active]
         quit_ = getattr(self.app, "shutdown_and_exit", None)
         if quit_ is None:  # pragma: no cover - always a GtuiApp
             self.app.exit()

@@ -37,13 +37,31 @@ _FIXED = (
     ("note", "note", 0, "left"),
 )
 
+# Groups first, then each state alone (the filter dialog lists them in this order).
 FILTERS: dict[str, frozenset[JobState] | None] = {
     "all": None,
-    "running": frozenset({JobState.RUNNING, JobState.SUSPENDED}),
+    "active": frozenset({JobState.RUNNING, JobState.SUSPENDED}),
     "waiting": frozenset({JobState.QUEUED, JobState.HELD}),
-    "failed": frozenset({JobState.FAILED, JobState.KILLED, JobState.BLOCKED}),
-    "done": frozenset({JobState.DONE}),
-    **{s.value: frozenset({s}) for s in JobState},
+    "trouble": frozenset({JobState.FAILED, JobState.KILLED, JobState.BLOCKED}),
+    **{
+        s.value: frozenset({s})
+        for s in (
+            JobState.RUNNING,
+            JobState.SUSPENDED,
+            JobState.QUEUED,
+            JobState.HELD,
+            JobState.FAILED,
+            JobState.KILLED,
+            JobState.BLOCKED,
+            JobState.DONE,
+        )
+    },
+}
+FILTER_LABELS = {
+    "all": "all jobs",
+    "active": "active: running + suspended",
+    "waiting": "waiting: queued + held",
+    "trouble": "trouble: failed + killed + blocked",
 }
 
 
@@ -111,6 +129,7 @@ class JobTable(ScrollView, can_focus=True):
         self._selected: str | None = None
         self.filter_name = "all"
         self.filter_text = ""
+        self.reorders = 0  # how often the visible order was recomputed (tests, benchmark)
 
     # -- data -----------------------------------------------------------------------------------
 
@@ -146,6 +165,9 @@ class JobTable(ScrollView, can_focus=True):
     def update_jobs(self, views: Iterable[JobView]) -> None:
         """Changed jobs: store them; repaint their lines; reorder only if visibility changed."""
         reorder = False
+        top = int(self.scroll_y)
+        bottom = top + self.size.height
+        repaint: list[int] = []
         for v in views:
             name = v.spec.name
             old = self._views.get(name)
@@ -159,9 +181,16 @@ class JobTable(ScrollView, can_focus=True):
             if was != now or old.order != v.order:
                 reorder = True
             elif was:
-                self._refresh_row(self._pos[name])
+                i = self._pos[name]
+                if top <= i < bottom:  # off-screen rows are painted when scrolled to
+                    repaint.append(i)
         if reorder:
             self._reorder()
+        elif len(repaint) > 8:
+            self.refresh()
+        else:
+            for i in repaint:
+                self._refresh_row(i)
 
     def remove_jobs(self, names: Iterable[str]) -> None:
         changed = False
@@ -177,6 +206,7 @@ class JobTable(ScrollView, can_focus=True):
         self._reorder()
 
     def _reorder(self) -> None:
+        self.reorders += 1
         keep = self._selected
         order = [n for n, v in self._views.items() if self._matches(v)]
         order.sort(key=lambda n: self._views[n].order)

@@ -14,6 +14,7 @@ from textual import events
 from textual.binding import Binding
 from textual.message import Message
 from textual.reactive import reactive
+from textual.strip import Strip
 from textual.widget import Widget
 
 from gtui.ui.logtail import LogLine, LogTail
@@ -52,6 +53,7 @@ class LogView(Widget, can_focus=True):
         self._top = 0  # byte offset of the first shown line while not following
         self._shown: list[LogLine] = []
         self._rows: list[Text] = []
+        self._strips: dict[int, Strip] = {}
         self._file_size = 0
 
     # -- what is shown ----------------------------------------------------------------------
@@ -104,6 +106,7 @@ class LogView(Widget, can_focus=True):
             else:
                 self._shown = self._tail.lines_from(self._top, height)
         self._rows = self._layout(self._shown)
+        self._strips.clear()
         self.refresh()
         self.post_message(self.Changed())
 
@@ -115,25 +118,44 @@ class LogView(Widget, can_focus=True):
         for line in lines:
             text = Text.from_ansi(line.text) if "\x1b" in line.text else Text(line.text)
             text.end = ""
+            if "\t" in text.plain:
+                text.expand_tabs(8)
             wrapped = text.wrap(console, width, overflow="fold") if text.plain else [Text("")]
-            rows.extend(wrapped)
+            for row in wrapped:
+                row.end = ""
+                row.no_wrap = True
+                rows.append(row)
         if self.follow:
             return rows[-height:]
         return rows[:height]
 
-    def render(self) -> Text:
+    def text(self) -> Text:
+        """What is shown, as one Text (tests and screenshots read this)."""
+        return Text("\n", no_wrap=True, end="").join(self._display_rows())
+
+    def _display_rows(self) -> list[Text]:
         if self._tail is None:
-            return Text(self._placeholder, style="dim")
+            return [Text(self._placeholder, style="dim")]
         if not self._rows:
             if not self._tail.path.exists():
-                return Text(
-                    f"{self._placeholder} ({self._tail.path.name} not written yet)", style="dim"
-                )
-            return Text("(empty log)", style="dim")
-        out = Text("\n", no_wrap=True, end="").join(self._rows)
-        out.no_wrap = True
-        out.overflow = "crop"
-        return out
+                name = self._tail.path.name
+                return [Text(f"{self._placeholder} ({name} not written yet)", style="dim")]
+            return [Text("(empty log)", style="dim")]
+        return self._rows
+
+    def render_line(self, y: int) -> Strip:
+        """Line API: each row becomes a Strip once per reload, and only rows on screen do."""
+        width = self.content_size.width or self.size.width
+        strip = self._strips.get(y)
+        if strip is None or strip.cell_length != width:
+            style = self.rich_style
+            rows = self._display_rows()
+            if y >= len(rows):
+                return Strip.blank(width, style)
+            segments = list(rows[y].render(self.app.console))
+            strip = Strip(segments).apply_style(style).crop_extend(0, width, style)
+            self._strips[y] = strip
+        return strip
 
     def on_resize(self, event: events.Resize) -> None:
         self.reload()

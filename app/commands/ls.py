@@ -1,0 +1,46 @@
+"""``gtui ls``: the gtui tmux sessions, the queue each runs, and whether anyone is attached."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from gtui.cli import GlobalOptions
+from gtui.core import tmux
+
+
+def _scheduler(queue: str) -> str:
+    """The pid holding the queue's lock, or why there is none."""
+    if not queue:
+        return "?"
+    from gtui.core.lock import QueueLock
+
+    path = Path(queue)
+    if not path.exists():
+        return "queue file gone"
+    try:
+        pid = QueueLock(path).holder()
+    except Exception:
+        return "?"
+    return f"pid {pid}" if pid else "not running"
+
+
+def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
+    if not tmux.available():
+        print("tmux is not installed: no gtui sessions (gtui QUEUE.toml then runs in place)")
+        return 0
+    sessions = tmux.list_sessions()
+    if not sessions:
+        print("no gtui sessions (start one with `gtui QUEUE.toml`)")
+        return 0
+    rows = [("SESSION", "QUEUE", "CLIENTS", "SINCE", "SCHEDULER")]
+    for s in sessions:
+        since = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.created)) if s.created else "?"
+        clients = f"{s.attached} attached" if s.attached else "detached"
+        rows.append((s.name, s.queue or "(unknown)", clients, since, _scheduler(s.queue)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    print("\nattach with `gtui attach QUEUE.toml` (detach again with ctrl+b d)")
+    return 0

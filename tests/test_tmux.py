@@ -1,0 +1,348 @@
+"""tmux helpers, `gtui ls` / `gtui attach`, and the dashboard in a real tmux on fake GPUs.
+
+Every test gets its own tmux server (TMUX_TMPDIR), so nothing touches the user's sessions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gtui.core import tmux
+from tests.conftest import gtui, write_queue
+
+pytestmark = [
+    pytest.mark.tmux,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux"),
+]
+
+PY = sys.executable
+
+
+@pytest.fixture
+def tmux_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private tmux server for this test (short socket path), killed afterwards."""
+    d = Path(tempfile.mkdtemp(prefix="gtmux", dir="/tmp"))
+    monkeypatch.setenv("TMUX_TMPDIR", str(d))
+    monkeypatch.delenv("TMUX", raising=False)
+    monkeypatch.delenv("TMUX_PANE", raising=False)
+    yield d
+    subprocess.run(["tmux", "kill-server"], capture_output=True)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def sh(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, timeout=15)
+
+
+def capture(target: str) -> str:
+    return sh("capture-pane", "-p", "-t", target).stdout
+
+
+def wait(cond: Callable[[], object], timeout: float = 20.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or cond}")
+        time.sleep(0.1)
+
+
+def wait_screen(target: str, text: str, timeout: float = 20.0) -> str:
+    seen = ""
+
+    def shows() -> bool:
+        nonlocal seen
+        seen = capture(target)
+        return text in seen
+
+    try:
+        wait(shows, timeout, what=f"{text!r} on screen")
+    except AssertionError:
+        raise AssertionError(f"{text!r} never showed; the screen:\n{seen}") from None
+    return seen
+
+
+def keys(target: str, *k: str, literal: bool = False) -> None:
+    sh("send-keys", "-t", target, *(["-l"] if literal else []), *k)
+    time.sleep(0.15)
+
+
+def status(queue: Path) -> dict:  # type: ignore[type-arg]
+    r = gtui("status", str(queue), "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)  # type: ignore[no-any-return]
+
+
+def job_processes(queue: Path, name: str) -> list[psutil.Process]:
+    """Our job's processes, found by the environment the engine gives them."""
+    out = []
+    for p in psutil.process_iter():
+        try:
+            env = p.environ()
+        except (psutil.Error, OSError):
+            continue
+        if env.get("GTUI_JOB") == name and env.get("GTUI_QUEUE") == str(queue.resolve()):
+            out.append(p)
+    return out
+
+
+def job_state(queue: Path, name: str) -> str | None:
+    for job in status(queue)["jobs"]:
+        if job["name"] == name:
+            return str(job["state"])
+    return None
+
+
+# -- helpers on a real tmux -----------------------------------------------------------------
+
+
+def test_sessions_record_their_queue_and_names_match_exactly(
+    tmux_server: Path, tmp_path: Path
+) -> None:
+    script = tmp_path / "s.sh"
+    script.write_text("exec sleep 60\n")
+    queue = tmp_path / "q.toml"
+    tmux.new_session("gtui-q", script, cwd=tmp_path, queue=queue, width=100, height=20)
+    tmux.new_session("gtui-q2", script, cwd=tmp_path, queue=tmp_path / "q2.toml")
+    sh("new-session", "-d", "-s", "other", "sleep 60")
+    assert tmux.has_session("gtui-q") and not tmux.has_session("gtui")
+    sessions = {s.name: s for s in tmux.list_sessions()}
+    assert set(sessions) == {"gtui-q", "gtui-q2"}
+    assert sessions["gtui-q"].queue == str(queue) and sessions["gtui-q"].attached == 0
+    assert tmux.session_queue("gtui-q2") == str(tmp_path / "q2.toml")
+    assert tmux.session_queue("nope") is None
+    # the session's process, and its children, are found from a pid
+    pane = sessions["gtui-q"].pane_pid
+    assert pane is not None and tmux.session_of_pid(pane) == "gtui-q"
+    assert tmux.session_of_pid(os.getpid()) is None
+    tmux.kill_session("gtui-q")
+    assert not tmux.has_session("gtui-q")
+
+
+def test_launcher_script_keeps_the_environment_and_the_directory(
+    tmux_server: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out.txt"
+    monkeypatch.setenv("GTUI_TEST_VAR", "it's kept; $HOME too")
+    work = tmp_path / "work dir"
+    work.mkdir()
+    argv = ["/bin/sh", "-c", f'echo "$GTUI_TEST_VAR|$(pwd)" > "{out}"']
+    script = tmp_path / "launch.sh"
+    script.write_text(tmux.launcher_script(argv, work, os.environ))
+    tmux.new_session("gtui-env", script, cwd=tmp_path, queue=tmp_path / "q.toml")
+    wait(out.exists, what="the launcher's output")
+    wait(lambda: out.read_text().strip() != "")
+    assert out.read_text().strip() == f"it's kept; $HOME too|{work}"
+
+
+def test_ls_lists_sessions_and_attach_needs_a_terminal(tmux_server: Path, tmp_path: Path) -> None:
+    r = gtui("ls")
+    assert r.returncode == 0 and "no gtui sessions" in r.stdout
+    script = tmp_path / "s.sh"
+    script.write_text("exec sleep 60\n")
+    queue = write_queue(tmp_path, '[[jobs]]\ncmd = "true"\n')
+    tmux.new_session("gtui-q", script, cwd=tmp_path, queue=queue)
+    r = gtui("ls")
+    assert r.returncode == 0
+    assert "gtui-q" in r.stdout and str(queue) in r.stdout and "detached" in r.stdout
+    assert "not running" in r.stdout  # nobody holds the queue's lock
+    r = gtui("attach", str(queue))  # the session exists, but stdin is not a terminal
+    assert r.returncode == 2 and "needs a terminal" in r.stderr
+    r = gtui("attach", str(tmp_path / "other.toml"))
+    assert r.returncode == 2 and "no gtui session runs" in r.stderr
+
+
+# -- the dashboard itself ----------------------------------------------------------------------
+
+QUEUE = """
+[settings]
+poll = "0.3s"
+kill_grace = "1s"
+
+[[jobs]]
+name = "long"
+cmd = "sleep 60"
+gpus = 1
+mem = "10G"
+
+[[jobs]]
+name = "after-long"
+cmd = "echo done"
+gpus = 1
+after = ["long"]
+"""
+
+
+def outer(tmp_path: Path, session: str, command: str) -> None:
+    """A terminal outside tmux ($TMUX unset) in which the user types ``command``."""
+    sh(
+        "new-session",
+        "-d",
+        "-x",
+        "120",
+        "-y",
+        "30",
+        "-s",
+        session,
+        "-c",
+        str(tmp_path),
+        f"env -u TMUX {command}; echo rc=$?; sleep 60",
+    )
+
+
+@pytest.mark.slow
+def test_gtui_starts_a_tmux_session_and_every_key_acts(tmux_server: Path, tmp_path: Path) -> None:
+    queue = write_queue(tmp_path, QUEUE)
+    outer(tmp_path, "term", f"{PY} -m gtui q.toml --fake-gpus 2x80G")
+    wait(lambda: tmux.has_session("gtui-q"), what="the gtui-q session")
+    target = "=gtui-q:"
+    screen = wait_screen(target, "long")
+    assert "SIMULATED GPUs" in screen
+    # It runs itself with --no-tmux, the same fake GPUs, the same cwd, and records its queue.
+    assert tmux.session_queue("gtui-q") == str(queue.resolve())
+    pane = tmux.list_sessions()[0].pane_pid
+    assert pane is not None
+    procs = [psutil.Process(pane), *psutil.Process(pane).children(recursive=True)]
+    me = [p for p in procs if "gtui" in " ".join(p.cmdline()) and "--no-tmux" in p.cmdline()]
+    assert me, [p.cmdline() for p in procs]
+    cmdline = me[0].cmdline()
+    assert cmdline[cmdline.index("--fake-gpus") + 1] == "2x80G"
+    assert Path(me[0].cwd()) == tmp_path
+    wait(lambda: job_state(queue, "long") == "running")
+    wait_screen(target, "running")
+
+    # a: add a job through the form
+    keys(target, "a")
+    wait_screen(target, "Add a job to q.toml")
+    keys(target, "echo hello-from-tmux", literal=True)
+    keys(target, "Tab")
+    keys(target, "0", literal=True)  # gpus = 0: a CPU job
+    keys(target, "BTab")
+    keys(target, "BTab")
+    keys(target, "hello", literal=True)
+    keys(target, "Enter")
+    wait(lambda: job_state(queue, "hello") == "done", what="the added job to run")
+    assert 'name = "hello"' in queue.read_text()
+
+    # x: kill asks, then kills
+    keys(target, "Home")
+    wait_screen(target, "› ▶ long")
+    keys(target, "x")
+    wait_screen(target, "Kill long?")
+    keys(target, "y")
+    wait(lambda: job_state(queue, "long") == "killed", what="long killed")
+    wait_screen(target, "killed")
+
+    # P: pause the whole queue
+    keys(target, "P")
+    wait_screen(target, "PAUSED")
+    wait(lambda: status(queue).get("paused") is True, what="paused in the state")
+
+    # q: nothing runs, so it quits at once and the session ends with it
+    keys(target, "q")
+    wait(lambda: not tmux.has_session("gtui-q"), what="the session to end")
+    wait_screen("=term:", "rc=0")
+
+
+@pytest.mark.slow
+def test_a_second_gtui_reattaches_and_leaving_keeps_jobs(tmux_server: Path, tmp_path: Path) -> None:
+    queue = write_queue(tmp_path, QUEUE)
+    outer(tmp_path, "term1", f"{PY} -m gtui --fake-gpus 2x80G q.toml")
+    wait(lambda: tmux.has_session("gtui-q"))
+    wait(lambda: job_state(queue, "long") == "running")
+    outer(tmp_path, "term2", f"{PY} -m gtui --fake-gpus 2x80G q.toml")
+    wait(
+        lambda: len(sh("list-clients", "-t", "=gtui-q").stdout.splitlines()) == 2,
+        what="two clients on gtui-q",
+    )
+    r = gtui("ls")
+    assert "2 attached" in r.stdout and "pid " in r.stdout
+    # quit while a job runs: it asks, says what happens, and leaves the job running
+    keys("=gtui-q:", "q")
+    screen = wait_screen("=gtui-q:", "Quit gtui?")
+    assert "re-adopts" in screen
+    procs = job_processes(queue, "long")
+    assert procs
+    keys("=gtui-q:", "q")
+    wait(lambda: not tmux.has_session("gtui-q"))
+    try:
+        assert all(p.is_running() for p in procs) and job_state(queue, "long") == "running"
+    finally:
+        for p in procs:
+            p.kill()
+
+
+@pytest.mark.slow
+def test_queue_locked_by_a_scheduler_outside_tmux_exits_3_naming_the_pid(
+    tmux_server: Path, tmp_path: Path
+) -> None:
+    write_queue(tmp_path, QUEUE)
+    headless = subprocess.Popen(
+        [PY, "-m", "gtui", "run", "q.toml", "--fake-gpus", "2x80G"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait(lambda: job_state(tmp_path / "q.toml", "long") == "running")
+        outer(tmp_path, "term", f"{PY} -m gtui --fake-gpus 2x80G q.toml")
+        screen = wait_screen("=term:", "rc=")
+        assert "rc=3" in screen and f"pid {headless.pid}" in screen.replace("\n", "")
+        assert not tmux.has_session("gtui-q")
+        # the same from inside tmux (runs in place)
+        sh(
+            "new-session",
+            "-d",
+            "-x",
+            "120",
+            "-y",
+            "30",
+            "-s",
+            "inside",
+            "-c",
+            str(tmp_path),
+            f"{PY} -m gtui --fake-gpus 2x80G q.toml; echo rc=$?; sleep 60",
+        )
+        screen = wait_screen("=inside:", "rc=")
+        assert "rc=3" in screen and f"pid {headless.pid}" in screen.replace("\n", "")
+    finally:
+        headless.terminate()
+        headless.wait(timeout=20)
+        for p in job_processes(tmp_path / "q.toml", "long"):
+            p.kill()
+
+
+@pytest.mark.slow
+def test_without_tmux_installed_it_runs_in_place_and_says_so(
+    tmux_server: Path, tmp_path: Path
+) -> None:
+    write_queue(tmp_path, '[[jobs]]\nname = "quick"\ncmd = "true"\ngpus = 0\n')
+    bin_dir = tmp_path / "bin"  # a PATH with a shell but no tmux
+    bin_dir.mkdir()
+    for tool in ("bash", "sh", "env", "true"):
+        found = shutil.which(tool)
+        assert found
+        (bin_dir / tool).symlink_to(found)
+    outer(tmp_path, "term", f"PATH={bin_dir} {PY} -m gtui --fake-gpus 1x24G q.toml")
+    screen = wait_screen("=term:", "tmux is not installed")
+    assert "quick" in screen and not tmux.has_session("gtui-q")
+    keys("=term:", "q")
+    wait_screen("=term:", "rc=0")
+
+
+def test_no_terminal_is_a_plain_error(tmp_path: Path) -> None:
+    write_queue(tmp_path, '[[jobs]]\ncmd = "true"\n')
+    r = gtui("--no-tmux", str(tmp_path / "q.toml"))
+    assert r.returncode == 2 and "needs a terminal" in r.stderr and "Traceback" not in r.stderr
+    r = gtui(str(tmp_path / "missing.toml"))
+    assert r.returncode == 2 and "no such queue file" in r.stderr

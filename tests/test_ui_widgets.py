@@ -1,0 +1,143 @@
+"""Widgets fed with engine values built by hand (JobView, GpusRead), in a small Textual app."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.app import App, ComposeResult
+
+from gtui.core.api import GpusRead, JobView
+from gtui.core.gpus.snapshot import GpuInfo, GpuSnapshot
+from gtui.core.model import JobRecord, JobSpec, JobState, Settings
+from gtui.ui.widgets.gpu_panel import GpuPanel
+from gtui.ui.widgets.job_table import JobTable
+from gtui.ui.widgets.log_view import LogView
+
+G = 1024
+
+
+def jv(name: str, order: int, state: JobState = JobState.QUEUED) -> JobView:
+    return JobView(JobSpec(name=name, cmd="true"), JobRecord(name=name, state=state), order)
+
+
+class Harness(App[None]):
+    def __init__(self, widget: object) -> None:
+        super().__init__()
+        self.widget = widget
+
+    def compose(self) -> ComposeResult:
+        yield self.widget  # type: ignore[misc]
+
+
+def line_text(table: JobTable, y: int) -> str:
+    return "".join(seg.text for seg in table.render_line(y))
+
+
+async def test_ten_thousand_rows_update_in_place_without_reordering() -> None:
+    table = JobTable(clock=lambda: 0.0)
+    async with Harness(table).run_test(size=(120, 30)) as pilot:
+        table.set_jobs(jv(f"job{i:05d}", i) for i in range(10_000))
+        await pilot.pause()
+        assert len(table.visible_names) == 10_000
+        before = table.reorders
+        for i in range(0, 10_000, 7):  # a storm of state changes that keep the order
+            table.update_jobs([jv(f"job{i:05d}", i, JobState.HELD)])
+        assert table.reorders == before  # updated in place: no rebuild per event
+        await pilot.pause()
+        assert "held" in line_text(table, 1) and "job00000" in line_text(table, 1)
+        assert "queued" in line_text(table, 2)
+        table.update_jobs([jv("new", 10_000)])  # a new job does reorder, once
+        assert table.reorders == before + 1 and table.visible_names[-1] == "new"
+
+
+async def test_selection_follows_the_job_when_the_queue_is_reordered() -> None:
+    table = JobTable(clock=lambda: 0.0)
+    async with Harness(table).run_test(size=(100, 20)) as pilot:
+        table.set_jobs([jv("a", 0), jv("b", 1), jv("c", 2)])
+        await pilot.pause()
+        table.focus()
+        await pilot.press("down", "down")
+        assert table.selected == "c"
+        table.set_jobs([jv("c", 0), jv("a", 1), jv("b", 2)])
+        assert table.selected == "c" and table.visible_names == ["c", "a", "b"]
+        table.remove_jobs(["c"])
+        assert table.selected in ("a", "b")
+
+
+async def test_filter_by_state_group_and_name() -> None:
+    table = JobTable(clock=lambda: 0.0)
+    async with Harness(table).run_test(size=(100, 20)):
+        table.set_jobs(
+            [
+                jv("train-a", 0, JobState.RUNNING),
+                jv("train-b", 1, JobState.SUSPENDED),
+                jv("eval", 2, JobState.FAILED),
+                jv("prep", 3, JobState.DONE),
+                jv("sweep", 4, JobState.HELD),
+            ]
+        )
+        table.set_filter("active")
+        assert table.visible_names == ["train-a", "train-b"]
+        table.set_filter("running")
+        assert table.visible_names == ["train-a"]
+        table.set_filter("trouble")
+        assert table.visible_names == ["eval"]
+        table.set_filter("waiting")
+        assert table.visible_names == ["sweep"]
+        table.set_filter("all", "TRAIN")
+        assert table.visible_names == ["train-a", "train-b"]
+        # a job that stops matching leaves the filtered view
+        table.update_jobs([jv("train-a", 0, JobState.DONE)])
+        assert table.visible_names == ["train-a", "train-b"]
+        table.set_filter("active")
+        table.update_jobs([jv("train-b", 1, JobState.DONE)])
+        assert table.visible_names == []
+
+
+async def test_gpu_panel_shows_each_gpu_with_marks() -> None:
+    settings = Settings(exclude=(2,))
+    panel = GpuPanel(settings)
+    snap = GpuSnapshot(
+        gpus=tuple(
+            GpuInfo(i, "NVIDIA A800-SXM4-80GB", f"u{i}", 80 * G, used, 10, 40)
+            for i, used in enumerate((52 * G, 64 * G, 0, 0))
+        ),
+        taken_at=0,
+        source="nvml",
+    )
+    read = GpusRead(snap, ours={0: ("lr0.1",)}, ours_mib={0: 36 * G}, reserved=(3,))
+    async with Harness(panel).run_test(size=(130, 10)) as pilot:
+        panel.set_read(read)
+        await pilot.pause()
+        lines = panel.render().plain.splitlines()
+        assert len(lines) == 4
+        assert "others 16G ours 36G" in lines[0] and "lr0.1" in lines[0]
+        assert "others 64G" in lines[1]
+        assert "excluded" in lines[2] and "reserved" in lines[3]
+        panel.set_read(GpusRead(GpuSnapshot((), 0, "none", error="NVML is not available")))
+        assert "NVML is not available" in panel.render().plain
+
+
+async def test_log_view_follows_scrolls_and_pages(tmp_path: Path) -> None:
+    log = tmp_path / "job.1.log"
+    log.write_text("".join(f"line {i}\n" for i in range(200)))
+    view = LogView()
+    async with Harness(view).run_test(size=(60, 12)) as pilot:
+        view.show(log)
+        await pilot.pause()
+        shown = view.text().plain.splitlines()
+        assert shown[-1] == "line 199" and len(shown) == 12
+        view.focus()
+        await pilot.press("up")
+        assert not view.follow and view.text().plain.splitlines()[-1] == "line 198"
+        await pilot.press("home")
+        assert view.text().plain.splitlines()[0] == "line 0"
+        await pilot.press("pagedown")
+        assert view.text().plain.splitlines()[0] == "line 11"
+        with log.open("a") as f:
+            f.write("line 200\n")
+        view.poll()  # not following: the window stays put
+        assert view.text().plain.splitlines()[0] == "line 11"
+        await pilot.press("end")
+        assert view.follow and view.text().plain.splitlines()[-1] == "line 200"
+        assert "following" in view.status()
