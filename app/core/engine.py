@@ -142,6 +142,7 @@ class Engine:
         self._pending_specs: dict[str, JobSpec] = {}
         self._unsaved: dict[str, JobRecord] = {}  # changes the store refused (locked, full)
         self._store_error: str | None = None
+        self._lost_gpus: dict[int, str] = {}  # GPU index -> why it is lost, as last told
         self._fresh_pass = False  # a job's end just read the GPUs and ran a pass (see run)
         self._last_poll = 0.0  # monotonic time of the loop's last GPU read and pass
         # name -> (spec, mem, queued_since, state, Candidate): see _decide
@@ -563,9 +564,15 @@ class Engine:
         self._snapshot = snapshot
         if snapshot.error and snapshot.error != previous_error:
             self._publish(Notice("warning", snapshot.error))
-        for gpu in snapshot.gpus:
-            if gpu.lost:
-                self._publish(Notice("error", f"GPU {gpu.index} is lost: {gpu.error or ''}"))
+        # Tell once when a GPU is lost (or why changes) and once when it is back, not every poll;
+        # NVML down as a whole was told just above.
+        lost = {g.index: g.error or "" for g in snapshot.gpus if g.lost}
+        for index, why in lost.items():
+            if self._lost_gpus.get(index) != why and why != snapshot.error:
+                self._publish(Notice("error", f"GPU {index} is lost: {why}"))
+        for index in sorted(self._lost_gpus.keys() - lost.keys()):
+            self._publish(Notice("info", f"GPU {index} answers again"))
+        self._lost_gpus = lost
         self._match_processes()
 
     def _usage(self) -> list[JobUsage]:
