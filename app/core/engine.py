@@ -936,6 +936,10 @@ class Engine:
         """After a job ends, read the (cheap, fake) GPUs again so the freed GPU is seen at once."""
         assert self._backend is not None
         self._snapshot = self._backend.read(self._usage())
+        # The memory seen per job must come from the same read: jobs started since the last
+        # match would otherwise count twice (in ``used`` and again as declared - 0 observed),
+        # and a packed GPU would take fewer jobs (benchmarks/extreme.py: 5 rounds, not 4).
+        self._match_processes()
 
     def _finish(self, name: str, status: runner.ExitStatus, *, recovered: bool = False) -> None:
         """A job's process ended: decide its state, diagnose, maybe retry; commit; publish."""
