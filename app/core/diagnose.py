@@ -248,6 +248,16 @@ _SIGNAL_DEATHS: tuple[DiagnosisRule, ...] = (
         exit_codes=(137,),
         signals=(int(_signal.SIGKILL),),
     ),
+    DiagnosisRule(
+        kind="file_too_large",
+        hint=(
+            "Killed by SIGXFSZ: a file it wrote (its log, a checkpoint) reached the file-size "
+            "limit (`ulimit -f`, set for your session or by an admin). Raise the limit or write "
+            "less, then retry it."
+        ),
+        exit_codes=(128 + int(_signal.SIGXFSZ),),
+        signals=(int(_signal.SIGXFSZ),),
+    ),
 )
 
 _GENERIC: tuple[DiagnosisRule, ...] = (
@@ -849,6 +859,34 @@ def _unexplained(exit_code: int | None, signal: int | None, lines: Sequence[str]
             )
         hint = f"It ended with {what}; the line above is the last line of its log."
     return _diagnosis("error", lines, index, None, f"{hint} {_ERROR_HINT}")
+
+
+FULL_DISK_BYTES = 1 << 20
+"""Less free space than this on the log's file system counts as a full disk."""
+
+
+def full_disk(log: Path) -> Diagnosis | None:
+    """``no_space`` when a failed job's log sits on a full disk, else None. Then the disk is
+    the likely cause, and the job's own error message was lost with the rest of its output, so
+    its log cannot say so: the tail-based rules see only what was written before."""
+    try:
+        st = os.statvfs(log.parent)
+    except OSError:
+        return None
+    free = st.f_bavail * st.f_frsize
+    if free >= FULL_DISK_BYTES:
+        return None
+    return Diagnosis(
+        kind="no_space",
+        line=(
+            f"the disk holding {log.parent} is full ({free // 1024} KiB free): the job's "
+            "output, and perhaps its error message, could not be written"
+        ),
+        hint=(
+            "Free space there (`df -h`, `du -sh`) or point log_dir elsewhere, then retry it; "
+            "jobs that write nothing are not affected."
+        ),
+    )
 
 
 def diagnose(

@@ -35,7 +35,7 @@ from gtui.core.api import (
     WaitingSummary,
     freeze,
 )
-from gtui.core.diagnose import diagnose, oom_peak_mib, oom_retry_mem, read_log_tail
+from gtui.core.diagnose import diagnose, full_disk, oom_peak_mib, oom_retry_mem, read_log_tail
 from gtui.core.errors import GtuiError
 from gtui.core.gpus.backend import open_backend
 from gtui.core.gpus.snapshot import GpuBackend, GpuSnapshot, JobUsage
@@ -978,6 +978,8 @@ class Engine:
                 rules=self._settings.diagnose,
                 timed_out=timed_out,
             )
+            if diagnosis is not None and diagnosis.kind == "error" and rec.log:
+                diagnosis = full_disk(Path(rec.log)) or diagnosis  # its error was not written
             if status.exit_code is None and status.signal is None:
                 diagnosis = Diagnosis(
                     kind="unknown",
