@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -57,6 +58,7 @@ from gtui.core.store import Store, StoreError
 LOG_WATCH_S = 0.5  # how often running jobs' logs are checked for growth
 FAST_POLL_S = 0.2  # after a job ends on real GPUs, poll this often ...
 FAST_POLL_FOR_S = 1.0  # ... for this long, while the driver releases its memory
+NVML_WAIT_S = 2.0  # a GPU read that takes longer: schedule on the last one meanwhile
 BAD_STATES_FOR_AFTER = frozenset({JobState.FAILED, JobState.KILLED, JobState.BLOCKED})
 
 # Fault injection for the crash tests: GTUI_CRASH_AT="point:n" makes the scheduler SIGKILL itself
@@ -143,6 +145,8 @@ class Engine:
         self._unsaved: dict[str, JobRecord] = {}  # changes the store refused (locked, full)
         self._store_error: str | None = None
         self._lost_gpus: dict[int, str] = {}  # GPU index -> why it is lost, as last told
+        self._nvml_read: asyncio.Future[GpuSnapshot] | None = None  # a read in flight
+        self._nvml_slow = False
         self._fresh_pass = False  # a job's end just read the GPUs and ran a pass (see run)
         self._last_poll = 0.0  # monotonic time of the loop's last GPU read and pass
         # name -> (spec, mem, queued_since, state, Candidate): see _decide
@@ -339,9 +343,9 @@ class Engine:
             with contextlib.suppress(Exception):
                 self._lock.release()
             self._lock = None
-        if self._backend is not None:
+        if self._backend is not None and (self._nvml_read is None or self._nvml_read.done()):
             with contextlib.suppress(Exception):
-                self._backend.close()
+                self._backend.close()  # (not while a read hangs in NVML: it holds the backend)
 
     def _idle(self) -> bool:
         """Nothing runs and nothing more can start without a person (``gtui run`` exits)."""
@@ -557,7 +561,10 @@ class Engine:
         assert self._backend is not None
         usage = self._usage()
         if self._backend.source == "nvml":
-            snapshot = await asyncio.to_thread(self._backend.read, usage)
+            read = await self._read_nvml(usage)
+            if read is None:
+                return  # NVML is slow to answer: keep the last reading meanwhile
+            snapshot = read
         else:
             snapshot = self._backend.read(usage)
         previous_error = self._snapshot.error
@@ -574,6 +581,44 @@ class Engine:
             self._publish(Notice("info", f"GPU {index} answers again"))
         self._lost_gpus = lost
         self._match_processes()
+
+    async def _read_nvml(self, usage: list[JobUsage]) -> GpuSnapshot | None:
+        """Read NVML in a thread, waiting at most NVML_WAIT_S (nothing, once it is known to be
+        slow): a driver call can hang for tens of seconds (a GPU falling off the bus), and jobs
+        must keep starting meanwhile. The last reading stays safe to schedule on: jobs started
+        since count by their declared memory, and a job that ended still counts as using its.
+        None: no new reading yet. A daemon thread, so a wedged driver cannot hold up exit."""
+        assert self._backend is not None
+        if self._nvml_read is None:
+            loop = asyncio.get_running_loop()
+            future: asyncio.Future[GpuSnapshot] = loop.create_future()
+            backend = self._backend
+
+            def work() -> None:
+                snapshot = backend.read(usage)
+                with contextlib.suppress(RuntimeError):  # the loop has closed meanwhile
+                    loop.call_soon_threadsafe(lambda: future.done() or future.set_result(snapshot))
+
+            threading.Thread(target=work, name="gtui-nvml", daemon=True).start()
+            self._nvml_read = future
+        read = self._nvml_read
+        await asyncio.wait({read}, timeout=0 if self._nvml_slow else NVML_WAIT_S)
+        if not read.done():
+            if not self._nvml_slow:
+                self._nvml_slow = True
+                self._publish(
+                    Notice(
+                        "warning",
+                        f"NVML has not answered for {NVML_WAIT_S:g}s (a GPU or the driver may be "
+                        "failing); jobs keep starting on the last GPU reading until it does",
+                    )
+                )
+            return None
+        self._nvml_read = None
+        if self._nvml_slow:
+            self._nvml_slow = False
+            self._publish(Notice("info", "NVML answers again"))
+        return read.result()
 
     def _usage(self) -> list[JobUsage]:
         out = []
