@@ -223,11 +223,19 @@ def _bool(w: _Where, key: str, value: Any) -> bool:
     return value
 
 
+_NUL = (
+    "contains a NUL character (\\u0000), which no command, path or environment variable can "
+    "hold; remove it"
+)
+
+
 def _str(w: _Where, key: str, value: Any, *, empty_ok: bool = False) -> str:
     if not isinstance(value, str):
         raise w.error(f"expected a string, got {_kind(value)}", key)
     if not empty_ok and not value.strip():
         raise w.error("must not be empty", key)
+    if "\0" in value:
+        raise w.error(_NUL, key)
     return value
 
 
@@ -286,6 +294,8 @@ def _env(w: _Where, key: str, value: Any) -> dict[str, str]:
         text = scalar_text(v)
         if text is None:
             raise w.error(f"{name}: expected a string or a number, got {_kind(v)}", key)
+        if "\0" in text:
+            raise w.error(f"{name}: {_NUL}", key)
         out[name] = text
     return out
 
@@ -529,6 +539,8 @@ def _matrix(w: _Where, value: Any) -> list[dict[str, str]]:
             text = scalar_text(v)
             if text is None:
                 raise w.error(f"{key}: values must be strings or numbers, got {_kind(v)}", "matrix")
+            if "\0" in text:
+                raise w.error(f"{key}: {_NUL}", "matrix")
             col.append(text)
         keys.append(key)
         columns.append(col)
