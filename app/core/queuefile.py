@@ -300,6 +300,24 @@ def _env(w: _Where, key: str, value: Any) -> dict[str, str]:
     return out
 
 
+def _fake_spec(w: _Where, key: str, value: Any) -> str:
+    """A simulated-GPU spec, checked here so a mistake names this file and line (an ``@FILE``
+    spec is read, and checked, at every poll)."""
+    spec = _str(w, key, value)
+    if not spec.strip().startswith("@"):
+        from gtui.core.errors import GtuiError
+        from gtui.core.gpus.fake import parse_fake_spec
+
+        try:
+            parse_fake_spec(spec, source=key)
+        except GtuiError as e:
+            why = str(e).split("\n", 1)[0].removeprefix(f"{key} {spec!r}: ")
+            raise w.error(
+                f"{spec!r}: {why}; expected entries such as 4x80G or 80G:16G@35,24G", key
+            ) from None
+    return spec
+
+
 def _int_list(w: _Where, key: str, value: Any) -> tuple[int, ...]:
     if isinstance(value, int) and not isinstance(value, bool):
         value = [value]
@@ -443,7 +461,7 @@ def parse_settings(
         elif key == "env":
             kw["env"] = _env(w, key, value)
         elif key == "fake_gpus":
-            kw["fake_gpus"] = _str(w, key, value)
+            kw["fake_gpus"] = _fake_spec(w, key, value)
         elif key == "diagnose":
             wheres = [_Where(str(path), ln, ks, "[[settings.diagnose]]") for ln, ks in rule_lines]
             kw["diagnose"] = tuple(_rules(str(path), value, wheres, w))
