@@ -596,8 +596,13 @@ class Engine:
 
             def work() -> None:
                 snapshot = backend.read(usage)
+
+                def deliver() -> None:
+                    if not future.done():
+                        future.set_result(snapshot)
+
                 with contextlib.suppress(RuntimeError):  # the loop has closed meanwhile
-                    loop.call_soon_threadsafe(lambda: future.done() or future.set_result(snapshot))
+                    loop.call_soon_threadsafe(deliver)
 
             threading.Thread(target=work, name="gtui-nvml", daemon=True).start()
             self._nvml_read = future
