@@ -63,12 +63,23 @@ def fields_of(ns: argparse.Namespace, paths: QueuePaths, words: list[str]) -> di
     return fields
 
 
+def current_pool(paths: QueuePaths, opts: GlobalOptions) -> list[int | None] | None:
+    """The usable GPUs' totals, as `gtui validate` reads them, so that a job no GPU can take is
+    refused now rather than written into the file (where it would stop the next `gtui run`)."""
+    from gtui.commands.validate import read_machine
+    from gtui.core.queuefile import load_queue, pool_from_machine
+
+    settings = load_queue(paths.queue).settings
+    machine, _ = read_machine(opts.fake_gpus or settings.fake_gpus, paths.queue.parent)
+    return pool_from_machine(settings, machine) if machine else None
+
+
 def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     from gtui.core.writeback import append_job
 
     paths = queue_file(ns.queue)
     fields = fields_of(ns, paths, list(ns.cmd or []))
-    name = append_job(paths.queue, fields)
+    name = append_job(paths.queue, fields, pool=current_pool(paths, opts))
     shown = name if isinstance(name, str) and name else fields.get("name", "the job")
     print(f"added {shown} to {paths.queue.name}")
     try:

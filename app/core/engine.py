@@ -1254,7 +1254,9 @@ class Engine:
         from gtui.core.writeback import append_job
 
         before = set(self._specs)
-        await asyncio.to_thread(append_job, self.queue_path, dict(fields))
+        # Checked against the GPUs too: a job none can take would make the file unrunnable.
+        pool = pool_totals(self._settings, self._snapshot)
+        await asyncio.to_thread(append_job, self.queue_path, dict(fields), pool=pool)
         self._reload_if_changed(force=True)
         added = [n for n in self._order if n not in before]
         self._kick()
@@ -1266,7 +1268,8 @@ class Engine:
         rec = self._require(name)
         if not rec.waiting:
             raise GtuiError(f"{name} is {rec.state.value}: only waiting jobs can be edited")
-        await asyncio.to_thread(update_job, self.queue_path, name, dict(fields))
+        pool = pool_totals(self._settings, self._snapshot)
+        await asyncio.to_thread(update_job, self.queue_path, name, dict(fields), pool=pool)
         self._reload_if_changed(force=True)
         self._kick()
 
