@@ -1179,38 +1179,39 @@ class Engine:
 
     async def pause(self, names: Sequence[str]) -> None:
         """Hold waiting jobs; suspend running ones (SIGSTOP; their GPU memory stays counted)."""
-        for name in names:
-            rec = self._require(name)
-            if rec.state not in (JobState.QUEUED, JobState.RUNNING):
-                raise GtuiError(f"{name} is {rec.state.value}: only queued or running jobs pause")
-        for name in names:
-            rec = self._records[name]
-            if rec.state == JobState.QUEUED:
-                rec.state = JobState.HELD
-                rec.reason = "held by you"
-            else:
-                assert rec.pid is not None
-                runner.suspend(rec.pid, create_time=rec.create_time)
-                rec.state = JobState.SUSPENDED
-            self._commit(rec)
-            self._publish(JobChanged(self._view(name)))
-        self._kick()
+        self._switch(names, JobState.QUEUED, JobState.HELD, JobState.RUNNING,
+                     JobState.SUSPENDED, runner.suspend, "only queued or running jobs pause")
 
     async def resume(self, names: Sequence[str]) -> None:
         """Release held jobs; continue suspended ones (SIGCONT)."""
+        self._switch(names, JobState.HELD, JobState.QUEUED, JobState.SUSPENDED,
+                     JobState.RUNNING, runner.resume, "only held or suspended jobs resume")
+
+    def _switch(
+        self,
+        names: Sequence[str],
+        waiting_from: JobState,
+        waiting_to: JobState,
+        active_from: JobState,
+        active_to: JobState,
+        signal_group: Callable[..., None],
+        refusal: str,
+    ) -> None:
+        """Pause and resume: one state flip for waiting jobs, a signal for running ones. Every
+        name is checked before anything changes."""
         for name in names:
             rec = self._require(name)
-            if rec.state not in (JobState.HELD, JobState.SUSPENDED):
-                raise GtuiError(f"{name} is {rec.state.value}: only held or suspended jobs resume")
+            if rec.state not in (waiting_from, active_from):
+                raise GtuiError(f"{name} is {rec.state.value}: {refusal}")
         for name in names:
             rec = self._records[name]
-            if rec.state == JobState.HELD:
-                rec.state = JobState.QUEUED
-                rec.reason = ""
+            if rec.state == waiting_from:
+                rec.state = waiting_to
+                rec.reason = "held by you" if waiting_to == JobState.HELD else ""
             else:
                 assert rec.pid is not None
-                runner.resume(rec.pid, create_time=rec.create_time)
-                rec.state = JobState.RUNNING
+                signal_group(rec.pid, create_time=rec.create_time)
+                rec.state = active_to
             self._commit(rec)
             self._publish(JobChanged(self._view(name)))
         self._kick()
