@@ -312,8 +312,19 @@ def test_best_fit_in_pack_mode_fills_one_gpu_before_the_next() -> None:
         placement="best_fit",
     )
     assert [s.gpus for s in d.starts] == [(0,), (0,), (0,), (0,), (1,)]
-    most = decide([gpu(0), gpu(1)], [job(f"j{i}", mem=20, order=i) for i in range(5)], mode="pack")
+    most = decide(
+        [gpu(0), gpu(1)],
+        [job(f"j{i}", mem=20, order=i) for i in range(5)],
+        mode="pack",
+        placement="most_available",
+    )
     assert [s.gpus for s in most.starts] == [(0,), (1,), (0,), (1,), (0,)]
+    # The default (auto) is best fit in pack mode (BENCHMARKS.md, placement quality) ...
+    auto = decide([gpu(0), gpu(1)], [job(f"j{i}", mem=20, order=i) for i in range(5)], mode="pack")
+    assert [s.gpus for s in auto.starts] == [s.gpus for s in d.starts]
+    # ... and most available memory first otherwise (seed 000, 13.1).
+    shared = decide([gpu(0, used=40), gpu(1, used=20)], [job("a", mem=20)])
+    assert started(shared) == {"a": (1,)}
 
 
 # ----------------------------------------------------------------------------- reserve (4.2)
@@ -401,7 +412,14 @@ def test_reserve_is_recomputed_after_each_start_in_a_pass() -> None:
 def test_reserve_does_not_limit_gpus_that_already_hold_our_jobs() -> None:
     gpus = [gpu(0, used=12), gpu(1), gpu(2)]
     allocs = [ours("x", [0], observed=12)]
-    d = decide(gpus, [job("pair", gpus=2), job("a"), job("b")], allocs, reserve=2, mode="pack")
+    d = decide(
+        gpus,
+        [job("pair", gpus=2), job("a"), job("b")],
+        allocs,
+        reserve=2,
+        mode="pack",
+        placement="most_available",
+    )
     # n = 2 free GPUs = reserve: one of them, plus GPU0 which already holds a job of ours.
     # a and b only fit on GPUs holding our jobs: most available first (GPU1 68G, then a tie).
     assert started(d) == {"pair": (0, 1), "a": (1,), "b": (0,)}
@@ -414,7 +432,7 @@ def test_pack_with_a_reserve_sweeps_again_when_starts_make_room() -> None:
     limit: after three of them, trio fits on those three. Resources grew within the pass, so the
     pass sweeps the waiting jobs again instead of leaving trio for the next poll."""
     jobs = [job("trio", gpus=3, order=0)] + [job(f"s{i}", order=1 + i) for i in range(3)]
-    d = decide([gpu(i) for i in range(5)], jobs, mode="pack", reserve=3)
+    d = decide([gpu(i) for i in range(5)], jobs, mode="pack", reserve=3, placement="most_available")
     assert [(s.name, s.gpus) for s in d.starts] == [
         ("s0", (0,)),
         ("s1", (1,)),
@@ -432,7 +450,7 @@ def test_pack_with_a_reserve_a_failed_shape_is_tried_again_after_room_grows() ->
     trio."""
     jobs = [job("trio", gpus=3, order=0)] + [job(f"s{i}", order=1 + i) for i in range(3)]
     jobs.append(job("trio2", gpus=3, order=9))
-    d = decide([gpu(i) for i in range(5)], jobs, mode="pack", reserve=3)
+    d = decide([gpu(i) for i in range(5)], jobs, mode="pack", reserve=3, placement="most_available")
     assert [s.name for s in d.starts] == ["s0", "s1", "s2", "trio2", "trio"]
     assert d.available_mib[0] == 44 * G
 

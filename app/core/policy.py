@@ -30,7 +30,8 @@ are silent:
   than the pool, ``mem`` above every GPU, more GPUs than the reserve ever allows) do not starve.
 - ``max_parallel`` (0 = no limit) counts every job of ours running at once, CPU jobs included.
 - Among eligible GPUs: most available memory first (ties: lower index), or least available that
-  still fits with ``Placement.BEST_FIT``.
+  still fits with ``Placement.BEST_FIT``. ``Placement.AUTO`` (the default) is best fit in pack
+  mode and most available otherwise: measured in benchmarks/simulate.py (BENCHMARKS.md).
 
 Speed: one pass over 100k waiting jobs on 8 GPUs must take about 50 ms at most, growing
 linearly. Resources only shrink within a pass, so once a request shape (GPUs, mem) fails it fails
@@ -181,7 +182,9 @@ class _Pass:
         self.mode = settings.mode
         self.exclusive = settings.mode == Mode.EXCLUSIVE
         self.pack = settings.mode == Mode.PACK
-        self.best_fit = settings.placement == Placement.BEST_FIT
+        self.best_fit = settings.placement == Placement.BEST_FIT or (
+            settings.placement == Placement.AUTO and self.pack
+        )
         self.shape_cache = shape_cache
         self.pool: list[_Gpu] = []
         self.notes: list[str] = []  # why configured GPUs are not in the pool
