@@ -51,7 +51,7 @@ from gtui.core.model import (
 from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths
 from gtui.core.placeholders import placeholders_used, substitute
 from gtui.core.policy import Allocation, Candidate, place
-from gtui.core.queuefile import QueueFile, load_queue
+from gtui.core.queuefile import QueueFile, check_trusted, load_queue
 from gtui.core.status import status_dict
 from gtui.core.store import Store, StoreError
 
@@ -222,6 +222,7 @@ class Engine:
         if self._started:
             return
         self._wake = asyncio.Event()
+        check_trusted(self.queue_path)  # no one else may make gtui run a command
         queue = load_queue(self.queue_path)
         from gtui.core.lock import QueueLock
 
@@ -460,6 +461,7 @@ class Engine:
             return
         self._queue_mtime = mtime
         try:
+            check_trusted(self.queue_path)
             queue = load_queue(self.queue_path, pool=pool_totals(self._settings, self._snapshot))
         except GtuiError as e:
             self._queue_error = str(e)

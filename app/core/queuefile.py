@@ -28,9 +28,11 @@ from __future__ import annotations
 import difflib
 import hashlib
 import itertools
+import os
 import re
 import shlex
 import signal
+import stat
 import tomllib
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -829,6 +831,51 @@ def job_from_fields(
 
 # ---------------------------------------------------------------------------------------------
 # the file
+
+
+def _own_group(gid: int) -> bool:
+    """Whether ``gid`` is the user's private group (named after them, no other member)."""
+    import grp
+    import pwd
+
+    try:
+        group = grp.getgrgid(gid)
+        me = pwd.getpwuid(os.getuid()).pw_name
+    except (KeyError, OSError):
+        return False
+    return gid == os.getgid() and group.gr_name == me and set(group.gr_mem) <= {me}
+
+
+def check_trusted(path: Path) -> None:
+    """Refuse a queue file that someone else could have written, before running its commands:
+    whoever can write the file (or replace it in its folder) could make gtui run anything as
+    you. As sshd's StrictModes: the file and its folder must belong to you or root and be
+    writable by no one else (a group write bit is fine for your own private group; a folder
+    with the sticky bit, such as /tmp, is fine too)."""
+    me = os.getuid()
+    folder = path.parent
+    for p in (path, folder):
+        try:
+            st = p.stat()
+        except OSError:
+            return  # the reader says why it cannot be read
+        what = f"its folder {p}" if p == folder else "it"
+        if st.st_uid not in (me, 0):
+            raise QueueFileError(
+                str(path),
+                f"{what} belongs to another user (uid {st.st_uid}), who could make gtui run any "
+                "command as you; copy the queue into a folder of yours",
+            )
+        others = st.st_mode & stat.S_IWOTH or (
+            st.st_mode & stat.S_IWGRP and not _own_group(st.st_gid)
+        )
+        if others and not (p == folder and st.st_mode & stat.S_ISVTX):
+            mode = f"{stat.S_IMODE(st.st_mode):04o}"
+            raise QueueFileError(
+                str(path),
+                f"{what} can be written by other users (mode {mode}), who could make gtui run "
+                f"any command as you; fix it with: chmod go-w {p}",
+            )
 
 
 def read_queue_text(path: Path) -> str:
