@@ -178,7 +178,7 @@ def status_path_for(run_dir: Path, name: str, attempt: int) -> Path:
 
 
 def _open_new_log(log_dir: Path, name: str, attempt: int) -> tuple[int, Path]:
-    log_dir.mkdir(parents=True, exist_ok=True)
+    log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # a new one is private, as its logs
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
     for p in _log_candidates(log_dir, name, attempt):
         try:
