@@ -156,7 +156,16 @@ class _Where:
         return self.line
 
     def error(self, message: str, key: str | None = None) -> QueueFileError:
-        return QueueFileError(self.path, message, self.line_of(key), key)
+        shown = None if key is None else printable(key)
+        return QueueFileError(self.path, printable(message), self.line_of(key), shown)
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters escaped (``\\x1b``, ``\\r``, ``\\n``...): a key or
+    value quoted from the file must not move the cursor or restyle the user's terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _kind(value: object) -> str:
@@ -914,9 +923,12 @@ def _parse_toml(path: str, text: str, sc: Scan) -> dict[str, Any]:
             detail += f" (column {m.group(2)})"
         elif line is None:
             line = max(1, len(sc.lines))
-        shown = sc.lines[line - 1].strip() if 0 < line <= len(sc.lines) else ""
+        shown = printable(sc.lines[line - 1].strip()) if 0 < line <= len(sc.lines) else ""
         extra = f"\n    {shown}" if shown else ""
-        raise QueueFileError(path, f"TOML syntax error: {detail}{extra}", line, key) from None
+        shown_key = printable(key) if key else key
+        raise QueueFileError(
+            path, f"TOML syntax error: {printable(detail)}{extra}", line, shown_key
+        ) from None
 
 
 def _settings_where(path: str, sc: Scan) -> tuple[int | None, dict[str, int]]:
