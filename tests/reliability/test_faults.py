@@ -1,0 +1,858 @@
+"""Faults (issue 7, item 2): for each, what the user sees, and that nothing else breaks.
+
+Real processes, real files, real signals, real mounts where the machine allows them; only NVML
+is faked (tests/fake_pynvml, driven between reads as tests/test_gpus_nvml.py does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import re
+import resource
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import psutil
+import pytest
+
+from gtui.cli import main as cli_main
+from gtui.core import store as store_mod
+from gtui.core.api import Event, JobChanged, Notice
+from gtui.core.engine import Engine
+from gtui.core.errors import GtuiError
+from gtui.core.gpus.nvml import NvmlBackend
+from gtui.core.model import JobState
+from gtui.core.paths import queue_paths
+from tests.conftest import gtui, write_queue
+from tests.reliability.helpers import (
+    finish,
+    remount,
+    start_run,
+    state_of,
+    status,
+    tmpfs,
+    wait_for,
+)
+from tests.reliability.mixed import check_no_orphans, kill_queue_processes, queue_processes
+
+FAKE_NVML = Path(__file__).parent.parent / "fake_pynvml" / "pynvml" / "__init__.py"
+
+
+def _load_fake_nvml() -> ModuleType:
+    """The fake pynvml under its own name (shared with tests/test_gpus_nvml.py)."""
+    name = "gtui_tests_fake_pynvml"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, FAKE_NVML)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+nv: Any = _load_fake_nvml()
+
+
+@pytest.fixture(autouse=True)
+def _no_leftovers(tmp_path: Path) -> Iterator[None]:
+    """Whatever a test leaves running of its jobs is killed (and the test fails if it was not
+    supposed to leave anything: each test checks that itself)."""
+    yield
+    for queue in tmp_path.rglob("*.toml"):
+        kill_queue_processes(queue)
+
+
+# ---------------------------------------------------------------------------------------------
+# NVML errors mid-run (in-process engine over the fake pynvml)
+
+
+@asynccontextmanager
+async def engine_on_nvml(queue: Path) -> AsyncIterator[tuple[Engine, list[Event]]]:
+    backend = NvmlBackend(nvml=nv, retry_s=0.2)
+    engine = Engine(queue, backend=backend)
+    events: list[Event] = []
+    engine.subscribe(events.append)
+    try:
+        yield engine, events
+    finally:
+        await engine.shutdown(kill_jobs=True)
+        nv.fake_reset()
+
+
+async def until(cond: Callable[[], object], timeout: float = 20.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not _holds(cond):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or cond}")
+        await asyncio.sleep(0.02)
+
+
+def _holds(cond: Callable[[], object]) -> bool:
+    try:
+        return bool(cond())
+    except GtuiError:  # the engine has not loaded its queue yet
+        return False
+
+
+def notices(events: list[Event]) -> list[str]:
+    return [f"{e.level}: {e.text}" for e in events if isinstance(e, Notice)]
+
+
+def jstate(engine: Engine, name: str) -> JobState:
+    return engine.view(name).record.state
+
+
+NVML_QUEUE = """
+[settings]
+poll = "0.1s"
+kill_grace = "1s"
+
+[[jobs]]
+name = "on-gpu"
+cmd = "sleep 0.8; echo trained"
+gpus = 1
+mem = "10G"
+
+[[jobs]]
+name = "both-gpus"
+cmd = "echo two"
+gpus = 2
+mem = "10G"
+after = ["on-gpu"]
+
+[[jobs]]
+name = "cpu-chain"
+cmd = "sleep 0.2"
+gpus = 0
+after = ["on-gpu"]
+"""
+
+
+async def test_gpu_lost_mid_run(tmp_path: Path) -> None:
+    """A GPU falls off the bus while a job runs on it: the user is told once, the job is not
+    touched, nothing new goes to that GPU until it answers again, CPU jobs go on."""
+    nv.fake_reset([nv.FakeGpu(), nv.FakeGpu()])
+    queue = write_queue(tmp_path, NVML_QUEUE)
+    async with engine_on_nvml(queue) as (engine, events):
+        task = asyncio.create_task(engine.run(exit_when_idle=True))
+        await until(lambda: jstate(engine, "on-gpu") == JobState.RUNNING)
+        nv.fake_set_lost(1)
+        await until(lambda: jstate(engine, "on-gpu") == JobState.DONE, what="on-gpu done")
+        await until(lambda: jstate(engine, "cpu-chain") == JobState.DONE, what="cpu job done")
+        await asyncio.sleep(0.6)  # several polls with GPU 1 lost
+        assert jstate(engine, "both-gpus") == JobState.QUEUED
+        reason = engine.view("both-gpus").record.reason
+        lost = [n for n in notices(events) if "GPU 1" in n]
+        assert lost and "not answering" in lost[0], notices(events)
+        assert len(lost) == 1, f"told once, not at every poll: {lost}"
+        nv.fake_set_lost(1, False)
+        assert await asyncio.wait_for(task, 20) == 0
+        assert jstate(engine, "both-gpus") == JobState.DONE
+        back = [n for n in notices(events) if "GPU 1" in n][1:]
+        assert back and "answers again" in back[0], notices(events)
+    print(f"\nwaiting reason while GPU 1 was lost: {reason}\nnotice: {lost[0]}\n{back[0]}")
+
+
+async def test_driver_library_mismatch_mid_run(tmp_path: Path) -> None:
+    """The driver is upgraded under a running queue (NVML: driver/library version mismatch):
+    running jobs go on and end normally, CPU jobs still start, GPU jobs wait, and everything
+    resumes once NVML answers again."""
+    nv.fake_reset([nv.FakeGpu(), nv.FakeGpu()])
+    queue = write_queue(tmp_path, NVML_QUEUE)
+    async with engine_on_nvml(queue) as (engine, events):
+        task = asyncio.create_task(engine.run(exit_when_idle=True))
+        await until(lambda: jstate(engine, "on-gpu") == JobState.RUNNING)
+        nv.fake_state.broken = nv.NVML_ERROR_LIB_RM_VERSION_MISMATCH
+        await until(lambda: jstate(engine, "on-gpu") == JobState.DONE, what="on-gpu done")
+        await until(lambda: jstate(engine, "cpu-chain") == JobState.DONE, what="cpu job done")
+        await asyncio.sleep(0.6)
+        assert jstate(engine, "both-gpus") == JobState.QUEUED
+        seen = notices(events)
+        assert any("lost contact with the NVIDIA driver" in n for n in seen), seen
+        nv.fake_state.broken = None
+        assert await asyncio.wait_for(task, 20) == 0
+        assert jstate(engine, "both-gpus") == JobState.DONE
+        assert engine.view("on-gpu").record.exit_code == 0
+    print("\n" + "\n".join(n for n in seen if "NVIDIA" in n or "GPU" in n))
+
+
+async def test_nvml_call_times_out(tmp_path: Path) -> None:
+    """NVML_ERROR_TIMEOUT from one call: that GPU is shown as not answering and retried; the
+    other GPU keeps working and the queue completes."""
+    nv.fake_reset([nv.FakeGpu(), nv.FakeGpu()])
+    queue = write_queue(tmp_path, NVML_QUEUE)
+    async with engine_on_nvml(queue) as (engine, events):
+        task = asyncio.create_task(engine.run(exit_when_idle=True))
+        await until(lambda: jstate(engine, "on-gpu") == JobState.RUNNING)
+        nv.fake_state.failing["nvmlDeviceGetMemoryInfo_v2"] = nv.NVML_ERROR_TIMEOUT
+        nv.fake_state.failing["nvmlDeviceGetMemoryInfo"] = nv.NVML_ERROR_TIMEOUT
+        await until(lambda: any("Timeout" in n for n in notices(events)), what="a notice")
+        await until(lambda: jstate(engine, "cpu-chain") == JobState.DONE, what="cpu job done")
+        assert jstate(engine, "both-gpus") == JobState.QUEUED
+        nv.fake_state.failing.clear()
+        assert await asyncio.wait_for(task, 20) == 0
+    print("\n" + "\n".join(n for n in notices(events) if "Timeout" in n)[:400])
+
+
+async def test_nvml_call_that_hangs_does_not_stop_cpu_jobs(tmp_path: Path) -> None:
+    """A driver call that blocks (a GPU falling off the bus can hang NVML for tens of seconds):
+    GPU reads wait for it, but jobs that need no GPU reading keep starting and ending, and the
+    control commands keep answering."""
+    nv.fake_reset([nv.FakeGpu(), nv.FakeGpu()])
+    queue = write_queue(
+        tmp_path,
+        """
+        [settings]
+        poll = "0.1s"
+
+        [[jobs]]
+        name = "c1"
+        cmd = "sleep 0.3"
+        gpus = 0
+
+        [[jobs]]
+        name = "c2"
+        cmd = "true"
+        gpus = 0
+        after = ["c1"]
+
+        [[jobs]]
+        name = "c3"
+        cmd = "true"
+        gpus = 0
+        after = ["c2"]
+        """,
+    )
+    release = threading.Event()
+    entered = threading.Event()
+    real = nv.nvmlDeviceGetUtilizationRates
+
+    def hanging(handle: Any) -> Any:
+        entered.set()
+        release.wait(30)
+        return real(handle)
+
+    async with engine_on_nvml(queue) as (engine, events):
+        task = asyncio.create_task(engine.run(exit_when_idle=True))
+        await until(lambda: jstate(engine, "c1") == JobState.RUNNING)
+        nv.nvmlDeviceGetUtilizationRates = hanging
+        try:
+            await until(entered.is_set, what="NVML to hang")
+            await until(
+                lambda: jstate(engine, "c3") == JobState.DONE,
+                timeout=15,
+                what="c2 and c3 to run while NVML hangs",
+            )
+            hung_throughout = not release.is_set()
+        finally:
+            release.set()
+            nv.nvmlDeviceGetUtilizationRates = real
+        assert hung_throughout
+        assert await asyncio.wait_for(task, 20) == 0
+        seen = notices(events)
+        slow = [n for n in seen if "NVML has not answered" in n]
+        assert len(slow) == 1, seen
+        await until(lambda: any("NVML answers again" in n for n in notices(events)))
+    print(f"\n{slow[0]}")
+
+
+# ---------------------------------------------------------------------------------------------
+# the log directory unwritable or full
+
+
+SIMPLE = """
+[settings]
+poll = "0.2s"
+fake_gpus = "2x80G"
+log_dir = "{log_dir}"
+
+[[jobs]]
+name = "a"
+cmd = "echo hello from a"
+gpus = 0
+
+[[jobs]]
+name = "b"
+cmd = "echo hello from b"
+mem = "10G"
+"""
+
+
+def test_log_dir_unwritable(tmp_path: Path) -> None:
+    """The log directory cannot be written: each job fails to launch with the reason and how to
+    fix it; the scheduler, the store and the queue file are fine, and a retry after the fix
+    runs them."""
+    logs = tmp_path / "logs"
+    with tmpfs(logs, readonly=True) as mounted:
+        if not mounted:
+            if os.geteuid() == 0:
+                pytest.skip("root ignores permissions and no read-only mount can be made here")
+            logs.chmod(0o500)
+        queue = write_queue(tmp_path, SIMPLE.replace("{log_dir}", "logs"))
+        before = queue.read_bytes()
+        out = finish(start_run(queue))
+        assert "failed a" in out and "failed b" in out, out
+        jobs = status(queue)
+        for name in "ab":
+            diag = jobs[name]["diagnosis"]
+            assert jobs[name]["state"] == "failed" and diag["kind"] == "launch", jobs[name]
+            assert "cannot create its log in" in diag["line"]
+            assert "fix the permissions of log_dir" in diag["hint"]
+        assert queue.read_bytes() == before
+        shown = next(line for line in out.splitlines() if "failed a" in line)
+        if mounted:
+            remount(logs, "rw")
+        else:
+            logs.chmod(0o700)
+        retry = gtui("retry", str(queue), "a", "b")
+        assert retry.returncode == 0, retry.stderr
+        finish(start_run(queue))
+        assert {n: j["state"] for n, j in status(queue).items()} == {"a": "done", "b": "done"}
+        assert "hello from a" in (logs / "a.2.log").read_text()
+    print(f"\n{shown}")
+
+
+FILLER = """
+[settings]
+poll = "0.2s"
+fake_gpus = "2x80G"
+
+[[jobs]]
+name = "filler"
+cmd = "head -c 3000000 /dev/zero | tr '\\\\0' x; echo; echo filled"
+gpus = 0
+
+[[jobs]]
+name = "quiet"
+cmd = "sleep 0.5"
+gpus = 0
+
+[[jobs]]
+name = "after-filler"
+cmd = "echo never"
+gpus = 0
+after = ["filler"]
+"""
+
+
+def test_log_disk_full(tmp_path: Path) -> None:
+    """The disk holding the logs fills up (a 1 MiB tmpfs): the job whose output no longer fits
+    fails and its diagnosis says the disk is full (its own error message could not be written);
+    a job that writes nothing still succeeds; the scheduler and its state are unharmed."""
+    logs = tmp_path / "logs"
+    with tmpfs(logs, "1m") as mounted:
+        if not mounted:
+            pytest.skip("cannot mount a small tmpfs here (test_log_file_size_limit covers it)")
+        queue = write_queue(tmp_path, FILLER)
+        out = finish(start_run(queue))
+        jobs = status(queue)
+        assert jobs["filler"]["state"] == "failed", jobs["filler"]
+        diag = jobs["filler"]["diagnosis"]
+        assert diag["kind"] == "no_space", diag
+        assert jobs["quiet"]["state"] == "done"
+        assert jobs["after-filler"]["state"] == "blocked"
+        shown = next(line for line in out.splitlines() if "failed filler" in line)
+    print(f"\n{shown}")
+
+
+def _limit_file_size() -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+
+def test_log_file_size_limit(tmp_path: Path) -> None:
+    """RLIMIT_FSIZE (ulimit -f, set by some admins) on gtui and so on its jobs: the job whose
+    log reaches it dies of SIGXFSZ and the diagnosis names the limit; other jobs, the store
+    (far below the limit) and the scheduler are unharmed."""
+    queue = write_queue(tmp_path, FILLER)
+    out = finish(start_run(queue, preexec_fn=_limit_file_size))
+    jobs = status(queue)
+    assert jobs["filler"]["state"] == "failed" and jobs["filler"]["signal"] == 25, jobs
+    assert jobs["filler"]["diagnosis"]["kind"] == "file_too_large", jobs["filler"]
+    assert jobs["quiet"]["state"] == "done"
+    assert jobs["after-filler"]["state"] == "blocked"
+    shown = next(line for line in out.splitlines() if "failed filler" in line)
+    print(f"\n{shown}")
+
+
+def test_event_log_on_a_full_device(tmp_path: Path) -> None:
+    """`gtui run > /dev/full`: one plain line and exit 2, before anything runs."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    queue = write_queue(tmp_path, SIMPLE.replace("{log_dir}", "logs"))
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "gtui", "run", str(queue)],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 2
+    assert done.stderr.strip() == "gtui: No space left on device", done.stderr
+    assert {j["state"] for j in status(queue).values()} == {"queued"}
+
+
+def test_state_dir_disk_full(tmp_path: Path) -> None:
+    """The queue's own directory (state database, exit-status files) fills up: gtui says it
+    cannot save, starts nothing more, keeps the jobs' ends in memory and saves them as soon as
+    there is room again; then it finishes with every state right."""
+    where = tmp_path / "full"
+    with tmpfs(where, "1m") as mounted:
+        if not mounted:
+            pytest.skip("cannot mount a small tmpfs here")
+        queue = write_queue(where, FILLER)
+        proc = start_run(queue)
+        log = where / "logs" / "filler.1.log"
+        wait_for(lambda: "cannot save the job states" in (proc.stdout.readline() or "x"))
+        assert proc.poll() is None, "it must wait for room, not exit"
+        log.unlink()  # free the space
+        out = finish(proc)
+        jobs = status(queue)
+        assert jobs["filler"]["state"] == "failed"
+        assert jobs["quiet"]["state"] == "done"
+        assert jobs["after-filler"]["state"] == "blocked"
+        assert "job states saved again" in out, out
+        assert check_no_orphans(queue) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# the state database locked or corrupt
+
+TWO = """
+[settings]
+poll = "0.1s"
+fake_gpus = "2x80G"
+
+[[jobs]]
+name = "a"
+cmd = "sleep 0.6; echo a"
+gpus = 0
+
+[[jobs]]
+name = "b"
+cmd = "echo b"
+gpus = 0
+after = ["a"]
+"""
+
+
+@pytest.fixture
+def short_busy_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite waits BUSY_TIMEOUT_MS (5 s) for a lock; 0.3 s here keeps the tests short."""
+    monkeypatch.setattr(store_mod, "BUSY_TIMEOUT_MS", 300)
+
+
+def hold_db_lock(db: Path, seconds: float) -> threading.Thread:
+    """Another process's write lock on the database (a user's `sqlite3` shell, say)."""
+    ready = threading.Event()
+
+    def hold() -> None:
+        conn = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+        conn.execute("BEGIN EXCLUSIVE")
+        ready.set()
+        time.sleep(seconds)
+        conn.execute("ROLLBACK")
+        conn.close()
+
+    t = threading.Thread(target=hold, daemon=True)
+    t.start()
+    ready.wait(10)
+    return t
+
+
+def test_state_db_locked_at_start(
+    tmp_path: Path, short_busy_wait: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    queue = write_queue(tmp_path, TWO)
+    assert gtui("validate", str(queue)).returncode == 0
+    db = queue_paths(queue).db
+    db.parent.mkdir(mode=0o700)
+    sqlite3.connect(db).close()
+    holder = hold_db_lock(db, 1.5)
+    rc = cli_main(["run", str(queue)])
+    err = capsys.readouterr().err
+    holder.join()
+    assert rc == 2
+    assert "is locked by another process" in err and "wait and retry" in err, err
+    assert "Traceback" not in err
+    rc = cli_main(["run", str(queue)])  # the lock is gone: it runs
+    assert rc == 0
+    print(f"\n{err.strip()}")
+
+
+async def test_state_db_locked_mid_run(tmp_path: Path, short_busy_wait: None) -> None:
+    """Another process holds the database locked while a job ends: the end is kept and shown
+    with an error saying why it is not saved; nothing starts until it is; then it is saved and
+    the queue goes on. Nothing is lost, nothing runs twice."""
+    queue = write_queue(tmp_path, TWO)
+    engine = Engine(queue)
+    events: list[Event] = []
+    engine.subscribe(events.append)
+    try:
+        task = asyncio.create_task(engine.run(exit_when_idle=True))
+        await until(lambda: engine.started and jstate(engine, "a") == JobState.RUNNING)
+        holder = hold_db_lock(queue_paths(queue).db, 2.0)
+        await until(lambda: jstate(engine, "a") == JobState.DONE, what="a done")
+        await asyncio.sleep(0.3)
+        assert jstate(engine, "b") == JobState.QUEUED, "nothing starts while unsaved"
+        assert await asyncio.wait_for(task, 20) == 0
+        holder.join()
+    finally:
+        await engine.shutdown(kill_jobs=True)
+    seen = notices(events)
+    errors = [n for n in seen if "cannot save the job states" in n]
+    assert len(errors) == 1 and "locked by another process" in errors[0], seen
+    assert any("saved again" in n for n in seen), seen
+    order = [
+        (e.job.record.name, e.job.record.state.value)
+        for e in events
+        if isinstance(e, JobChanged) and e.job.record.state.value in ("running", "done")
+    ]
+    assert order == [("a", "running"), ("a", "done"), ("b", "running"), ("b", "done")]
+    jobs = status(queue)
+    assert {n: (j["state"], j["attempt"]) for n, j in jobs.items()} == {
+        "a": ("done", 1),
+        "b": ("done", 1),
+    }
+    print(f"\n{errors[0]}")
+
+
+def _corrupt_with_garbage(db: Path) -> None:
+    for extra in (Path(f"{db}-wal"), Path(f"{db}-shm")):
+        extra.unlink(missing_ok=True)
+    db.write_bytes(b"this is not a database" * 200)
+
+
+def _corrupt_a_page(db: Path) -> None:
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(db.read_bytes())
+    for i in range(100, len(data)):  # keep the header, scramble every page
+        data[i] = (data[i] * 7 + 13) % 256
+    db.write_bytes(bytes(data))
+
+
+def _corrupt_a_record(db: Path) -> None:
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("UPDATE jobs SET data = '{not json' WHERE name = 'a'")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+
+
+def _records(db: Path) -> object:
+    """What a corrupt database still holds: its bytes, or its job rows where SQLite reads it."""
+    try:
+        conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            return conn.execute("SELECT name, state, data FROM jobs ORDER BY name").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        return db.read_bytes()
+
+
+@pytest.mark.parametrize(
+    "corrupt", [_corrupt_with_garbage, _corrupt_a_page, _corrupt_a_record], ids=lambda f: f.__name__
+)
+def test_state_db_corrupt(tmp_path: Path, corrupt: Callable[[Path], None]) -> None:
+    """A corrupt state database: every command says so and how to recover, in plain words, and
+    changes nothing (no silent fresh start); following the advice works."""
+    queue = write_queue(tmp_path, TWO)
+    finish(start_run(queue))
+    db = queue_paths(queue).db
+    corrupt(db)
+    broken = _records(db)
+    for args in (("run",), ("status",), ("kill", "a"), ("retry", "a")):
+        done = gtui(*args[:1], str(queue), *args[1:])
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert "Traceback" not in done.stderr
+        assert "is corrupt" in done.stderr and "move it aside" in done.stderr, done.stderr
+        assert _records(db) == broken, "what the broken database holds must be left as it was"
+    mv = re.search(r"mv (\S+) (\S+)", done.stderr)
+    assert mv, done.stderr
+    os.rename(mv[1], mv[2])
+    for extra in (Path(f"{db}-wal"), Path(f"{db}-shm")):
+        extra.unlink(missing_ok=True)
+    out = finish(start_run(queue))
+    assert {j["state"] for j in status(queue).values()} == {"done"}, out
+    assert _records(Path(mv[2])) == broken
+    print(f"\n{corrupt.__name__}: {done.stderr.strip()}")
+
+
+# ---------------------------------------------------------------------------------------------
+# the queue file deleted or broken while running
+
+LONG_THEN_NEXT = """
+[settings]
+poll = "0.1s"
+fake_gpus = "2x80G"
+
+[[jobs]]
+name = "a"
+cmd = "sleep 1.2"
+gpus = 0
+
+[[jobs]]
+name = "b"
+cmd = "echo b"
+gpus = 0
+after = ["a"]
+"""
+
+
+def test_queue_file_deleted_while_running(tmp_path: Path) -> None:
+    queue = write_queue(tmp_path, LONG_THEN_NEXT)
+    proc = start_run(queue)
+    wait_for(lambda: queue_paths(queue).db.exists() and state_of(queue, "a") == "running")
+    text = queue.read_text()
+    queue.unlink()
+    out = finish(proc)
+    assert proc.returncode == 0, out
+    assert "is gone; gtui keeps running the last good version" in out, out
+    assert "done a" in out and "done b" in out
+    queue.write_text(text)
+    assert {j["state"] for j in status(queue).values()} == {"done"}
+    print("\n" + next(line for line in out.splitlines() if "is gone" in line))
+
+
+def test_queue_file_broken_while_running(tmp_path: Path) -> None:
+    queue = write_queue(tmp_path, LONG_THEN_NEXT)
+    proc = start_run(queue)
+    wait_for(lambda: queue_paths(queue).db.exists() and state_of(queue, "a") == "running")
+    queue.write_text(queue.read_text().replace('name = "b"', 'name = "b'))  # a TOML error
+    out = finish(proc)
+    assert proc.returncode == 0, out
+    assert "queue file not reloaded, last good version kept" in out, out
+    assert "done a" in out and "done b" in out, out
+    print("\n" + next(line for line in out.splitlines() if "not reloaded" in line))
+
+
+# ---------------------------------------------------------------------------------------------
+# jobs that misbehave
+
+
+def test_job_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
+    queue = write_queue(
+        tmp_path,
+        """
+        [settings]
+        poll = "0.1s"
+        kill_grace = "0.5s"
+        fake_gpus = "1x80G"
+
+        [[jobs]]
+        name = "stubborn"
+        cmd = "trap '' TERM; echo started; while true; do sleep 0.1; done"
+        gpus = 1
+
+        [[jobs]]
+        name = "slow-timeout"
+        cmd = "trap '' TERM; sleep 60"
+        gpus = 0
+        timeout = "0.5s"
+
+        [[jobs]]
+        name = "next"
+        cmd = "echo next"
+        gpus = 1
+        after = ["stubborn"]
+        """,
+    )
+    proc = start_run(queue)
+    wait_for(lambda: queue_paths(queue).db.exists() and state_of(queue, "stubborn") == "running")
+    killed = gtui("kill", str(queue), "stubborn")
+    assert killed.returncode == 0, killed.stderr
+    out = finish(proc)
+    jobs = status(queue)
+    assert jobs["stubborn"]["state"] == "killed" and jobs["stubborn"]["signal"] == 9, jobs
+    assert jobs["slow-timeout"]["state"] == "failed", jobs
+    assert jobs["slow-timeout"]["diagnosis"]["kind"] == "timeout"
+    assert jobs["next"]["state"] == "blocked"
+    assert check_no_orphans(queue, wait_s=0) == []
+    print(
+        "\n" + "\n".join(line for line in out.splitlines() if "stubborn" in line or "slow" in line)
+    )
+
+
+DAEMON = """
+import os, time
+if os.fork():
+    os._exit(0)
+os.setsid()
+if os.fork():
+    os._exit(0)
+print("daemon", os.getpid(), flush=True)
+time.sleep(60)
+"""
+
+
+def test_job_with_a_daemonized_grandchild(tmp_path: Path) -> None:
+    """A job that double-forks a daemon (setsid, re-parented to init): killing the job kills
+    the daemon too. A job that ends normally and leaves its daemon: the job is done and the
+    daemon is left running (documented in RELIABILITY.md); the scheduler is not disturbed."""
+    (tmp_path / "daemon.py").write_text(DAEMON)
+    queue = write_queue(
+        tmp_path,
+        """
+        [settings]
+        poll = "0.1s"
+        kill_grace = "0.5s"
+        fake_gpus = "1x80G"
+
+        [[jobs]]
+        name = "killed-with-daemon"
+        cmd = "python3 daemon.py; sleep 60"
+        gpus = 0
+
+        [[jobs]]
+        name = "ends-leaving-daemon"
+        cmd = "python3 daemon.py; echo parent done"
+        gpus = 0
+
+        [[jobs]]
+        name = "next"
+        cmd = "echo next"
+        gpus = 1
+        after = ["ends-leaving-daemon"]
+        """,
+    )
+    proc = start_run(queue)
+    log = tmp_path / "logs" / "killed-with-daemon.1.log"
+    wait_for(lambda: log.exists() and "daemon" in log.read_text())
+    daemon_pid = int(log.read_text().split()[1])
+    daemon = psutil.Process(daemon_pid)
+    assert daemon.ppid() == 1 or daemon.ppid() != proc.pid
+    assert os.getsid(daemon_pid) != os.getsid(proc.pid)
+    assert gtui("kill", str(queue), "killed-with-daemon").returncode == 0
+    out = finish(proc)
+    wait_for(lambda: not daemon.is_running() or daemon.status() == psutil.STATUS_ZOMBIE)
+    jobs = status(queue)
+    assert jobs["killed-with-daemon"]["state"] == "killed"
+    assert jobs["ends-leaving-daemon"]["state"] == "done"
+    assert jobs["next"]["state"] == "done"
+    left = queue_processes(queue)
+    assert [p.environ()["GTUI_JOB"] for p in left] == ["ends-leaving-daemon"], out
+    print(f"\nleft running after its job ended: {[' '.join(p.cmdline())[:60] for p in left]}")
+
+
+def test_job_that_closes_its_stdout(tmp_path: Path) -> None:
+    queue = write_queue(
+        tmp_path,
+        """
+        [settings]
+        poll = "0.1s"
+        fake_gpus = "1x80G"
+
+        [[jobs]]
+        name = "closes-quietly"
+        cmd = "exec >&- 2>&-; sleep 0.2; exit 0"
+        gpus = 0
+
+        [[jobs]]
+        name = "closes-then-writes"
+        cmd = "exec >&-; echo lost"
+        gpus = 0
+
+        [[jobs]]
+        name = "next"
+        cmd = "echo next"
+        after = ["closes-quietly"]
+        """,
+    )
+    out = finish(start_run(queue))
+    jobs = status(queue)
+    assert jobs["closes-quietly"]["state"] == "done"
+    assert jobs["next"]["state"] == "done"
+    bad = jobs["closes-then-writes"]
+    assert bad["state"] == "failed" and bad["exit_code"] == 1
+    assert "write error: Bad file descriptor" in bad["diagnosis"]["line"]
+    print(
+        "\n"
+        + next(line for line in out.splitlines() if "closes-then-writes" in line and "fail" in line)
+    )
+
+
+FLOOD = """
+import sys, time
+end = time.time() + float(sys.argv[1])
+i = 0
+while time.time() < end:
+    for _ in range(100):
+        sys.stdout.write(f"\\rstep {i} loss 0.{i % 997:03d}")
+        i += 1
+    sys.stdout.flush()
+    time.sleep(0.01)
+sys.stdout.write(f"\\rwrote {i} records")
+sys.exit(int(sys.argv[2]))
+"""
+
+
+def test_ten_thousand_records_a_second_without_newline(tmp_path: Path) -> None:
+    """A job writes about 10,000 progress records a second with no newline (tqdm-style \\r)
+    for 3 s: the scheduler stays responsive (status answers, another job starts and ends on
+    time), the whole output reaches the log, and the failure diagnosis stays one short line."""
+    (tmp_path / "flood.py").write_text(FLOOD)
+    queue = write_queue(
+        tmp_path,
+        """
+        [settings]
+        poll = "0.2s"
+        fake_gpus = "1x80G"
+
+        [[jobs]]
+        name = "flood"
+        cmd = "python3 flood.py 3 3"
+        gpus = 0
+
+        [[jobs]]
+        name = "meanwhile"
+        cmd = "sleep 0.5; echo ok"
+        gpus = 0
+        """,
+    )
+    proc = start_run(queue)
+    wait_for(lambda: queue_paths(queue).db.exists() and state_of(queue, "flood") == "running")
+    answered = 0
+    while proc.poll() is None and state_of(queue, "flood") == "running":
+        answered += 1
+        time.sleep(0.1)
+    finish(proc)
+    jobs = status(queue)
+    assert jobs["meanwhile"]["state"] == "done"
+    flood = jobs["flood"]
+    assert flood["state"] == "failed" and flood["exit_code"] == 3
+    log = (tmp_path / "logs" / "flood.1.log").read_bytes()
+    total = int(re.search(rb"wrote (\d+) records", log)[1])  # type: ignore[index]
+    assert log.count(b"\r") == total + 1, "every record reaches the log"
+    assert total > 10_000
+    assert b"\n" not in log
+    assert len(flood["diagnosis"]["line"]) <= 400, flood["diagnosis"]
+    assert answered >= 5
+    print(
+        f"\n{total} records in {len(log)} bytes; status answered {answered} times meanwhile; "
+        f"diagnosis: {flood['diagnosis']['kind']}: {flood['diagnosis']['line'][:80]}"
+    )
+
+
+def test_a_second_scheduler_is_refused(tmp_path: Path) -> None:
+    """Two `gtui run` on one queue: the second exits 3 naming the first; nothing runs twice."""
+    queue = write_queue(tmp_path, LONG_THEN_NEXT)
+    first = start_run(queue)
+    wait_for(lambda: queue_paths(queue).db.exists() and state_of(queue, "a") == "running")
+    second = gtui("run", str(queue))
+    assert second.returncode == 3, second.stderr
+    assert f"pid {first.pid}" in second.stderr
+    finish(first)
+    assert {j["attempt"] for j in status(queue).values()} == {1}
