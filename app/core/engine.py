@@ -148,6 +148,13 @@ class Engine:
         self._nvml_read: asyncio.Future[GpuSnapshot] | None = None  # a read in flight
         self._nvml_slow = False
         self._fresh_pass = False  # a job's end just read the GPUs and ran a pass (see run)
+        self._version = 0  # bumped by every commit and queue change: see _active_names
+        self._active_at = -1
+        self._active: list[str] = []
+        self._cands_at = -1
+        self._cands_list: list[Candidate] = []
+        self._blocked_at = -1
+        self._said: tuple[int, dict[str, str]] = (-1, {})  # (version, reasons) last published
         self._last_poll = 0.0  # monotonic time of the loop's last GPU read and pass
         # name -> (spec, mem, queued_since, state, Candidate): see _decide
         self._candidates: dict[str, tuple[JobSpec, int | None, float, JobState, Candidate]] = {}
@@ -352,7 +359,7 @@ class Engine:
         """Nothing runs and nothing more can start without a person (``gtui run`` exits)."""
         if self._unsaved:
             return False  # exit only once every end is saved (a full disk: until space frees)
-        if any(self._records[n].active for n in self._all_names()):
+        if self._active_names():
             return False
         if self._paused:
             return True
@@ -433,6 +440,7 @@ class Engine:
         in_file = set(self._order)
         self._names = self._order + [n for n in records if n not in in_file]
         self._index = {n: i for i, n in enumerate(self._order)}
+        self._version += 1
         if changed:
             self._store.save_many(changed)
         for name in removed:
@@ -629,7 +637,7 @@ class Engine:
 
     def _usage(self) -> list[JobUsage]:
         out = []
-        for name in self._all_names():
+        for name in self._active_names():
             rec = self._records[name]
             if rec.active and rec.pid and rec.gpus:
                 out.append(
@@ -652,7 +660,7 @@ class Engine:
                 on_gpu.setdefault(p.pid, []).append((gpu.index, p.mem_mib))
         if not on_gpu:
             return
-        active = [self._records[n] for n in self._all_names() if self._records[n].active]
+        active = [self._records[n] for n in self._active_names() if self._records[n].active]
         roots = {rec.pid for rec in active if rec.pid}
         # Walk process trees (psutil, costly) only when some GPU process is not a job's root.
         need_trees = any(pid not in roots for pid in on_gpu)
@@ -682,7 +690,7 @@ class Engine:
     def _publish_gpus(self) -> None:
         ours: dict[int, list[str]] = {}
         ours_mib: dict[int, int] = {}
-        for name in self._all_names():
+        for name in self._active_names():
             rec = self._records[name]
             if not rec.active:
                 continue
@@ -714,7 +722,7 @@ class Engine:
     async def _watch_logs(self) -> None:
         while True:
             await asyncio.sleep(LOG_WATCH_S)
-            for name in self._all_names():
+            for name in self._active_names():
                 rec = self._records[name]
                 if not rec.active or not rec.log:
                     continue
@@ -732,10 +740,43 @@ class Engine:
         reuses each waiting job's Candidate while nothing it holds changed (building 2,000 of
         them was half of a pass: benchmarks/throughput.py), and hands the policy a view of the
         states instead of a copy."""
-        candidates = []
         allocations = []
         running = 0
         records, specs = self._records, self._specs
+        candidates = self._waiting_candidates(records, specs)
+        for name in self._active_names():
+            rec = records[name]
+            if rec.active:
+                running += 1
+                if rec.gpus:
+                    allocations.append(
+                        Allocation(
+                            name=name,
+                            gpus=rec.gpus,
+                            mem_mib=rec.mem_mib,
+                            observed_mib=self._observed.get(name, {}),
+                        )
+                    )
+        return place(
+            self._snapshot,
+            candidates,
+            allocations,
+            self._settings,
+            dep_states=_StateView(records),
+            running_count=running,
+            now=now,
+            queue_paused=self._paused,
+        )
+
+    def _waiting_candidates(
+        self, records: dict[str, JobRecord], specs: dict[str, JobSpec]
+    ) -> list[Candidate]:
+        """The waiting jobs as the policy takes them, in queue order. The list is kept until
+        the next commit or queue change (nothing a Candidate holds changes without one); each
+        Candidate is kept while its job's spec, memory, state and place are the same."""
+        if self._cands_at == self._version:
+            return self._cands_list
+        candidates = []
         cache = self._candidates
         queued, held = JobState.QUEUED, JobState.HELD
         for index, name in enumerate(self._order):
@@ -771,29 +812,9 @@ class Engine:
             waiting = {c.name for c in candidates}
             for name in [n for n in cache if n not in waiting]:
                 del cache[name]
-        for name in self._all_names():
-            rec = records[name]
-            if rec.active:
-                running += 1
-                if rec.gpus:
-                    allocations.append(
-                        Allocation(
-                            name=name,
-                            gpus=rec.gpus,
-                            mem_mib=rec.mem_mib,
-                            observed_mib=self._observed.get(name, {}),
-                        )
-                    )
-        return place(
-            self._snapshot,
-            candidates,
-            allocations,
-            self._settings,
-            dep_states=_StateView(records),
-            running_count=running,
-            now=now,
-            queue_paused=self._paused,
-        )
+        self._cands_list = candidates
+        self._cands_at = self._version
+        return candidates
 
     def _schedule(self) -> None:
         """One placement pass: block what can never run, start what can, explain the rest."""
@@ -804,6 +825,8 @@ class Engine:
         self._last_decision = decision
         for start in decision.starts if self._dispatch and not self._unsaved else ():
             self._start_job(start.name, start.gpus)
+        if self._said == (self._version, decision.reasons):
+            return  # the same jobs wait for the same reasons: nothing to tell (a poll at rest)
         changed = []
         for name, reason in decision.reasons.items():
             rec = self._records.get(name)
@@ -813,6 +836,7 @@ class Engine:
         for rec in changed:
             self._publish(JobChanged(self._view(rec.name)))
         self._summarize(decision.reasons)
+        self._said = (self._version, decision.reasons)
 
     def _summarize(self, reasons: dict[str, str]) -> None:
         waiting = [n for n in self._order if self._records[n].state == JobState.QUEUED]
@@ -834,6 +858,8 @@ class Engine:
 
     def _block_dependents(self) -> None:
         """A waiting job whose ``after`` failed or was killed can never run: blocked."""
+        if self._blocked_at == self._version:
+            return  # no commit since the last check: no job failed, none started waiting
         changed = True
         specs = self._specs
         while changed:
@@ -856,6 +882,7 @@ class Engine:
                     self._commit(rec)
                     self._publish(JobChanged(self._view(name)))
                     changed = True
+        self._blocked_at = self._version
 
     def _job_env(self, spec: JobSpec, rec: JobRecord, gpus: tuple[int, ...]) -> dict[str, str]:
         env = dict(self._settings.env)
@@ -1080,6 +1107,17 @@ class Engine:
     def _index_of(self, name: str) -> int:
         return self._index.get(name, len(self._order))
 
+    def _active_names(self) -> list[str]:
+        """The running and suspended jobs, in queue order; worked out again only after a
+        commit or a queue change (every state change is committed first). With 10,000 jobs,
+        the per-poll walks over every job for the few running ones were a third of an idle
+        dashboard's CPU (benchmarks/dashboard.py). Callers still check ``rec.active``."""
+        if self._active_at != self._version:
+            records = self._records
+            self._active = [n for n in self._names if records[n].active]
+            self._active_at = self._version
+        return self._active
+
     def _view(self, name: str, order: int | None = None) -> JobView:
         return freeze(
             self._specs[name], self._records[name], self._index_of(name) if order is None else order
@@ -1090,6 +1128,7 @@ class Engine:
         disk full) the change is kept, the user told, no job started, and it is saved again at
         every poll; the jobs' exit-status files cover a crash meanwhile. False: not saved."""
         assert self._store is not None
+        self._version += 1  # every transition passes here: see _active_names
         if not self._unsaved:
             try:
                 self._store.save(rec)
