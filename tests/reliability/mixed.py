@@ -266,7 +266,8 @@ def crash_run(directory: Path, seed: int, n_jobs: int = 12) -> RunResult:
 def load_records(queue: Path) -> dict[str, JobRecord]:
     store = Store(queue_paths(queue).db, readonly=True)
     try:
-        return store.load()
+        records: dict[str, JobRecord] = store.load()
+        return records
     finally:
         store.close()
 
@@ -309,8 +310,8 @@ def check_runs(mixed: Mixed) -> list[str]:
     """From the jobs' side: each attempt started exactly once, no attempt beyond the last."""
     seen: Counter[tuple[str, int]] = Counter()
     for line in mixed.runs.read_text().splitlines():
-        name, attempt, _pid = line.split()
-        seen[(name, int(attempt))] += 1
+        job, number, _pid = line.split()
+        seen[(job, int(number))] += 1
     problems = []
     for name, exp in mixed.expect.items():
         for attempt in range(1, exp.attempts + 1):

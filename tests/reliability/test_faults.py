@@ -415,7 +415,9 @@ def test_state_dir_disk_full(tmp_path: Path) -> None:
         queue = write_queue(where, FILLER)
         proc = start_run(queue)
         log = where / "logs" / "filler.1.log"
-        wait_for(lambda: "cannot save the job states" in (proc.stdout.readline() or "x"))
+        assert proc.stdout is not None
+        stdout = proc.stdout
+        wait_for(lambda: "cannot save the job states" in (stdout.readline() or "x"))
         assert proc.poll() is None, "it must wait for room, not exit"
         log.unlink()  # free the space
         out = finish(proc)

@@ -16,6 +16,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -66,7 +67,7 @@ def other_user() -> Iterator[pwd.struct_passwd]:
         subprocess.run(["userdel", name], capture_output=True)
 
 
-def as_user(user: pwd.struct_passwd, *argv: str, **kw: object) -> subprocess.CompletedProcess[str]:
+def as_user(user: pwd.struct_passwd, *argv: str, **kw: Any) -> subprocess.CompletedProcess[str]:
     """Run ``argv`` as ``user`` with a clean environment (no way to borrow ours)."""
     env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}
     return subprocess.run(
@@ -82,7 +83,7 @@ def as_user(user: pwd.struct_passwd, *argv: str, **kw: object) -> subprocess.Com
         text=True,
         env=env,
         timeout=30,
-        **kw,  # type: ignore[arg-type]
+        **kw,
     )
 
 
