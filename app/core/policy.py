@@ -59,7 +59,7 @@ HELD_REASON = "held by you"
 PAUSED_REASON = "queue paused"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """A job that could start now (state queued or held)."""
 
@@ -71,6 +71,14 @@ class Candidate:
     after: tuple[str, ...] = ()
     waiting_since: float = 0.0
     held: bool = False
+    # Worked out once per Candidate (the engine keeps them between passes), so the pass makes
+    # no tuple per job and tests one flag for the jobs that need no special care.
+    shape: tuple[int, int | None] = field(init=False, repr=False, compare=False)
+    special: bool = field(init=False, repr=False, compare=False)  # held, or has `after`
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", (self.gpus, self.mem_mib))
+        object.__setattr__(self, "special", self.held or bool(self.after))
 
 
 @dataclass(frozen=True)
@@ -488,20 +496,18 @@ class _Pass:
         any_failure = grew_after_a_failure = False
         probe: int | None = None  # least mem among jobs that wait for GPUs (for `reserved`)
         rest = 0 if limit and running >= limit else len(ranked)  # where max_parallel is hit
-        for pos in range(rest):
-            c = ranked[pos]
-            if c.held:
-                reasons[c.name] = HELD_REASON
-                continue
-            after = c.after
-            if after:
-                ar = after_cache.get(after)
+        for pos, c in enumerate(ranked if rest == len(ranked) else ranked[:rest]):
+            key = c.shape
+            if c.special:  # held, or waits for other jobs (most jobs are neither: one test)
+                if c.held:
+                    reasons[c.name] = HELD_REASON
+                    continue
+                ar = after_cache.get(c.after)
                 if ar is None:
-                    ar = after_cache[after] = self.after_reason(after) or ""
+                    ar = after_cache[c.after] = self.after_reason(c.after) or ""
                 if ar:
                     reasons[c.name] = ar
                     continue
-            key = (c.gpus, c.mem_mib)
             r = dead_get(key)
             if r is not None:
                 reasons[c.name] = r
