@@ -67,10 +67,13 @@ class EventLog:
         elapsed = ""
         if rec.started_at and rec.ended_at:
             elapsed = f" after {format_duration(rec.ended_at - rec.started_at)}"
-        status = (
-            f"signal {rec.signal}" if rec.signal is not None else f"exit {rec.exit_code}"
-        )
         diag = rec.diagnosis
+        if rec.signal is not None:
+            status = f"signal {rec.signal}"
+        elif rec.exit_code is not None:
+            status = f"exit {rec.exit_code}"
+        else:  # it never started (launch), or ended while gtui was down and left no status
+            status = "not started" if diag and diag.kind == "launch" else "exit status unknown"
         why = f": {diag.kind}: {diag.line} (hint: {diag.hint})" if diag else ""
         if rec.state == JobState.DONE:
             self.line(f"done {name}{elapsed} (exit 0)")

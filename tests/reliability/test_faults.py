@@ -311,6 +311,7 @@ def test_log_dir_unwritable(tmp_path: Path) -> None:
             assert "fix the permissions of log_dir" in diag["hint"]
         assert queue.read_bytes() == before
         shown = next(line for line in out.splitlines() if "failed a" in line)
+        assert "(not started): launch: job a: cannot create its log in" in shown, shown
         if mounted:
             remount(logs, "rw")
         else:
