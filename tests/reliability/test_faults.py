@@ -792,7 +792,7 @@ import sys, time
 end = time.time() + float(sys.argv[1])
 i = 0
 while time.time() < end:
-    for _ in range(100):
+    for _ in range(130):
         sys.stdout.write(f"\\rstep {i} loss 0.{i % 997:03d}")
         i += 1
     sys.stdout.flush()
@@ -846,6 +846,61 @@ def test_ten_thousand_records_a_second_without_newline(tmp_path: Path) -> None:
     print(
         f"\n{total} records in {len(log)} bytes; status answered {answered} times meanwhile; "
         f"diagnosis: {flood['diagnosis']['kind']}: {flood['diagnosis']['line'][:80]}"
+    )
+
+
+async def test_the_dashboard_follows_a_flood_without_newlines(tmp_path: Path) -> None:
+    """The same flood, followed live in the dashboard's log panel: the panel shows a bounded
+    window (the last progress record, as a terminal would after its carriage returns), keys keep
+    working throughout, and the other job still starts and ends."""
+    from gtui.ui.app import GtuiApp
+    from gtui.ui.widgets.log_view import LogView
+
+    (tmp_path / "flood.py").write_text(FLOOD)
+    queue = write_queue(
+        tmp_path,
+        """
+        [settings]
+        poll = "0.2s"
+        fake_gpus = "1x80G"
+
+        [[jobs]]
+        name = "flood"
+        cmd = "python3 flood.py 3 0"
+        gpus = 0
+
+        [[jobs]]
+        name = "meanwhile"
+        cmd = "sleep 0.5; echo ok"
+        gpus = 0
+        """,
+    )
+    engine = Engine(queue)
+    app = GtuiApp(engine, host="testhost")
+    widest = 0
+    presses = 0
+    try:
+        async with app.run_test(size=(120, 30)) as pilot:
+            while not (app.main.ready and app.main.table.select("flood")):
+                await pilot.pause(0.05)
+            await pilot.press("enter")
+            log = app.main.query_one(LogView)
+            while jstate(engine, "flood") != JobState.DONE:
+                await pilot.press("f", "f")  # follow off and on: the keys are handled
+                presses += 2
+                await pilot.pause(0.1)
+                widest = max(widest, len(log.text().plain))
+            assert jstate(engine, "meanwhile") == JobState.DONE
+            await until(lambda: "records" in log.text().plain, what="the last record shown")
+            shown = log.text().plain
+    finally:
+        await engine.shutdown(kill_jobs=True)
+    size = (tmp_path / "logs" / "flood.1.log").stat().st_size
+    assert presses >= 10
+    assert widest <= 120 * 30, f"the panel holds {widest} characters of a {size}-byte log"
+    print(
+        f"\nlog {size} bytes, no newline; the panel showed at most {widest} characters; "
+        f"{presses} keys handled meanwhile; last: {shown.strip()[-40:]!r}"
     )
 
 
