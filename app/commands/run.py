@@ -44,7 +44,7 @@ class EventLog:
             if event.paused != self._paused:
                 self._paused = event.paused
                 self.line("queue paused: no new starts" if event.paused else "queue resumed")
-        elif isinstance(event, WaitingSummary):
+        elif isinstance(event, WaitingSummary) and event.text:
             self.line(event.text)
 
     def _job(self, event: JobChanged) -> None:

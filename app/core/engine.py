@@ -853,8 +853,7 @@ class Engine:
             text = f"{len(waiting)} waiting: " + "; ".join(parts)
         if text != self._summary:
             self._summary = text
-            if text:
-                self._publish(WaitingSummary(text))
+            self._publish(WaitingSummary(text))  # "" once nothing waits: the old one is stale
 
     def _block_dependents(self) -> None:
         """A waiting job whose ``after`` failed or was killed can never run: blocked."""
