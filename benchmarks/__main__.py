@@ -53,7 +53,9 @@ def table(sections: list[Section]) -> str:
     return "\n".join(lines)
 
 
-def report(sections: list[Section], quick: bool, started: str, total_s: float) -> str:
+def report(
+    sections: list[Section], quick: bool, started: str, total_s: float, host: dict[str, str]
+) -> str:
     out = [
         "# gtui benchmarks",
         "",
@@ -65,7 +67,7 @@ def report(sections: list[Section], quick: bool, started: str, total_s: float) -
         "",
         "| | |",
         "| --- | --- |",
-        *(f"| {k} | {_cell(v)} |" for k, v in machine().items()),
+        *(f"| {k} | {_cell(v)} |" for k, v in host.items()),
         "",
         "Timings on a shared 2-core machine are noisy: other engineers' tests ran at the same "
         "time. Each figure that depends on the machine's speed stands beside a baseline taken "
@@ -102,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown benchmark {', '.join(unknown)}; choose from {', '.join(SUITE)}")
     started = time.strftime("%Y-%m-%d %H:%M %Z")
+    host = machine()  # before the run: the load average others left
     t0 = time.perf_counter()
     sections = []
     for name in names:
@@ -113,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     total = time.perf_counter() - t0
     print()
     print(table(sections))
-    ns.out.write_text(report(sections, ns.quick, started, total))
+    ns.out.write_text(report(sections, ns.quick, started, total, host))
     print(f"\nwrote {ns.out} ({total:.0f} s)")
     return 1 if any(s.error for s in sections) else 0
 

@@ -70,7 +70,8 @@ def run(quick: bool) -> Section:
         floor = time_cli([sys.executable, "-c", "import gtui.cli, gtui.core.queuefile"], repeats)
         loads = []
         for _ in range(repeats):
-            queuefile._last_parse = None  # a first load: scan and parse included
+            queuefile._last_parse = None  # a first load: scan, parse and expansion included
+            queuefile._last_expansion = None
             t0 = time.perf_counter()
             load_queue(queue)
             loads.append(time.perf_counter() - t0)
