@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from gtui.core.errors import EXIT_BAD_INPUT, GtuiError
 from gtui.core.gpus.backend import open_backend
 from gtui.core.gpus.fake import FakeBackend, FakeGpu, parse_fake_spec
 from gtui.core.gpus.nvml import NvmlBackend
 from gtui.core.gpus.snapshot import JobUsage
-from hypothesis import given
-from hypothesis import strategies as st
 
 G = 1024
 

@@ -11,6 +11,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+
 from gtui.core.gpus.nvml import NvmlBackend
 
 FAKE_FILE = Path(__file__).parent / "fake_pynvml" / "pynvml" / "__init__.py"
