@@ -143,6 +143,7 @@ def test_launcher_script_keeps_the_environment_and_the_directory(
     wait(out.exists, what="the launcher's output")
     wait(lambda: out.read_text().strip() != "")
     assert out.read_text().strip() == f"it's kept; $HOME too|{work}"
+    assert not script.exists()  # it removes itself: the environment is not left on disk
 
 
 def test_ls_lists_sessions_and_attach_needs_a_terminal(tmux_server: Path, tmp_path: Path) -> None:

@@ -126,6 +126,18 @@ async def test_shows_the_queue_in_order_with_running_and_failed_jobs(queue: Path
         assert "1 running" in header and "1 failed" in header
 
 
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+async def test_footer_shows_every_key_at_80_and_200_columns(
+    queue: Path, size: tuple[int, int]
+) -> None:
+    async with dashboard(queue, size=size) as (app, pilot, _engine):
+        await pilot.pause(0.2)
+        text = screen_text(app)
+        footer = " ".join(text.splitlines()[-2:])
+        for k in KEYS:
+            assert f"{k.shown} {k.label}" in footer, k
+
+
 async def test_add_form_adds_a_job_to_the_engine_and_the_file(queue: Path) -> None:
     async with dashboard(queue) as (app, pilot, engine):
         await pilot.press("a")
@@ -339,7 +351,7 @@ async def test_command_palette_offers_and_runs_every_action(queue: Path) -> None
         assert {k.palette for k in KEYS} <= titles
         await pilot.press("ctrl+p")
         await pilot.pause(0.2)
-        await pilot.press(*"Pause or resume the whole")
+        await pilot.press(*"whole q")
         await pilot.pause(0.5)
         await pilot.press("enter")
         await until(pilot, lambda: engine.paused, what="the palette's pause")
@@ -392,6 +404,13 @@ async def test_quit_can_kill_the_running_jobs(queue: Path) -> None:
         await asyncio.sleep(0.1)
         assert pid is not None
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    # Recorded as killed (by you), not left "running" for the next start to guess about.
+    again = Engine(queue, fake_gpus="2x80G")
+    await again.start()
+    try:
+        assert again.view("long").record.state == JobState.KILLED
+    finally:
+        await again.shutdown()
 
 
 async def test_log_follows_a_job_that_writes(tmp_path: Path) -> None:
@@ -404,7 +423,7 @@ async def test_log_follows_a_job_that_writes(tmp_path: Path) -> None:
         [[jobs]]
         name = "talker"
         gpus = 0
-        cmd = "for i in $(seq 1 400); do printf 'step %d\\\\r step %d done\\\\n' $i $i; sleep 0.01; done; sleep 30"
+        cmd = "for i in $(seq 1 400); do printf 'step %d\\\\r step %d done\\\\n' $i $i; [ $((i % 100)) = 0 ] && sleep 0.2; done; sleep 30"
         """,
     )
     async with dashboard(q) as (app, pilot, _engine):

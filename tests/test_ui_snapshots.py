@@ -124,7 +124,7 @@ def settled(*keys: str) -> Callable[[Pilot[int]], Awaitable[None]]:
         await pilot.pause(0.2)
         for k in keys:
             await pilot.press(k)
-            await pilot.pause(0.1)
+            await pilot.pause(0.02)
         await pilot.pause(0.3)
         for inp in app.screen.query(Input):
             inp.cursor_blink = False  # a blinking cursor would make the picture random

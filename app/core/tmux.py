@@ -153,7 +153,11 @@ def launcher_script(argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> s
     python. The script exports the caller's variables first. If the command fails, it waits for
     a key, so the error stays on screen instead of the session vanishing with it.
     """
-    lines = ["#!/bin/sh", "# written by gtui: the dashboard's tmux session runs this"]
+    lines = [
+        "#!/bin/sh",
+        "# written by gtui: the dashboard's tmux session runs this once, then it is gone",
+        'rm -f -- "$0"  # it holds the environment (tokens too): not left on disk',
+    ]
     for k, v in sorted(env.items()):
         if k in _SKIP_ENV or not k.replace("_", "a").isalnum() or k[0].isdigit():
             continue

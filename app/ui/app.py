@@ -152,6 +152,16 @@ class GtuiApp(App[int]):
         if self._shut_down:
             return
         self._shut_down = True
+        if kill_jobs:
+            # Kill through the command first, while the engine still records what ends: the
+            # jobs are then "killed" in the store, not "running" until the next start finds
+            # them gone.
+            active = [v.spec.name for v in self.engine.jobs() if v.record.active]
+            if active:
+                try:
+                    await self.engine.kill(active)
+                except GtuiError as e:
+                    self.notify(str(e), severity="error", markup=False)
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None

@@ -528,11 +528,13 @@ class MainScreen(Screen[None]):
         n = len(active)
         names = ", ".join(active[:5]) + (f" and {n - 5} more" if n > 5 else "")
         q = self.engine.queue_path.name
+        it, they = ("it", "it") if n == 1 else ("they", "them")
         body = (
             f"{n} job{'s' if n > 1 else ''} running: {names}.\n\n"
-            f"If you quit, {'they keep' if n > 1 else 'it keeps'} running, and gtui re-adopts "
-            f"{'them' if n > 1 else 'it'} the next time it opens {q}. No queued job starts "
-            "until then.\nOr kill them now, then quit."
+            f"Leave: {it} keep{'s' if n == 1 else ''} running, and gtui re-adopts {they} the "
+            f"next time it opens {q}. No queued job starts until then.\n"
+            f"Kill: {it} get{'s' if n == 1 else ''} SIGTERM (SIGKILL after kill_grace), "
+            "then gtui quits."
         )
         if self.in_tmux or os.environ.get("TMUX"):
             body += "\n\nTo keep the dashboard running too, detach instead: ctrl+b d."
@@ -546,8 +548,8 @@ class MainScreen(Screen[None]):
                 "Quit gtui?",
                 body,
                 [
-                    Choice("q", "Quit, leave them running", "leave", "primary"),
-                    Choice("k", "Kill them, then quit", "kill", "error"),
+                    Choice("q", "Leave running", "leave", "primary"),
+                    Choice("k", "Kill, quit", "kill", "error"),
                 ],
             ),
             chosen,

@@ -52,7 +52,7 @@ def diagnosis_text(view: JobView, oom_grow: float) -> Text | None:
                 bits.append(f"peak {format_mib(rec.peak_mib)}")
             if now is not None and asked is not None and now > asked:
                 bits.append(f"the retry asks {format_mib(now)} (oom_grow {oom_grow:g})")
-            if bits:
+            if len(bits) > 1:  # "asked 10G" alone says nothing the queue table does not
                 t.append("\n" + "; ".join(bits))
         if rec.state == JobState.QUEUED:
             t.append("\nit will run again (retries left)", style="yellow")
