@@ -25,6 +25,8 @@ from gtui.ui.screens.confirm import ConfirmScreen
 from gtui.ui.screens.filter import FilterScreen
 from gtui.ui.screens.help import HelpScreen
 from gtui.ui.screens.job_form import JobForm
+from gtui.ui.widgets.job_table import JobTable
+from gtui.ui.widgets.keybar import KeyBar
 from gtui.ui.widgets.log_view import LogView
 from tests.conftest import write_queue
 
@@ -343,6 +345,20 @@ async def test_help_screen_lists_every_key(queue: Path) -> None:
             assert f"{k.shown} {k.help[:40]}" in text
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
+
+
+async def test_the_mouse_works_too(queue: Path) -> None:
+    """Clicking a key in the footer runs it; clicking a row selects it."""
+    async with dashboard(queue) as (app, pilot, _engine):
+        bar = app.main.query_one(KeyBar)
+        lines = bar.render().plain.splitlines()
+        y = next(i for i, line in enumerate(lines) if "? Help" in line)
+        await pilot.click(KeyBar, offset=(lines[y].index("? Help") + 2, y))
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
+        await pilot.click(JobTable, offset=(5, 3))  # line 0 is the header: 1 long, 2 bad, 3 w1
+        await until(pilot, lambda: app.main.table.selected == "w1")
 
 
 async def test_command_palette_offers_and_runs_every_action(queue: Path) -> None:
