@@ -411,3 +411,34 @@ def test_without_gpus_cpu_jobs_still_run_and_gtui_run_ends(tmp_path: Path) -> No
     assert "done cpu" in out.stdout
     assert "no NVIDIA GPU" in out.stdout or "no NVIDIA GPU" in out.stderr
     assert "Traceback" not in out.stdout + out.stderr
+
+
+async def test_shutdown_with_kill_records_the_jobs_as_killed(tmp_path: Path) -> None:
+    from gtui.core.store import Store
+
+    q = write_queue(
+        tmp_path,
+        """
+        [settings]
+        kill_grace = "1s"
+        [[jobs]]
+        name = "long"
+        gpus = 0
+        cmd = "sleep 30"
+        [[jobs]]
+        name = "next"
+        gpus = 0
+        after = ["long"]
+        cmd = "true"
+        """,
+    )
+    engine = Engine(q, fake_gpus="1x80G")
+    task = asyncio.create_task(engine.run())
+    await wait_for(lambda: states(engine).get("long") == "running")
+    pid = engine.view("long").record.pid
+    await engine.shutdown(kill_jobs=True)
+    task.cancel()
+    stored = Store(engine.paths.db).load()
+    assert stored["long"].state == JobState.KILLED
+    assert stored["next"].state != JobState.RUNNING  # nothing started during the shutdown
+    assert pid and not (psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie")

@@ -312,13 +312,15 @@ class Engine:
 
     async def shutdown(self, *, kill_jobs: bool = False) -> None:
         """Stop scheduling and release the queue; running jobs go on unless ``kill_jobs``."""
-        self._stopping = True
-        if self._wake is not None:
-            self._wake.set()
-        if kill_jobs:
+        self._dispatch = False  # nothing new starts from here on
+        if kill_jobs and self._started:
+            # Kill while the watchers still record the ends: the jobs are stored as killed.
             active = [n for n in self._all_names() if self._records[n].active]
             if active:
                 await self.kill(active)
+        self._stopping = True
+        if self._wake is not None:
+            self._wake.set()
         for handle in self._timeouts.values():
             handle.cancel()
         self._timeouts.clear()
