@@ -448,3 +448,23 @@ async def test_log_follows_a_job_that_writes(tmp_path: Path) -> None:
         await until(pilot, lambda: "step 400 done" in log.text().plain, timeout=20)
         text = log.text().plain
         assert "\r" not in text and "step 400\n" not in text
+
+
+async def test_at_80_columns_a_failed_jobs_diagnosis_takes_the_side_until_enter(
+    queue: Path,
+) -> None:
+    from gtui.ui.widgets.diagnosis import DiagnosisPanel
+
+    async with dashboard(queue, size=(80, 24)) as (app, pilot, engine):
+        await until(pilot, lambda: state(engine, "bad") == JobState.FAILED)
+        await select(pilot, app, "bad")
+        log = app.main.query_one(LogView)
+        diagnosis = app.main.query_one(DiagnosisPanel)
+        await until(pilot, lambda: diagnosis.display and not log.display, what="diagnosis only")
+        assert "ModuleNotFoundError" in screen_text(app)
+        await pilot.press("enter")  # the log comes back, focused
+        await pilot.pause()
+        assert log.display and app.focused is log
+        await pilot.press("escape")
+        await select(pilot, app, "long")  # a running job: the log, no diagnosis
+        await until(pilot, lambda: log.display and not diagnosis.display, what="log again")

@@ -243,7 +243,15 @@ class MainScreen(Screen[None]):
             )
             log.show(path, placeholder)
         diag.show_job(view, self.engine.settings.oom_grow)
+        self._fit_side(log_wanted=False)
         self._update_log_title()
+
+    def _fit_side(self, *, log_wanted: bool) -> None:
+        """At 80 columns the side panel is short: a diagnosis (what to do next) takes it whole,
+        until you ask for the log (enter)."""
+        diagnosed = bool(self.query_one(DiagnosisPanel).display) and not log_wanted
+        for side in self.query("#side"):
+            side.set_class(diagnosed, "-diagnosed")
 
     def _refresh_log(self) -> None:
         """Throttled: a job printing as fast as it can repaints the log a few times a second."""
@@ -486,6 +494,7 @@ class MainScreen(Screen[None]):
 
     def action_focus_log(self) -> None:
         if self._selected_view() is not None:
+            self._fit_side(log_wanted=True)
             self.log_view.focus()
 
     def action_back(self) -> None:
