@@ -18,7 +18,17 @@ from pathlib import Path
 from benchmarks.common import Row, Section, machine
 
 REPO = Path(__file__).resolve().parent.parent
-SUITE = ["end_to_start", "throughput", "extreme", "placement", "validate", "dashboard", "simulate"]
+SUITE = [
+    "end_to_start",
+    "throughput",
+    "extreme",
+    "placement",
+    "validate",
+    "dashboard",
+    "ui_latency",  # the dashboard in a real terminal (tmux); the dashboard engineer's
+    "simulate",
+]
+FULL_ONLY = {"ui_latency"}  # keeps --quick under two minutes on 2 cores
 NOTES = Path(__file__).with_name("OPTIMIZATIONS.md")
 
 
@@ -99,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "BENCHMARKS.md", help="where to write")
     ap.add_argument("--only", default="", help=f"comma-separated subset of {','.join(SUITE)}")
     ns = ap.parse_args(argv)
-    names = [n.strip() for n in ns.only.split(",") if n.strip()] or SUITE
+    names = [n.strip() for n in ns.only.split(",") if n.strip()] or [
+        n for n in SUITE if not (ns.quick and n in FULL_ONLY)
+    ]
     unknown = [n for n in names if n not in SUITE]
     if unknown:
         ap.error(f"unknown benchmark {', '.join(unknown)}; choose from {', '.join(SUITE)}")
