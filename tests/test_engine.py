@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -442,3 +443,31 @@ async def test_shutdown_with_kill_records_the_jobs_as_killed(tmp_path: Path) -> 
     assert stored["long"].state == JobState.KILLED
     assert stored["next"].state != JobState.RUNNING  # nothing started during the shutdown
     assert pid and not (psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie")
+
+
+async def test_a_job_that_leaves_a_daemon_behind_gets_a_warning(tmp_path: Path) -> None:
+    q = write_queue(
+        tmp_path,
+        """
+        [[jobs]]
+        name = "server"
+        gpus = 0
+        cmd = "setsid sleep 30 > /dev/null 2>&1 < /dev/null & echo started"
+        [[jobs]]
+        name = "clean"
+        gpus = 0
+        cmd = "echo nothing left"
+        """,
+    )
+    engine = Engine(q, fake_gpus="1x80G")
+    try:
+        assert await run_to_end(engine) == 0
+        await wait_for(lambda: bool(engine.view("server").record.warnings), what="a warning")
+        warning = engine.view("server").record.warnings[0]
+        assert "left 1 process(es) running" in warning
+        assert engine.view("clean").record.warnings == []
+    finally:
+        from gtui.core import runner
+
+        for pid in runner.processes_with_env("GTUI_TOKEN", str(engine.view("server").record.token)):
+            os.kill(pid, 9)

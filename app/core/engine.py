@@ -321,6 +321,8 @@ class Engine:
         self._stopping = True
         if self._wake is not None:
             self._wake.set()
+        if self._bg:  # finish what was under way (a timeout's kill, a leftover check)
+            await asyncio.wait(list(self._bg), timeout=15.0)
         for handle in self._timeouts.values():
             handle.cancel()
         self._timeouts.clear()
@@ -1002,6 +1004,9 @@ class Engine:
         _crash_point("after_exit")
         self._finish(name, status)
         _crash_point("after_finish")
+        token = self._records[name].token if name in self._records else None
+        if token and self._records[name].final:
+            self._spawn(self._warn_leftovers(name, token))
         if self._backend is not None and self._backend.source != "nvml":
             self._backend_read_sync()
         else:
@@ -1013,6 +1018,21 @@ class Engine:
         self._fresh_pass = True
         if self._wake is not None:
             self._wake.set()
+
+    async def _warn_leftovers(self, name: str, token: str) -> None:
+        """A job that ended but left processes running (a daemon, a server): say so on the job.
+        They are not killed (a job may start a server on purpose); `gtui kill` would."""
+        pids = await asyncio.to_thread(runner.processes_with_env, "GTUI_TOKEN", token)
+        rec = self._records.get(name)
+        if not pids or rec is None or rec.token != token or self._store is None:
+            return
+        shown = ", ".join(map(str, pids[:5])) + (" ..." if len(pids) > 5 else "")
+        rec.warnings.append(
+            f"ended but left {len(pids)} process(es) running: pid {shown} (kill them yourself "
+            "if they are not meant to outlive it; their GPU memory counts as another user's)"
+        )
+        self._commit(rec)
+        self._publish(JobChanged(self._view(name)))
 
     def _backend_read_sync(self) -> None:
         """After a job ends, read the (cheap, fake) GPUs again so the freed GPU is seen at once."""

@@ -468,6 +468,30 @@ def _environ_has(pid: int, entry: bytes) -> bool:
     return b"\0" + entry + b"\0" in data
 
 
+def processes_with_env(key: str, value: str) -> list[int]:
+    """Live processes of this user whose environment holds ``key=value`` (e.g. the daemons a
+    job left behind, found by the token the engine put in its environment)."""
+    uid = os.getuid()
+    entry = f"{key}={value}".encode()
+    found = []
+    try:
+        entries = list(os.scandir("/proc"))
+    except OSError:
+        return []
+    for e in entries:
+        if not e.name.isdigit():
+            continue
+        try:
+            if e.stat().st_uid != uid:
+                continue
+        except OSError:
+            continue
+        p = _read_stat(int(e.name))
+        if p is not None and p.state not in ("Z", "X", "x") and _environ_has(p.pid, entry):
+            found.append(p.pid)
+    return found
+
+
 def _run_id_of(pid: int) -> str | None:
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
