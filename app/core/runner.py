@@ -45,7 +45,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -471,24 +471,46 @@ def _environ_has(pid: int, entry: bytes) -> bool:
 def processes_with_env(key: str, value: str) -> list[int]:
     """Live processes of this user whose environment holds ``key=value`` (e.g. the daemons a
     job left behind, found by the token the engine put in its environment)."""
+    return processes_with_env_values(key, {value}).get(value, [])
+
+
+def processes_with_env_values(key: str, values: Collection[str]) -> dict[str, list[int]]:
+    """``processes_with_env`` for many values in one pass over /proc: value -> pids.
+
+    One scan costs 2 ms with 80 processes, more on a busy server: the engine checks the jobs
+    that ended meanwhile together (benchmarks/throughput.py: a scan per job end halved the
+    throughput of short jobs)."""
+    wanted = set(values)
+    found: dict[str, list[int]] = {}
+    if not wanted:
+        return found
     uid = os.getuid()
-    entry = f"{key}={value}".encode()
-    found = []
+    marker = b"\0" + key.encode() + b"="
     try:
         entries = list(os.scandir("/proc"))
     except OSError:
-        return []
+        return found
     for e in entries:
         if not e.name.isdigit():
             continue
         try:
             if e.stat().st_uid != uid:
                 continue
+            with open(f"/proc/{e.name}/environ", "rb") as f:
+                env = b"\0" + f.read()
         except OSError:
             continue
+        at = env.find(marker)
+        if at < 0:
+            continue
+        start = at + len(marker)
+        end = env.find(b"\0", start)
+        value = env[start : end if end >= 0 else len(env)].decode(errors="replace")
+        if value not in wanted:
+            continue
         p = _read_stat(int(e.name))
-        if p is not None and p.state not in ("Z", "X", "x") and _environ_has(p.pid, entry):
-            found.append(p.pid)
+        if p is not None and p.state not in ("Z", "X", "x"):
+            found.setdefault(value, []).append(p.pid)
     return found
 
 
