@@ -471,7 +471,15 @@ class _Pass:
             # still waiting again, in rank order, as the next pass would (rare; at most once
             # per GPU that took its first job of ours).
             done = {s.name for s in new}
-            todo = [c for c in todo if c.name not in done]
+            gone = []  # where the started ones stand: near the front, so stop once all found
+            for i, c in enumerate(todo):
+                if c.name in done:
+                    gone.append(i)
+                    if len(gone) == len(done):
+                        break
+            todo = list(todo)
+            for i in reversed(gone):
+                del todo[i]
 
     def sweep(
         self, ranked: list[Candidate], running: int, first: bool
@@ -496,9 +504,16 @@ class _Pass:
         any_failure = grew_after_a_failure = False
         probe: int | None = None  # least mem among jobs that wait for GPUs (for `reserved`)
         rest = 0 if limit and running >= limit else len(ranked)  # where max_parallel is hit
-        for pos, c in enumerate(ranked if rest == len(ranked) else ranked[:rest]):
+        seq = ranked if rest == len(ranked) else ranked[:rest]
+        # The hot path of a long queue: a plain job whose request shape already failed. It is
+        # tested first and alone; the position is only worked out on the rare break.
+        for c in seq:
             key = c.shape
-            if c.special:  # held, or waits for other jobs (most jobs are neither: one test)
+            r = dead_get(key)
+            if r is not None and not c.special:
+                reasons[c.name] = r
+                continue
+            if c.special:  # held, or waits for other jobs
                 if c.held:
                     reasons[c.name] = HELD_REASON
                     continue
@@ -508,16 +523,15 @@ class _Pass:
                 if ar:
                     reasons[c.name] = ar
                     continue
-            r = dead_get(key)
-            if r is not None:
-                reasons[c.name] = r
-                continue
+                if r is not None:
+                    reasons[c.name] = r
+                    continue
             n, m = key
             if n <= 0:
                 starts.append(Start(c.name, ()))
                 running += 1
                 if limit and running >= limit:
-                    rest = pos + 1
+                    rest = _position(seq, c) + 1
                     break
                 continue
             perm = self.permanent_reason(n, m)
@@ -538,7 +552,7 @@ class _Pass:
                     dead.clear()
                     self.changed()
                     if limit and running >= limit:
-                        rest = pos + 1
+                        rest = _position(seq, c) + 1
                         break
                     continue
                 self.failed(n, m)
@@ -614,6 +628,11 @@ class _Pass:
         else:
             free.sort(key=lambda g: (-g.avail, g.index))
         return tuple(sorted(g.index for g in free[len(free) - keep :]))
+
+
+def _position(seq: list[Candidate], c: Candidate) -> int:
+    """Where ``c`` stands in ``seq`` (by identity: Candidates compare by value)."""
+    return next(i for i, x in enumerate(seq) if x is c)
 
 
 def _gpu_list(indices: Sequence[int]) -> str:
