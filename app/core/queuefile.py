@@ -450,8 +450,9 @@ def parse_settings(
             extra = " (the seed's EXTREME_MODE is `pack`)" if value == "extreme" else ""
             kw["mode"] = Mode(_choice(w, key, value, [m.value for m in Mode], extra))
         elif key == "placement":
-            # "auto" is the default's name, not a value to write: leave the key out for it.
-            choices = [p.value for p in Placement if p != Placement.AUTO]
+            # "auto" (the default: best fit in pack mode, most available otherwise) may be
+            # written too, so `gtui validate --json`'s settings can be pasted back.
+            choices = [p.value for p in Placement]
             kw["placement"] = Placement(_choice(w, key, value, choices))
         elif key == "max_parallel":
             kw["max_parallel"] = _int(w, key, value, 0, " (0 = no limit)")
