@@ -162,6 +162,26 @@ def _key_parts(s: str, i: int) -> tuple[list[str], int] | None:
         return parts, i
 
 
+# The fast path: a whole line that is blank, a comment, a bare ``key = value`` whose value has
+# only one-line strings and at most one pair of brackets, or a ``[header]`` / ``[[header]]`` of
+# bare keys, optionally followed by a comment. Such a line reads the same to the character loop
+# below (which handles everything else), only much faster: 10,000 jobs are ~70,000 lines.
+_BASIC = r'(?!""")"(?:[^"\\]++|\\.)*+"'
+_LITERAL = r"(?!''')'[^']*+'"
+_HEADER = r"[ \t]*+[A-Za-z0-9_-]++[ \t]*+(?:\.[ \t]*+[A-Za-z0-9_-]++[ \t]*+)*+"
+_FAST = re.compile(
+    r"[ \t]*+(?:"
+    rf"(?P<key>[A-Za-z0-9_-]++)[ \t]*+=(?P<val>(?:{_BASIC}|{_LITERAL}|[^\"'#]++)*+)"
+    rf"|\[\[(?P<aot>{_HEADER})\]\]"
+    rf"|\[(?P<tab>{_HEADER})\]"
+    r")?+[ \t]*+(?:#.*+)?+\Z",
+    re.DOTALL,
+)
+_STRINGS = re.compile(f"{_BASIC}|{_LITERAL}", re.DOTALL)
+# A value, strings removed, with no brackets or one pair not nested: it leaves no state behind.
+_FLAT = re.compile(r"[^\[\]{}]*+(?:(?:\[[^\[\]{}]*+\]|\{[^\[\]{}]*+\})[^\[\]{}]*+)?+\Z")
+
+
 def scan(text: str) -> Scan:
     """Find the tables, keys and inline entries of ``text`` (see the module docstring)."""
     lines = text.splitlines(keepends=True)
@@ -172,8 +192,37 @@ def scan(text: str) -> Scan:
     depth = 0
     array_key: str | None = None
     content: list[bool] = []
+    fast = _FAST.match
+    flat = _FLAT.match
+    strings = _STRINGS.sub
     for lineno, raw in enumerate(lines, 1):
         s = raw.rstrip("\r\n")
+        if in_ml is None and depth == 0:
+            m = fast(s)
+            if m is not None:
+                key = m.group("key")
+                if key is not None:
+                    val = m.group("val")
+                    if (
+                        "[" not in val and "{" not in val and "]" not in val and "}" not in val
+                    ) or flat(strings("", val)):
+                        if key in cur.keys:
+                            cur.repeated.append((key, lineno))
+                        else:
+                            cur.keys[key] = lineno
+                        content.append(True)
+                        continue
+                else:
+                    header = m.group("aot")
+                    is_array = header is not None
+                    if header is None:
+                        header = m.group("tab")
+                    if header is not None:
+                        path = tuple(p.strip(" \t") for p in header.split("."))
+                        cur = Table(path=path, array=is_array, line=lineno)
+                        tables.append(cur)
+                    content.append(header is not None)
+                    continue
         n = len(s)
         i = 0
         has_content = in_ml is not None
