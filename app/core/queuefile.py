@@ -686,8 +686,9 @@ def passes_gpu_numbers(cmd: str) -> bool:
 
 
 def _warnings(job: JobSpec, w: _Where, settings: Settings) -> list[str]:
-    out = []
-    where = f"{w.path}:{w.line_of('cmd')}" if w.line_of("cmd") else w.path
+    out: list[str] = []
+    # The line of `cmd` is read only for a warning: finding it costs more than the checks.
+    where = "{where}"
     for ident in sorted(placeholders_used(job.cmd)):
         if is_reserved(ident) or ident in job.matrix:
             continue
@@ -702,6 +703,9 @@ def _warnings(job: JobSpec, w: _Where, settings: Settings) -> list[str]:
             f"{where}: cmd: {{gpu}} gives physical GPU numbers, but with isolate = true the job "
             f"sees its GPUs as 0..{job.gpus - 1}: pass those, or set isolate = false"
         )
+    if out:
+        at = f"{w.path}:{w.line_of('cmd')}" if w.line_of("cmd") else w.path
+        out = [m.replace(where, at, 1) for m in out]
     return out
 
 
