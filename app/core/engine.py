@@ -523,7 +523,8 @@ class Engine:
             rec.log = self._find_log(rec)
             self._finish(rec.name, status, recovered=True)
             return
-        # It never started: back to the queue, the attempt not counted.
+        # It never started (a crash between the intent and the exec, even after its empty log
+        # was created): back to the queue, the attempt not counted.
         rec.state = JobState.QUEUED
         rec.attempt = max(0, rec.attempt - 1)
         rec.token = None
@@ -545,15 +546,21 @@ class Engine:
             try:
                 if proc.info["uids"] is None or proc.info["uids"].real != me:
                     continue
-                if proc.environ().get("GTUI_TOKEN") == token:
-                    # The wrapper is the session leader; its children inherit the token too.
-                    while True:
-                        parent = proc.parent()
-                        if parent is None or parent.environ().get("GTUI_TOKEN") != token:
-                            return proc
-                        proc = parent
+                if proc.environ().get("GTUI_TOKEN") != token:
+                    continue
             except (psutil.Error, OSError):
                 continue
+            # Its children inherit the token too: walk up to the wrapper, the outermost one. A
+            # parent we may not read (pid 1 after the reparenting, in some sandboxes) is not it:
+            # that error once made a crashed start look never-started, and it ran twice.
+            while True:
+                try:
+                    parent = proc.parent()
+                    if parent is None or parent.environ().get("GTUI_TOKEN") != token:
+                        return proc
+                except (psutil.Error, OSError):
+                    return proc
+                proc = parent
         return None
 
     def _launched_from(self, rec: JobRecord) -> runner.Launched:
