@@ -4,10 +4,7 @@ that every job ran exactly once and every exit status was recorded (DESIGN.md 5)
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,6 +12,7 @@ import psutil
 import pytest
 
 from tests.conftest import gtui, write_queue
+from tests.reliability.mixed import start_run
 
 QUEUE = """
 [settings]
@@ -57,25 +55,17 @@ def make_queue(tmp_path: Path) -> tuple[Path, Path]:
     return write_queue(tmp_path, QUEUE.replace("{runs}", str(runs))), runs
 
 
-def start_run(queue: Path, crash_at: str | None = None) -> subprocess.Popen[str]:
-    env = dict(os.environ)
-    env.pop("GTUI_CRASH_AT", None)
-    if crash_at:
-        env["GTUI_CRASH_AT"] = crash_at
-    return subprocess.Popen(
-        [sys.executable, "-m", "gtui", "run", str(queue)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
-
-
 def status(queue: Path) -> dict[str, dict[str, object]]:
     out = gtui("status", str(queue), "--json")
     assert out.returncode == 0, out.stderr
     return {j["name"]: j for j in json.loads(out.stdout)["jobs"]}
+
+
+def wait_until_running(queue: Path, name: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while status(queue)[name]["state"] != "running":
+        assert time.monotonic() < deadline, f"{name} never started"
+        time.sleep(0.1)
 
 
 def job_processes(tmp_path: Path) -> list[psutil.Process]:
@@ -132,10 +122,7 @@ def test_kill_9_at_a_transition_then_restart_runs_every_job_once(
 def test_kill_9_while_idle_readopts_the_running_job(tmp_path: Path) -> None:
     queue, runs = make_queue(tmp_path)
     proc = start_run(queue)
-    deadline = time.monotonic() + 30
-    while status(queue)["e"]["state"] != "running":
-        assert time.monotonic() < deadline, "e never started"
-        time.sleep(0.1)
+    wait_until_running(queue, "e")
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
     running = [p for p in job_processes(tmp_path) if p.environ().get("GTUI_JOB") == "e"]
@@ -146,10 +133,7 @@ def test_kill_9_while_idle_readopts_the_running_job(tmp_path: Path) -> None:
 def test_sigterm_leaves_jobs_running_and_state_consistent(tmp_path: Path) -> None:
     queue, runs = make_queue(tmp_path)
     proc = start_run(queue)
-    deadline = time.monotonic() + 30
-    while status(queue)["e"]["state"] != "running":
-        assert time.monotonic() < deadline, "e never started"
-        time.sleep(0.1)
+    wait_until_running(queue, "e")
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=20)
     assert "keep running" in out and "Traceback" not in out
