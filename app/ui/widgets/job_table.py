@@ -21,8 +21,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from gtui.core.api import JobView
-from gtui.core.model import JobState
-from gtui.ui.format import job_cells
+from gtui.core.model import ACTIVE_STATES, WAITING_STATES, JobState
+from gtui.ui.format import COUNT_ORDER, job_cells
 
 # (key, title, width or 0 = flexible, justify)
 _FIXED = (
@@ -40,22 +40,10 @@ _FIXED = (
 # Groups first, then each state alone (the filter dialog lists them in this order).
 FILTERS: dict[str, frozenset[JobState] | None] = {
     "all": None,
-    "active": frozenset({JobState.RUNNING, JobState.SUSPENDED}),
-    "waiting": frozenset({JobState.QUEUED, JobState.HELD}),
+    "active": ACTIVE_STATES,
+    "waiting": WAITING_STATES,
     "trouble": frozenset({JobState.FAILED, JobState.KILLED, JobState.BLOCKED}),
-    **{
-        s.value: frozenset({s})
-        for s in (
-            JobState.RUNNING,
-            JobState.SUSPENDED,
-            JobState.QUEUED,
-            JobState.HELD,
-            JobState.FAILED,
-            JobState.KILLED,
-            JobState.BLOCKED,
-            JobState.DONE,
-        )
-    },
+    **{s.value: frozenset({s}) for s in COUNT_ORDER},
 }
 FILTER_LABELS = {
     "all": "all jobs",
