@@ -45,10 +45,13 @@ the next poll.
 
 from __future__ import annotations
 
+import threading
 from bisect import bisect_left
-from collections.abc import Mapping, Sequence
+from collections.abc import ItemsView, Iterator, Mapping, Sequence, ValuesView
 from dataclasses import dataclass, field
-from operator import attrgetter
+from heapq import heapify, heappop, heappush
+from itertools import compress, repeat
+from operator import attrgetter, is_not
 
 from gtui.core.gpus.snapshot import GpuSnapshot
 from gtui.core.model import Mode, Placement, Settings
@@ -75,10 +78,49 @@ class Candidate:
     # no tuple per job and tests one flag for the jobs that need no special care.
     shape: tuple[int, int | None] = field(init=False, repr=False, compare=False)
     special: bool = field(init=False, repr=False, compare=False)  # held, or has `after`
+    # The rank order (priority, then queue order) as one int, and the request shape (with the
+    # special flag) as a small shared int: the pass works on lists of these (see _Pass.run).
+    rank: int = field(init=False, repr=False, compare=False)
+    code: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        special = self.held or bool(self.after)
         object.__setattr__(self, "shape", (self.gpus, self.mem_mib))
-        object.__setattr__(self, "special", self.held or bool(self.after))
+        object.__setattr__(self, "special", special)
+        object.__setattr__(self, "rank", self.order - (self.priority << _RANK_SHIFT))
+        object.__setattr__(self, "code", shape_code(self.gpus, self.mem_mib, special))
+
+
+_RANK_SHIFT = 42  # queue positions stay far below 2**42
+
+# Request shapes as small ints, shared by every Candidate of the same shape (like sys.intern):
+# a list of them is compared, hashed and looked up without touching the Candidates. The table
+# only grows with distinct (GPUs, mem) pairs, a few dozen in a real queue.
+_CODES: dict[tuple[int, int | None, bool], int] = {}
+_CODE_KEYS: list[tuple[int, int | None, bool]] = []
+_SPECIAL_CODES: set[int] = set()
+_PLAIN: dict[int, int] = {}  # a special code -> the code of the same shape, not special
+_CODES_LOCK = threading.Lock()
+_BLOCKED = -1  # held, or an `after` not met: never placed in this pass
+_STARTED = -2  # started earlier in this pass
+
+
+def shape_code(gpus: int, mem_mib: int | None, special: bool = False) -> int:
+    """The shared small int for a request shape (``special``: held or with ``after``)."""
+    key = (gpus, mem_mib, special)
+    code = _CODES.get(key)
+    if code is None:
+        plain = shape_code(gpus, mem_mib) if special else -1  # before taking the lock
+        with _CODES_LOCK:
+            code = _CODES.get(key)
+            if code is None:
+                code = len(_CODE_KEYS)
+                _CODE_KEYS.append(key)
+                if special:
+                    _PLAIN[code] = plain
+                    _SPECIAL_CODES.add(code)
+                _CODES[key] = code  # last: a reader that finds it finds the rest
+    return code
 
 
 @dataclass(frozen=True)
@@ -97,10 +139,86 @@ class Start:
     gpus: tuple[int, ...]
 
 
+class Reasons(Mapping[str, str]):
+    """Why each job that does not start waits, by name: a read-only mapping over the pass's
+    two columns, the ranked Candidates and a text per rank position (None: it started).
+
+    At 100k waiting jobs a dict of every name took as long as the rest of the pass, and its
+    main reader, the engine, only walks it: ``items()`` walks the columns, and the first
+    lookup by name builds the index once. Two Reasons over the same Candidates compare by
+    their texts, which is how the engine sees that a poll changed nothing.
+    """
+
+    __slots__ = ("_index", "_len", "_ranked", "_texts")
+
+    def __init__(self, ranked: Sequence[Candidate], texts: Sequence[str | None]) -> None:
+        self._ranked = ranked
+        self._texts = texts
+        self._len = len(texts) - texts.count(None)
+        self._index: dict[str, int] | None = None
+
+    def __getitem__(self, name: str) -> str:
+        index = self._index
+        if index is None:
+            names = map(_NAME, self._ranked)
+            index = self._index = dict(zip(names, range(len(self._texts)), strict=True))
+        text = self._texts[index[name]]
+        if text is None:
+            raise KeyError(name)
+        return text
+
+    def __iter__(self) -> Iterator[str]:
+        return compress(map(_NAME, self._ranked), map(is_not, self._texts, repeat(None)))
+
+    def __len__(self) -> int:
+        return self._len
+
+    def items(self) -> ItemsView[str, str]:
+        return _ReasonItems(self)
+
+    def values(self) -> ValuesView[str]:
+        return _ReasonValues(self)
+
+    def pairs(self) -> Iterator[tuple[str, str]]:
+        """(name, text) in rank order, from the columns."""
+        texts = self._texts
+        pairs = zip(map(_NAME, self._ranked), texts, strict=True)
+        return compress(pairs, map(is_not, texts, repeat(None)))  # type: ignore[arg-type]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Reasons):
+            if self._len != other._len:
+                return False
+            if self._ranked == other._ranked:  # the same Candidates: an identity check each
+                return self._texts == other._texts
+        if isinstance(other, Mapping):
+            return dict(self.pairs()) == dict(other.items())
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Reasons({dict(self.pairs())!r})"
+
+
+class _ReasonItems(ItemsView[str, str]):
+    _mapping: Reasons
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return self._mapping.pairs()
+
+
+class _ReasonValues(ValuesView[str]):
+    _mapping: Reasons
+
+    def __iter__(self) -> Iterator[str]:
+        return (text for _, text in self._mapping.pairs())
+
+
 @dataclass(frozen=True)
 class Decision:
     starts: tuple[Start, ...]
-    reasons: dict[str, str]  # every candidate that does not start -> why, in words
+    reasons: Mapping[str, str]  # every candidate that does not start -> why, in words
     available_mib: dict[int, int]  # per GPU in the pool, the formula of DESIGN.md 4.1, after starts
     reserved: tuple[int, ...] = ()  # free GPUs the reserve rule keeps for others right now
     starving: str | None = None  # the job later jobs must leave GPUs to, if any
@@ -435,6 +553,11 @@ class _Pass:
         return f"{text} ({', '.join(details)})" if details else text
 
     def after_reason(self, after: tuple[str, ...]) -> str | None:
+        if len(after) == 1:  # the common case, without the list
+            state = self.dep_states.get(after[0])
+            if state == "done":
+                return None
+            return f"after {after[0]} ({'unknown job' if state is None else str(state)})"
         unmet = []
         for dep in after:
             state = self.dep_states.get(dep)
@@ -450,6 +573,209 @@ class _Pass:
         running_count: int,
         queue_paused: bool,
     ) -> Decision:
+        """The pass. The loop over the ranked jobs visits only the jobs that can change
+        something: the first job of each request shape since the GPUs last changed, and the
+        ones that start. Every job in between waits for the reason its shape already got,
+        and those stretches are filled in bulk (``map`` over a list of shape codes), without
+        touching the Candidates. ``run_each`` is the same pass one job at a time, the
+        reference the tests hold this one to."""
+        if not self.shape_cache:
+            return self.run_each(candidates, dep_states, running_count, queue_paused)
+        ranked = sorted(candidates, key=_RANK)
+        if self.settings.multi_gpu_first:
+            ranked.sort(key=_GPUS, reverse=True)
+        codes = list(map(_CODE, ranked))
+        present = set(codes)
+        # Held jobs and jobs whose `after` is not met never start and change nothing: their
+        # reasons are fixed now, and their positions are left out of the sweep.
+        fixed: dict[int, str] = {}
+        specials = present & _SPECIAL_CODES
+        if specials:
+            self.dep_states = dep_states
+            after_cache = self.after_cache
+            for i in compress(range(len(codes)), map(specials.__contains__, codes)):
+                c = ranked[i]
+                if c.held:
+                    fixed[i] = HELD_REASON
+                elif queue_paused:
+                    continue
+                else:
+                    ar = after_cache.get(c.after)
+                    if ar is None:
+                        ar = after_cache[c.after] = self.after_reason(c.after) or ""
+                    if ar:
+                        fixed[i] = ar
+                    else:
+                        codes[i] = _PLAIN[codes[i]]  # waits like any other job
+                        continue
+                codes[i] = _BLOCKED
+            present = set(codes)
+        if queue_paused:
+            reasons = dict.fromkeys(map(_NAME, ranked), PAUSED_REASON)
+            for i in fixed:
+                reasons[ranked[i].name] = HELD_REASON
+            return self.decision([], reasons, None)
+        self.dep_states = dep_states
+        present -= _SENTINELS
+        texts: list[str | None] = [None] * len(codes)
+        starts: list[Start] = []
+        first = True
+        while True:
+            new, probe, again = self.sweep_codes(
+                ranked, codes, present, texts, running_count + len(starts), first
+            )
+            first = False
+            starts += new
+            if not again:
+                break
+        for i, text in fixed.items():
+            texts[i] = text
+        return self.decision(starts, Reasons(ranked, texts), probe)
+
+    def sweep_codes(
+        self,
+        ranked: list[Candidate],
+        codes: list[int],
+        present: set[int],
+        texts: list[str | None],
+        running: int,
+        first: bool,
+    ) -> tuple[list[Start], int | None, bool]:
+        """``sweep`` over the shape codes: writes each waiting job's reason into ``texts`` (by
+        rank position), marks started jobs ``_STARTED`` in ``codes``, and returns (starts,
+        probe, sweep again?). Every rule and every word comes from the same methods as
+        ``sweep``; only the walk differs.
+
+        The walk: ``dead`` maps the codes whose reason is known until the GPUs next change
+        (cleared then, as in ``sweep``); a heap holds the next position of every other code.
+        The next job to look at is the heap's least; the ones before it all have a dead code.
+        """
+        n_all = len(codes)
+        limit = max(0, self.settings.max_parallel)
+        starts: list[Start] = []
+        target = None if first else self.starving
+        self.starving, self.starving_for, self.protected = None, "", frozenset()
+        self.forget_failures()
+        self.changed()
+        first_blocked = first
+        any_failure = grew_after_a_failure = False
+        probe: int | None = None
+        dead: dict[int, str | None] = dict.fromkeys(_SENTINELS)
+        live = set(present)  # codes that may still occur at or after the position
+        nxt: dict[int, int] = {}  # code -> its next position, where known
+
+        def heap_from(p: int) -> list[tuple[int, int]]:
+            """The next position of every code not dead, from ``p`` on."""
+            h = []
+            for k in list(live):
+                if k in dead:
+                    continue
+                pos = nxt.get(k, -1)
+                if pos < p:
+                    try:
+                        pos = codes.index(k, p)
+                    except ValueError:
+                        live.discard(k)
+                        continue
+                    nxt[k] = pos
+                h.append((pos, k))
+            heapify(h)
+            return h
+
+        rest = 0 if limit and running >= limit else n_all  # where max_parallel is hit
+        p = 0
+        heap = heap_from(0) if rest else []
+        while True:
+            q = rest
+            while heap:
+                pos, k = heap[0]
+                if k in dead or pos < p:  # stale: the code failed since, or was passed
+                    heappop(heap)
+                    continue
+                q = min(pos, rest)
+                break
+            if q > p:
+                texts[p:q] = map(dead.__getitem__, codes[p:q])
+            if q >= rest:
+                break
+            heappop(heap)
+            p = q + 1
+            k = codes[q]
+            c = ranked[q]
+            n, m = c.gpus, c.mem_mib
+            if n <= 0:
+                starts.append(Start(c.name, ()))
+                codes[q] = _STARTED
+                texts[q] = None
+                running += 1
+                if limit and running >= limit:
+                    rest = p
+                    break
+                try:
+                    pos = nxt[k] = codes.index(k, p)
+                    heappush(heap, (pos, k))
+                except ValueError:
+                    live.discard(k)
+                continue
+            perm = self.permanent_reason(n, m)
+            if perm is not None:
+                texts[q] = dead[k] = perm
+                continue
+            protected = bool(self.protected)
+            if not self.known_to_fail(n, m):
+                chosen = self.try_place(n, m, self.protected)
+                if chosen is not None:
+                    if self.take(chosen, m):
+                        self.forget_failures()
+                        grew_after_a_failure = grew_after_a_failure or any_failure
+                    starts.append(Start(c.name, tuple(sorted(g.index for g in chosen))))
+                    codes[q] = _STARTED
+                    texts[q] = None
+                    running += 1
+                    dead = dict.fromkeys(_SENTINELS)
+                    self.changed()
+                    if limit and running >= limit:
+                        rest = p
+                        break
+                    heap = heap_from(p)
+                    continue
+                self.failed(n, m)
+            any_failure = True
+            if m is not None and (probe is None or m < probe):
+                probe = m
+            reason = self.reason_for(n, m, protected)
+            if first_blocked or c.name == target:
+                first_blocked = False
+                waited = self.now - c.waiting_since
+                if waited > self.settings.starve_after_s or c.name == target:
+                    self.starve(c, waited)
+                    note = f"; starving {format_wait(waited)}"
+                    if self.protected:
+                        note += f", {_gpu_list(sorted(self.protected))} kept for it"
+                    texts[q] = reason + note
+                    dead = dict.fromkeys(_SENTINELS)  # later reasons now name the starving job
+                    self.changed()
+                    heap = heap_from(p)
+                    continue
+            texts[q] = dead[k] = reason
+
+        if rest < n_all:  # max_parallel reached: no more starts; why each remaining job waits
+            slot = f"max_parallel {limit} reached"
+            tail: dict[int, str | None] = dict.fromkeys(_SENTINELS)
+            for k in set(codes[rest:]) - _SENTINELS:
+                gpus, mem, _ = _CODE_KEYS[k]
+                tail[k] = (self.permanent_reason(gpus, mem) if gpus > 0 else None) or slot
+            texts[rest:] = map(tail.__getitem__, codes[rest:])
+        return starts, probe, grew_after_a_failure and rest == n_all
+
+    def run_each(
+        self,
+        candidates: Sequence[Candidate],
+        dep_states: Mapping[str, str],
+        running_count: int,
+        queue_paused: bool,
+    ) -> Decision:
+        """The pass one job at a time: the reference ``run`` must agree with."""
         ranked = sorted(candidates, key=attrgetter("order"))
         ranked.sort(key=attrgetter("priority"), reverse=True)
         if self.settings.multi_gpu_first:
@@ -601,7 +927,9 @@ class _Pass:
         self.starving_for = f"waiting for {c.name} (starving since {format_wait(waited)})"
         self.protected = frozenset(g.index for g in self.pool if self.could_use(g, c.mem_mib))
 
-    def decision(self, starts: list[Start], reasons: dict[str, str], probe: int | None) -> Decision:
+    def decision(
+        self, starts: list[Start], reasons: Mapping[str, str], probe: int | None
+    ) -> Decision:
         return Decision(
             starts=tuple(starts),
             reasons=reasons,
@@ -628,6 +956,13 @@ class _Pass:
         else:
             free.sort(key=lambda g: (-g.avail, g.index))
         return tuple(sorted(g.index for g in free[len(free) - keep :]))
+
+
+_RANK = attrgetter("rank")
+_GPUS = attrgetter("gpus")
+_NAME = attrgetter("name")
+_CODE = attrgetter("code")
+_SENTINELS = frozenset((_BLOCKED, _STARTED))
 
 
 def _position(seq: list[Candidate], c: Candidate) -> int:
