@@ -36,11 +36,15 @@ are silent:
 Speed: one pass over 100k waiting jobs on 8 GPUs must take about 50 ms at most, growing
 linearly. Resources only shrink within a pass, so once a request shape (GPUs, mem) fails it fails
 for every later job of that shape, or of any shape needing as many GPUs or more and as much memory
-or more; its reason is worked out once and shared until the next start changes the GPUs. The one
-exception: in pack mode with a reserve, a start on a GPU free of our jobs can make room (the
-reserve does not limit GPUs holding our jobs). Then what failed is forgotten, and if a job failed
-before that start the pass sweeps the waiting jobs again, so nothing that could start waits for
-the next poll.
+or more; its reason is worked out once and shared until the next start changes the GPUs. So the
+pass (``run``) looks only at the first job of each shape since the GPUs last changed and at the
+jobs that start; the runs of jobs in between get their shape's reason in bulk, from a list of
+small shape codes, and the reasons come back as a mapping over those columns (``Reasons``), not
+a dict of 100k names. The one exception to shrinking: in pack mode with a reserve, a start on a
+GPU free of our jobs can make room (the reserve does not limit GPUs holding our jobs). Then what
+failed is forgotten, and if a job failed before that start the pass sweeps the waiting jobs
+again, so nothing that could start waits for the next poll. ``run_each`` is the same pass one
+job at a time: the reference the tests hold ``run`` to.
 """
 
 from __future__ import annotations
@@ -151,10 +155,13 @@ class Reasons(Mapping[str, str]):
 
     __slots__ = ("_index", "_len", "_ranked", "_texts")
 
-    def __init__(self, ranked: Sequence[Candidate], texts: Sequence[str | None]) -> None:
+    def __init__(
+        self, ranked: Sequence[Candidate], texts: Sequence[str | None], nones: int | None = None
+    ) -> None:
+        """``nones``: how many texts are None, if the caller knows (saves counting 100k)."""
         self._ranked = ranked
         self._texts = texts
-        self._len = len(texts) - texts.count(None)
+        self._len = len(texts) - (texts.count(None) if nones is None else nones)
         self._index: dict[str, int] | None = None
 
     def __getitem__(self, name: str) -> str:
@@ -592,23 +599,27 @@ class _Pass:
         specials = present & _SPECIAL_CODES
         if specials:
             self.dep_states = dep_states
-            after_cache = self.after_cache
+            after_reason, after_cache = self.after_reason, self.after_cache
             for i in compress(range(len(codes)), map(specials.__contains__, codes)):
                 c = ranked[i]
                 if c.held:
                     fixed[i] = HELD_REASON
-                elif queue_paused:
+                    codes[i] = _BLOCKED
                     continue
+                if queue_paused:
+                    continue
+                after = c.after
+                if len(after) == 1:  # most: one reason per job, nothing to share
+                    ar = after_reason(after) or ""
                 else:
-                    ar = after_cache.get(c.after)
+                    ar = after_cache.get(after)  # type: ignore[assignment]
                     if ar is None:
-                        ar = after_cache[c.after] = self.after_reason(c.after) or ""
-                    if ar:
-                        fixed[i] = ar
-                    else:
-                        codes[i] = _PLAIN[codes[i]]  # waits like any other job
-                        continue
-                codes[i] = _BLOCKED
+                        ar = after_cache[after] = after_reason(after) or ""
+                if ar:
+                    fixed[i] = ar
+                    codes[i] = _BLOCKED
+                else:
+                    codes[i] = _PLAIN[codes[i]]  # waits like any other job
             present = set(codes)
         if queue_paused:
             reasons = dict.fromkeys(map(_NAME, ranked), PAUSED_REASON)
@@ -630,7 +641,7 @@ class _Pass:
                 break
         for i, text in fixed.items():
             texts[i] = text
-        return self.decision(starts, Reasons(ranked, texts), probe)
+        return self.decision(starts, Reasons(ranked, texts, nones=len(starts)), probe)
 
     def sweep_codes(
         self,
