@@ -31,6 +31,8 @@ _TOKEN = re.compile(
     r"|\{(?P<ident>[A-Za-z_][A-Za-z0-9_]*)\}"
 )
 
+_IDENT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
 
 def is_reserved(key: str) -> bool:
     """A name gtui itself defines (so it cannot be a matrix key)."""
@@ -114,21 +116,34 @@ def placeholders_used(cmd: str) -> set[str]:
     """The placeholder names a command uses, seed forms normalised (``${available_gpu_1}`` ->
     ``gpu1``). Every ``{identifier}`` outside an escape counts, so matrix keys and unknown names
     appear too; the engine asks ``"port" in placeholders_used(cmd)`` before allocating a port."""
+    if "{" not in cmd:
+        return set()  # every form has a brace
+    if "$" not in cmd and "{{" not in cmd and "}}" not in cmd:
+        # only the {identifier} form can be there: a pattern that starts with its brace is
+        # searched for much faster than the alternation (most commands are done here)
+        return set(_IDENT.findall(cmd))
     used: set[str] = set()
-    for m in _TOKEN.finditer(cmd):
-        if m.group("seed") is not None:
-            n = m.group("seed_n")
-            used.add("gpu" if n is None else f"gpu{n}")
-        elif m.group("ident") is not None:
-            used.add(m.group("ident"))
+    # findall's tuples (one per token, its groups in order) cost less than Match objects; a
+    # queue file load asks this of every job
+    for seed, seed_n, _shell, _open, _close, ident in _TOKEN.findall(cmd):
+        if ident:
+            used.add(ident)
+        elif seed:
+            used.add(f"gpu{seed_n}" if seed_n else "gpu")
     return used
 
 
 def gpu_indices_used(cmd: str) -> set[int]:
     """The N of every ``{gpuN}`` / ``${available_gpu_N}`` in ``cmd`` (to check it against gpus)."""
+    return gpu_indices_in(placeholders_used(cmd))
+
+
+def gpu_indices_in(used: set[str]) -> set[int]:
+    """The N of every ``gpuN`` among placeholder names (from :func:`placeholders_used`)."""
     out: set[int] = set()
-    for ident in placeholders_used(cmd):
-        m = _GPU_N.fullmatch(ident)
-        if m:
-            out.add(int(m.group(1)))
+    for ident in used:
+        if ident.startswith("gpu"):
+            m = _GPU_N.fullmatch(ident)
+            if m:
+                out.add(int(m.group(1)))
     return out
