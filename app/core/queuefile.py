@@ -1,7 +1,9 @@
 """Read and check a queue file (DESIGN.md 3): ``[settings]``, ``[[jobs]]``, ``[[diagnose]]``.
 
 Every mistake is a :class:`QueueFileError` naming ``file:line``, the key, and how to fix it. Line
-numbers come from :mod:`gtui.core.tomlscan`, since ``tomllib`` keeps none.
+numbers come from :mod:`gtui.core.tomlscan`, since ``tomllib`` keeps none; a plain file (nearly
+every queue file) is read, lines included, by the faster :mod:`gtui.core.plaintoml`, which gives
+exactly what ``tomllib`` and the scanner give, or leaves the file to them.
 
 Choices where DESIGN.md is silent (also in the README):
 
@@ -47,6 +49,7 @@ from gtui.core.placeholders import (
     placeholders_used,
     substitute_matrix,
 )
+from gtui.core.plaintoml import parse_plain
 from gtui.core.tomlscan import Scan, scan
 from gtui.core.units import UnitError, format_mib, parse_duration_s, parse_size_mib
 
@@ -1027,8 +1030,12 @@ def _scan_and_parse(shown: str, text: str) -> tuple[Scan, dict[str, Any]]:
     last = _last_parse
     if last is not None and last[0] == shown and last[1] == text:
         return last[2], last[3]
-    sc = scan(text)
-    data = _parse_toml(shown, text, sc)
+    plain = parse_plain(text)
+    if plain is not None:
+        data, sc = plain
+    else:
+        sc = scan(text)
+        data = _parse_toml(shown, text, sc)
     _last_parse = (shown, text, sc, data)
     return sc, data
 

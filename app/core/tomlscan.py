@@ -74,9 +74,29 @@ class Scan:
     def __init__(
         self, lines: list[str], tables: list[Table], content: list[bool] | None = None
     ) -> None:
-        self.lines = lines  # the text's lines, with their line endings
+        self._lines: list[str] | None = lines
+        self._text = ""
+        self._count = len(lines)
         self.tables = tables
         self._content = content
+
+    @classmethod
+    def from_text(cls, text: str, tables: list[Table]) -> Scan:
+        """The scan of ``text`` with its ``tables`` found by another reader
+        (:mod:`gtui.core.plaintoml`), for a text whose only line breaks are LF and CRLF: the
+        lines are split only when asked for."""
+        sc = cls([], tables)
+        sc._lines = None
+        sc._text = text
+        sc._count = text.count("\n") + (not text.endswith("\n") and bool(text))
+        return sc
+
+    @property
+    def lines(self) -> list[str]:
+        """The text's lines, with their line endings."""
+        if self._lines is None:
+            self._lines = self._text.splitlines(keepends=True)
+        return self._lines
 
     @property
     def content(self) -> list[bool]:
@@ -119,7 +139,7 @@ class Scan:
             else:
                 cur = None
             if cur is not None:
-                nxt = self.tables[i + 1].line - 1 if i + 1 < len(self.tables) else len(self.lines)
+                nxt = self.tables[i + 1].line - 1 if i + 1 < len(self.tables) else self._count
                 cur.last = nxt
         if not out and n >= 1:
             parent = self.table(*path[:-1]) if n > 1 else self.tables[0]

@@ -1,0 +1,211 @@
+"""A fast reader for the plain shape of a queue file, exact or nothing.
+
+``tomllib`` is pure Python and reads a 10,000-job queue file (70,000 lines) in ~0.35 s, then
+:mod:`gtui.core.tomlscan` looks for the lines again. Nearly every queue file is plain: blank and
+comment lines, ``[name]`` / ``[[name]]`` headers of one bare key, and ``key = value`` lines of one
+bare key whose value fits on its line. :func:`parse_plain` reads such a text line by line with
+string methods and returns what ``tomllib.loads`` returns, with the line of every table and key
+(a :class:`~gtui.core.tomlscan.Scan` equal to ``scan(text)``'s) in the same pass.
+
+It never guesses: a line it does not read exactly (a dotted or quoted key, a multi-line value, a
+key set twice, a table defined twice, a control character...) makes it return None, and the
+caller uses ``tomllib`` and ``scan``, which also word any error. A value other than a plain
+string, integer, float, boolean, or a one-line array / inline table of those, is handed to
+``tomllib`` alone (``v = <the rest of the line>``): a single TOML value means the same wherever
+its line stands, so the result is still exactly tomllib's.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from typing import Any
+
+from gtui.core.tomlscan import Scan, Table, scan
+
+# Characters TOML refuses outside multi-line strings (the ASCII controls but tab and newline; a
+# CR only as part of CRLF), and those ``str.splitlines`` (so the scanner) takes as line breaks
+# but TOML does not: with any of them the slow path decides.
+_REFUSED = re.compile("[\x00-\x08\x0b-\x1f\x7f\x85\u2028\u2029]")
+_FLOAT = re.compile(r"[+-]?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_NESTED = re.compile(r"[\[\]{}#\\]")  # in an array or inline table: tomllib reads it
+_NOT_PLAIN = object()  # a value the string methods cannot read exactly
+
+
+class _NotPlain(Exception):
+    """The text is not of the plain shape: the caller falls back to tomllib."""
+
+
+def _is_bare(key: str) -> bool:
+    """A bare TOML key: ASCII letters, digits, ``_`` and ``-``, at least one."""
+    return key.isascii() and key.replace("-", "a").replace("_", "a").isalnum()
+
+
+def _scalar(s: str) -> Any:
+    """The value of ``s`` (stripped) if it is a plain string / integer / float / boolean."""
+    if not s:
+        return _NOT_PLAIN
+    c = s[0]
+    if c == '"':
+        inner = s[1:-1]
+        if len(s) >= 2 and s[-1] == '"' and '"' not in inner and "\\" not in inner:
+            return inner
+        return _NOT_PLAIN
+    if c == "'":
+        inner = s[1:-1]
+        if len(s) >= 2 and s[-1] == "'" and "'" not in inner:
+            return inner
+        return _NOT_PLAIN
+    if s == "true":
+        return True
+    if s == "false":
+        return False
+    digits = s[1:] if c in "+-" else s
+    if digits.isdigit() and digits.isascii():
+        if digits[0] == "0" and len(digits) > 1:
+            return _NOT_PLAIN  # a leading zero: tomllib says why it is wrong
+        return int(s)
+    if _FLOAT.fullmatch(s) is not None:
+        return float(s)
+    return _NOT_PLAIN
+
+
+def _array(s: str) -> Any:
+    """``[a, b, ...]`` of plain scalars on one line (a trailing comma allowed, as in TOML)."""
+    inner = s[1:-1]
+    if _NESTED.search(inner) is not None:
+        return _NOT_PLAIN
+    if not inner.strip(" \t"):
+        return []
+    pieces = inner.split(",")
+    if not pieces[-1].strip(" \t"):
+        pieces.pop()  # a trailing comma
+    out = []
+    for piece in pieces:
+        v = _scalar(piece.strip(" \t"))
+        if v is _NOT_PLAIN:
+            return _NOT_PLAIN
+        out.append(v)
+    return out
+
+
+def _inline_table(s: str) -> Any:
+    """``{ k = v, ... }`` of bare keys and plain scalars on one line (no trailing comma)."""
+    inner = s[1:-1]
+    if _NESTED.search(inner) is not None:
+        return _NOT_PLAIN
+    out: dict[str, Any] = {}
+    if not inner.strip(" \t"):
+        return out
+    for piece in inner.split(","):
+        k, eq, v = piece.partition("=")
+        key = k.strip(" \t")
+        if not eq or not _is_bare(key) or key in out:
+            return _NOT_PLAIN
+        value = _scalar(v.strip(" \t"))
+        if value is _NOT_PLAIN:
+            return _NOT_PLAIN
+        out[key] = value
+    return out
+
+
+def _value(rest: str) -> tuple[Any, bool]:
+    """The value written after a key's ``=`` (to the end of the line) and whether tomllib read it
+    alone. A string piece holding a ``,`` or ``=`` leaves an unpaired quote, so a split that went
+    through a string never reads as plain values."""
+    s = rest.strip(" \t")
+    c = s[:1]
+    if c == "{":
+        v = _inline_table(s) if s[-1] == "}" else _NOT_PLAIN
+    elif c == "[":
+        v = _array(s) if s[-1] == "]" else _NOT_PLAIN
+    else:
+        v = _scalar(s)
+    if v is not _NOT_PLAIN:
+        return v, False
+    try:
+        return tomllib.loads("v =" + rest)["v"], True
+    except tomllib.TOMLDecodeError:
+        raise _NotPlain from None  # tomllib reads the whole text again, for its message
+
+
+def parse_plain(text: str) -> tuple[dict[str, Any], Scan] | None:
+    """``(tomllib.loads(text), scan(text))`` for a plain text (see the module docstring), or None
+    when the text is not plain (or not valid TOML): then use tomllib and the scanner."""
+    src = text.replace("\r\n", "\n") if "\r" in text else text
+    if "\r" in src or _REFUSED.search(src) is not None:
+        return None
+    try:
+        return _parse(src, text)
+    except (_NotPlain, ValueError, RecursionError):
+        return None  # (an integer too long for int(), a deep array: tomllib says the same)
+
+
+def _parse(src: str, text: str) -> tuple[dict[str, Any], Scan]:
+    root: dict[str, Any] = {}
+    cur = root
+    root_table = Table(path=(), array=False, line=1)
+    tables = [root_table]
+    keys: dict[str, int] = {}
+    root_table._keys = keys
+    arrays: set[str] = set()  # names made by [[name]]
+    bare: set[str] = set()  # keys already found bare
+    needs_scan = False  # a one-line array of inline tables: the scanner finds its entries
+    lineno = 0
+    for line in src.split("\n"):
+        lineno += 1
+        s = line.lstrip(" \t")
+        if not s or s[0] == "#":
+            continue
+        if s[0] == "[":
+            if '"' in s or "'" in s:
+                raise _NotPlain  # a quoted header key
+            head = s.partition("#")[0].rstrip(" \t")
+            is_array = head.startswith("[[")
+            if is_array:
+                if not head.endswith("]]"):
+                    raise _NotPlain
+                name = head[2:-2].strip(" \t")
+            else:
+                if not head.endswith("]"):
+                    raise _NotPlain
+                name = head[1:-1].strip(" \t")
+            if not _is_bare(name):
+                raise _NotPlain  # dotted, or not a key at all
+            cur = {}
+            if name in root:
+                if not is_array or name not in arrays:
+                    raise _NotPlain  # defined twice: tomllib words the error
+                root[name].append(cur)
+            elif is_array:
+                root[name] = [cur]
+                arrays.add(name)
+            else:
+                root[name] = cur
+            table = Table(path=(name,), array=is_array, line=lineno)
+            keys = {}
+            table._keys = keys
+            tables.append(table)
+            continue
+        k, eq, rest = s.partition("=")
+        key = k.rstrip(" \t")
+        if key not in bare:
+            if not _is_bare(key):
+                raise _NotPlain
+            bare.add(key)
+        if not eq or key in cur:
+            raise _NotPlain  # no value, or set twice: tomllib words the error
+        v = rest.strip(" \t")
+        inner = v[1:-1]
+        # the usual value, a plain string, read here; anything else by _value
+        if v[:1] == '"' and v[-1] == '"' and '"' not in inner and "\\" not in inner and inner:
+            cur[key] = inner
+        else:
+            value, alone = _value(rest)
+            if alone and "{" in rest and isinstance(value, list):
+                needs_scan = True  # inline tables in an array: the scanner lists them
+            cur[key] = value
+        keys[key] = lineno
+    if needs_scan:
+        return root, scan(text)
+    return root, Scan.from_text(text, tables)
