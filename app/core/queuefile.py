@@ -28,6 +28,7 @@ Choices where DESIGN.md is silent (also in the README):
 from __future__ import annotations
 
 import difflib
+import gc
 import hashlib
 import itertools
 import os
@@ -36,7 +37,7 @@ import shlex
 import signal
 import stat
 import tomllib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -44,13 +45,13 @@ from typing import Any
 from gtui.core.errors import QueueFileError
 from gtui.core.model import DiagnosisRule, JobSpec, Mode, Placement, Settings
 from gtui.core.placeholders import (
-    gpu_indices_used,
+    gpu_indices_in,
     is_reserved,
     placeholders_used,
     substitute_matrix,
 )
 from gtui.core.plaintoml import parse_plain
-from gtui.core.tomlscan import Scan, scan
+from gtui.core.tomlscan import Entry, Scan, scan
 from gtui.core.units import UnitError, format_mib, parse_duration_s, parse_size_mib
 
 SETTINGS_KEYS = (
@@ -87,6 +88,7 @@ JOB_KEYS = (
     "matrix",
 )
 RULE_KEYS = ("kind", "pattern", "hint", "exit_codes", "signals")
+_JOB_KEYSET = frozenset(JOB_KEYS)
 TOP_KEYS = ("settings", "jobs", "diagnose")
 MAX_JOBS_PER_ENTRY = 100_000
 
@@ -142,14 +144,26 @@ class QueueFile:
 # where: file, line, key
 
 
-@dataclass(frozen=True)
 class _Where:
-    """A table of the file: which lines its keys are on, and how to name it in messages."""
+    """A table of the file: which lines its keys are on, and how to name it in messages.
 
-    path: str
-    line: int | None
-    keys: Mapping[str, int]
-    section: str
+    ``keys`` may be a scanned :class:`Entry`, whose key lines are then looked up only when a
+    message asks (a load makes one of these per job; its keys are rarely read)."""
+
+    __slots__ = ("_keys", "line", "path", "section")
+
+    def __init__(
+        self, path: str, line: int | None, keys: Mapping[str, int] | Entry, section: str
+    ) -> None:
+        self.path = path
+        self.line = line
+        self._keys = keys
+        self.section = section
+
+    @property
+    def keys(self) -> Mapping[str, int]:
+        keys = self._keys
+        return keys.keys if isinstance(keys, Entry) else keys
 
     def line_of(self, key: str | None) -> int | None:
         if key is not None:
@@ -263,13 +277,23 @@ def _choice(w: _Where, key: str, value: Any, choices: Sequence[str], extra: str 
     return text
 
 
+_sizes: dict[str, int] = {}  # "35G" -> MiB: a queue's jobs share a few sizes
+
+
 def _size(w: _Where, key: str, value: Any) -> int:
+    if type(value) is str:
+        mib = _sizes.get(value)
+        if mib is not None:
+            return mib
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise w.error(f'expected a size such as "35G" or "500M", got {_kind(value)}', key)
     try:
-        return parse_size_mib(value)
+        mib = parse_size_mib(value)
     except UnitError as e:
         raise w.error(str(e), key) from None
+    if type(value) is str and len(_sizes) < 4096:
+        _sizes[value] = mib
+    return mib
 
 
 def _duration(w: _Where, key: str, value: Any, *, positive: bool = False) -> float:
@@ -298,14 +322,20 @@ def scalar_text(value: Any) -> str | None:
     return None
 
 
+_env_names: set[str] = set()  # names found valid: a queue's jobs share a few
+
+
 def _env(w: _Where, key: str, value: Any) -> dict[str, str]:
     if not isinstance(value, dict):
         raise w.error(f'expected a table such as {{ SEED = "1" }}, got {_kind(value)}', key)
     out: dict[str, str] = {}
     for name, v in value.items():
-        if not _ENV_NAME.fullmatch(name):
-            raise w.error(f"{name!r} is not a valid environment variable name", key)
-        text = scalar_text(v)
+        if name not in _env_names:
+            if not _ENV_NAME.fullmatch(name):
+                raise w.error(f"{name!r} is not a valid environment variable name", key)
+            if len(_env_names) < 4096:
+                _env_names.add(name)
+        text = v if type(v) is str else scalar_text(v)
         if text is None:
             raise w.error(f"{name}: expected a string or a number, got {_kind(v)}", key)
         if "\0" in text:
@@ -542,13 +572,25 @@ def _name_safe(value: str) -> str:
 # jobs
 
 
-@dataclass(frozen=True)
 class _Expanded:
-    """One [[jobs]] entry, checked and expanded; ``after`` not yet resolved to names."""
+    """One [[jobs]] entry, checked and expanded; ``after`` not yet resolved to names.
 
-    jobs: list[JobSpec]
-    template: str | None  # the matrix entry's name as written (for ``after``), if any
-    where: _Where
+    (A plain class with slots: a load makes one per entry, and a frozen dataclass's
+    construction cost a microsecond of each job's.)"""
+
+    __slots__ = ("jobs", "template", "used", "where")
+
+    def __init__(
+        self,
+        jobs: list[JobSpec],
+        template: str | None,  # the matrix entry's name as written (for ``after``), if any
+        where: _Where,
+        used: set[str] | None = None,  # placeholders_used of the only job's cmd (no matrix)
+    ) -> None:
+        self.jobs = jobs
+        self.template = template
+        self.where = where
+        self.used = used
 
 
 def _matrix(w: _Where, value: Any) -> list[dict[str, str]]:
@@ -590,9 +632,10 @@ def _matrix(w: _Where, value: Any) -> list[dict[str, str]]:
 def _expand_entry(
     fields: Mapping[str, Any], settings: Settings, w: _Where, entry: int
 ) -> _Expanded:
-    if not isinstance(fields, Mapping):
+    if type(fields) is not dict and not isinstance(fields, Mapping):
         raise w.error(f"expected a table with at least `cmd`, got {_kind(fields)}")
-    _check_keys(w, fields, JOB_KEYS, {"[settings]": SETTINGS_KEYS})
+    if not _JOB_KEYSET.issuperset(fields):
+        _check_keys(w, fields, JOB_KEYS, {"[settings]": SETTINGS_KEYS})
     if "cmd" not in fields:
         raise w.error('a job needs a `cmd`, e.g. cmd = "python train.py --gpu {gpu}"', "cmd")
     cmd = _str(w, "cmd", fields["cmd"])
@@ -615,7 +658,7 @@ def _expand_entry(
         raise w.error(
             f'expected a list of job names such as ["prep"], got {_kind(after_raw)}', "after"
         )
-    after_t = tuple(_str(w, "after", a) for a in after_raw)
+    after_t = tuple(_str(w, "after", a) for a in after_raw) if after_raw else ()
     retries = settings.retries
     if "retries" in fields:
         retries = _int(w, "retries", fields["retries"], -1, " (-1 = until it succeeds)")
@@ -625,7 +668,8 @@ def _expand_entry(
     cwd = _str(w, "cwd", fields.get("cwd", "."))
     env = _env(w, "env", fields["env"]) if "env" in fields else {}
 
-    top = max(gpu_indices_used(cmd), default=-1)
+    used = placeholders_used(cmd)
+    top = max(gpu_indices_in(used), default=-1) if used else -1
     if top >= gpus:
         have = f"{{gpu0}}..{{gpu{gpus - 1}}}" if gpus > 1 else ("{gpu0}" if gpus else "none")
         raise w.error(
@@ -633,7 +677,7 @@ def _expand_entry(
         )
 
     combos = _matrix(w, fields["matrix"]) if "matrix" in fields else [{}]
-    if raw_name is not None:
+    if raw_name is not None and "{" in raw_name:
         stray = sorted(placeholders_used(raw_name) - set(combos[0]))
         if stray:
             keys = ", ".join(combos[0]) or "none"
@@ -643,6 +687,26 @@ def _expand_entry(
             )
     base = raw_name if raw_name is not None else derive_name(cmd)
     jobs: list[JobSpec] = []
+    if len(combos) == 1 and not combos[0]:  # no matrix: nothing to substitute
+        problem = name_problem(base)
+        if problem:
+            raise w.error(f"{problem} (got {base!r})", "name" if raw_name is not None else "cmd")
+        job = JobSpec(
+            name=base,
+            cmd=cmd,
+            gpus=gpus,
+            mem_mib=mem_mib,
+            priority=priority,
+            after=after_t,
+            retries=retries,
+            timeout_s=timeout_s,
+            cwd=cwd,
+            env=env,
+            matrix={},
+            line=w.line or 0,
+            entry=entry,
+        )
+        return _Expanded(jobs=[job], template=None, where=w, used=used)
     for combo in combos:
         name = base
         if combo:
@@ -671,8 +735,7 @@ def _expand_entry(
                 entry=entry,
             )
         )
-    template = raw_name if combos != [{}] and raw_name is not None else None
-    return _Expanded(jobs=jobs, template=template, where=w)
+    return _Expanded(jobs=jobs, template=raw_name, where=w)
 
 
 _CVD_ASSIGN = re.compile(
@@ -684,24 +747,36 @@ def passes_gpu_numbers(cmd: str) -> bool:
     """Whether ``cmd`` hands GPU numbers to the program itself (``--gpu {gpu}``), rather than
     only through ``CUDA_VISIBLE_DEVICES={gpu}``. With isolation those numbers do not match
     what CUDA shows the job (its GPUs numbered from 0)."""
-    used = placeholders_used(_CVD_ASSIGN.sub("", cmd))
-    return any(u == "gpu" or re.fullmatch(r"gpu\d+", u) for u in used)
+    return _passes_gpu_numbers(cmd, None)
 
 
-def _warnings(job: JobSpec, w: _Where, settings: Settings) -> list[str]:
+def _passes_gpu_numbers(cmd: str, used: set[str] | None) -> bool:
+    """:func:`passes_gpu_numbers`, given ``placeholders_used(cmd)`` when it is known."""
+    if "CUDA_VISIBLE_DEVICES" in cmd or used is None:
+        used = placeholders_used(_CVD_ASSIGN.sub("", cmd))
+    return any(u == "gpu" or re.fullmatch(r"gpu\d+", u) for u in used if u.startswith("gpu"))
+
+
+def _warnings(
+    job: JobSpec, w: _Where, settings: Settings, used: set[str] | None = None
+) -> list[str]:
+    """What is allowed in ``job`` but probably not meant. ``used`` is
+    ``placeholders_used(job.cmd)`` if the caller has it (a load asks for every job's)."""
+    if used is None:
+        used = placeholders_used(job.cmd)
     out: list[str] = []
     # The line of `cmd` is read only for a warning: finding it costs more than the checks.
     where = "{where}"
-    for ident in sorted(placeholders_used(job.cmd)):
+    for ident in sorted(used):
         if is_reserved(ident) or ident in job.matrix:
             continue
         out.append(
             f"{where}: cmd: {{{ident}}} is not a placeholder (no matrix key `{ident}`); it reaches "
             f"the shell as written (write {{{{{ident}}}}} to say so)"
         )
-    if job.gpus == 0 and placeholders_used(job.cmd) & {"gpu", "gpu0"}:
+    if job.gpus == 0 and used & {"gpu", "gpu0"}:
         out.append(f"{where}: cmd: job {job.name} uses {{gpu}} but gpus = 0: it will be empty")
-    elif job.gpus and settings.isolate and passes_gpu_numbers(job.cmd):
+    elif job.gpus and settings.isolate and _passes_gpu_numbers(job.cmd, used):
         out.append(
             f"{where}: cmd: {{gpu}} gives physical GPU numbers, but with isolate = true the job "
             f"sees its GPUs as 0..{job.gpus - 1}: pass those, or set isolate = false"
@@ -764,6 +839,38 @@ def _check_pool(
         )
 
 
+def _pool_fits(settings: Settings, pool: Sequence[int | None] | None) -> Callable[[JobSpec], bool]:
+    """A quick yes for a job :func:`_check_pool` passes (False: run it, for its message). The
+    pool's facts are worked out once, not for each of a load's jobs."""
+    size = _pool_limits(settings, pool)
+    most = size
+    if size is not None and settings.mode != Mode.PACK and settings.reserve:
+        k = settings.reserve
+        most = size - k if size > k else (1 if size == k else 0)
+    known = [t for t in pool if t is not None] if pool is not None else []
+    largest = max(known) if known else None
+    totals = list(pool) if pool is not None else []
+    fitting: dict[int, int] = {}  # mem_mib -> how many GPUs of the pool have that much
+
+    def fits(job: JobSpec) -> bool:
+        gpus = job.gpus
+        if gpus == 0:
+            return True
+        if most is not None and gpus > most:
+            return False
+        mem = job.mem_mib
+        if largest is None or mem is None:
+            return True
+        if mem > largest:
+            return False
+        n = fitting.get(mem)
+        if n is None:
+            n = fitting[mem] = sum(1 for t in totals if t is None or t >= mem)
+        return n >= gpus
+
+    return fits
+
+
 def _resolve_after(
     job: JobSpec,
     names: Collection[str],
@@ -793,7 +900,8 @@ def _resolve_after(
 def _find_cycle(jobs: Sequence[JobSpec]) -> list[str] | None:
     """A cycle in ``after`` (as a list of names, first == last), or None."""
     graph = {j.name: j.after for j in jobs}
-    color: dict[str, int] = {}
+    # a job waiting for nothing is in no cycle: done before the walk (most jobs are)
+    color: dict[str, int] = {name: 2 for name, deps in graph.items() if not deps}
     for start in graph:
         if color.get(start):
             continue
@@ -975,7 +1083,7 @@ def _expand_jobs(
     expanded: list[_Expanded] = []
     for i, fields in enumerate(raw_jobs):
         e = entries[i] if i < len(entries) else None
-        w = _Where(shown, e.line if e else jobs_where.line, e.keys if e else {}, "[[jobs]]")
+        w = _Where(shown, e.line if e else jobs_where.line, e if e else {}, "[[jobs]]")
         expanded.append(_expand_entry(fields, settings, w, i))
 
     seen: dict[str, _Expanded] = {}
@@ -1002,7 +1110,7 @@ def _expand_jobs(
     for exp in expanded:
         for job in exp.jobs:
             resolved = _resolve_after(job, seen, templates, exp.where)
-            warnings.extend(_warnings(resolved, exp.where, settings))
+            warnings.extend(_warnings(resolved, exp.where, settings, exp.used))
             jobs.append(resolved)
             out.append((resolved, exp.where))
             where_of[resolved.name] = exp.where
@@ -1055,6 +1163,24 @@ def load_queue(
     With neither, the checks against the GPUs are skipped. ``text`` is the file's content, when
     the caller has it already (write-back checks a new version before it reaches the disk).
     """
+    # A load makes some 100,000 objects that all live on (they hold no cycles): the garbage
+    # collector's passes over them while they are made find nothing and cost ~10 % of a
+    # 10,000-job load, so it waits until the load is done. Left off if it already was.
+    if not gc.isenabled():
+        return _load_queue(path, pool, text, machine)
+    gc.disable()
+    try:
+        return _load_queue(path, pool, text, machine)
+    finally:
+        gc.enable()
+
+
+def _load_queue(
+    path: Path | str,
+    pool: Sequence[int | None] | None,
+    text: str | None,
+    machine: Mapping[int, int | None] | None,
+) -> QueueFile:
     p = Path(path)
     shown = str(path)
     if text is None:
@@ -1097,9 +1223,11 @@ def load_queue(
     if not isinstance(raw_jobs, list):
         raise jobs_where.error("expected [[jobs]] tables (each with a `cmd`)", "jobs")
     expanded_jobs, warnings = _expand_jobs(shown, text, sc, raw_jobs, settings, jobs_where)
+    fits = _pool_fits(settings, pool)
     jobs: list[JobSpec] = []
     for resolved, where in expanded_jobs:
-        _check_pool(resolved, settings, pool, where)
+        if not fits(resolved):
+            _check_pool(resolved, settings, pool, where)  # says why
         jobs.append(resolved)
     return QueueFile(
         path=p, settings=settings, jobs=tuple(jobs), warnings=tuple(dict.fromkeys(warnings))
