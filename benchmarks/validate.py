@@ -72,6 +72,8 @@ def run(quick: bool) -> Section:
         for _ in range(repeats):
             queuefile._last_parse = None  # a first load: scan, parse and expansion included
             queuefile._last_expansion = None
+            queuefile._sizes.clear()  # and no size or env name already checked
+            queuefile._env_names.clear()
             t0 = time.perf_counter()
             load_queue(queue)
             loads.append(time.perf_counter() - t0)
