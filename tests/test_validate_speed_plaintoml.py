@@ -258,6 +258,7 @@ PLAIN = [
     '[ settings ]\n[[ jobs ]]\ncmd = "é ü 中文 🚀"\n[[jobs]]\ncmd = "#not a comment"\n',
     "a = 'C:\\path\\x'\nb = '\"quoted\"'\n",
     "a = 1.5e3\nb = -0\nc = +7\nd = true\ne = []\nf = {}\ng = [1, 'x', 2.0, false,]\n",
+    "a = 0\nb = 10\nc = 123456789012345678901234567890\nd = 0.5\n",
     "cmd = \"awk '{print $1}' {{gpu}}\"\n",
     'a = "tab\there"\n',
     '[[jobs]]\ncmd = "x"\nmatrix = { lr = [0.1, 0.01], seed = [1, 2] }\n',

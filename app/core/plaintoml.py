@@ -195,17 +195,22 @@ def _parse(src: str, text: str) -> tuple[dict[str, Any], Scan]:
             bare.add(key)
         if not eq or key in cur:
             raise _NotPlain  # no value, or set twice: tomllib words the error
-        v = rest.strip(" \t")
-        inner = v[1:-1]
-        # the usual value, a plain string, read here; anything else by _value
-        if v[:1] == '"' and v[-1] == '"' and '"' not in inner and "\\" not in inner and inner:
-            cur[key] = inner
-        else:
-            value, alone = _value(rest)
-            if alone and "{" in rest and isinstance(value, list):
-                needs_scan = True  # inline tables in an array: the scanner lists them
-            cur[key] = value
         keys[key] = lineno
+        # the usual values, a plain string or a small integer, read here; the rest by _value
+        v = rest.strip(" \t")
+        c = v[:1]
+        if c == '"':
+            inner = v[1:-1]
+            if v[-1] == '"' and inner and '"' not in inner and "\\" not in inner:
+                cur[key] = inner
+                continue
+        elif c.isdigit() and v.isdigit() and v.isascii() and (c != "0" or len(v) == 1):
+            cur[key] = int(v)
+            continue
+        value, alone = _value(rest)
+        if alone and "{" in rest and isinstance(value, list):
+            needs_scan = True  # inline tables in an array: the scanner lists them
+        cur[key] = value
     if needs_scan:
         return root, scan(text)
     return root, Scan.from_text(text, tables)
