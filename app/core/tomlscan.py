@@ -95,7 +95,7 @@ class Scan:
     def lines(self) -> list[str]:
         """The text's lines, with their line endings."""
         if self._lines is None:
-            self._lines = self._text.splitlines(keepends=True)
+            self._lines = toml_lines(self._text)
         return self._lines
 
     @property
@@ -242,9 +242,21 @@ _STRINGS = re.compile(f"{_BASIC}|{_LITERAL}", re.DOTALL)
 _FLAT = re.compile(r"[^\[\]{}]*+(?:(?:\[[^\[\]{}]*+\]|\{[^\[\]{}]*+\})[^\[\]{}]*+)?+\Z")
 
 
+def toml_lines(text: str) -> list[str]:
+    """The lines of ``text`` as TOML counts them, with their endings: only LF (or CRLF) ends a
+    line. ``str.splitlines`` also breaks at U+2028, U+0085, form feeds and the like, which a
+    TOML string or comment may hold, and every message below it would name the wrong line."""
+    lines = [line + "\n" for line in text.split("\n")]
+    if lines[-1] == "\n":
+        lines.pop()  # the text ends with a line break (or is empty): no line after it
+    else:
+        lines[-1] = lines[-1][:-1]
+    return lines
+
+
 def scan(text: str) -> Scan:
     """Find the tables, keys and inline entries of ``text`` (see the module docstring)."""
-    lines = text.splitlines(keepends=True)
+    lines = toml_lines(text)
     return _scan_clean(text, lines) or _scan_lines(lines)
 
 
