@@ -24,8 +24,9 @@ from typing import Any
 from gtui.core.tomlscan import Scan, Table, scan
 
 # Characters TOML refuses outside multi-line strings (the ASCII controls but tab and newline; a
-# CR only as part of CRLF), and those ``str.splitlines`` (so the scanner) takes as line breaks
-# but TOML does not: with any of them the slow path decides.
+# CR only as part of CRLF), and those ``str.splitlines`` takes as line breaks but TOML does not
+# (U+0085, U+2028, U+2029): with any of them the slow path decides, which counts lines as TOML
+# does (``tomlscan.toml_lines``).
 _REFUSED = re.compile("[\x00-\x08\x0b-\x1f\x7f\x85\u2028\u2029]")
 _FLOAT = re.compile(r"[+-]?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _NESTED = re.compile(r"[\[\]{}#\\]")  # in an array or inline table: tomllib reads it
