@@ -759,11 +759,7 @@ class _Pass:
                 first_blocked = False
                 waited = self.now - c.waiting_since
                 if waited > self.settings.starve_after_s or c.name == target:
-                    self.starve(c, waited)
-                    note = f"; starving {format_wait(waited)}"
-                    if self.protected:
-                        note += f", {_gpu_list(sorted(self.protected))} kept for it"
-                    texts[q] = reason + note
+                    texts[q] = reason + self.starve(c, waited)
                     dead = dict.fromkeys(_SENTINELS)  # later reasons now name the starving job
                     self.changed()
                     heap = heap_from(p)
@@ -821,7 +817,9 @@ class _Pass:
     def sweep(
         self, ranked: list[Candidate], running: int, first: bool
     ) -> tuple[list[Start], dict[str, str], int | None, bool]:
-        """Walk the candidates once in rank order: (starts, reasons, probe, sweep again?).
+        """``run_each``'s walk, one job at a time and nothing skipped: (starts, reasons, probe,
+        sweep again?). Kept as plain as the rules allow: it is what ``sweep_codes`` is checked
+        against.
 
         Only the first sweep picks the starving job; a later sweep protects that same job again
         once it reaches it (and forgets it if it starts), never another one.
@@ -829,10 +827,6 @@ class _Pass:
         limit = max(0, self.settings.max_parallel)
         reasons: dict[str, str] = {}
         starts: list[Start] = []
-        after_cache = self.after_cache
-        dead: dict[_Shape, str] = {}  # shape -> its reason, valid until the GPUs change
-        dead_get = dead.get
-        cache = self.shape_cache  # off only in tests, to check the caches change nothing
         target = None if first else self.starving
         self.starving, self.starving_for, self.protected = None, "", frozenset()
         self.forget_failures()
@@ -841,41 +835,25 @@ class _Pass:
         any_failure = grew_after_a_failure = False
         probe: int | None = None  # least mem among jobs that wait for GPUs (for `reserved`)
         rest = 0 if limit and running >= limit else len(ranked)  # where max_parallel is hit
-        seq = ranked if rest == len(ranked) else ranked[:rest]
-        # The hot path of a long queue: a plain job whose request shape already failed. It is
-        # tested first and alone; the position is only worked out on the rare break.
-        for c in seq:
-            key = c.shape
-            r = dead_get(key)
-            if r is not None and not c.special:
-                reasons[c.name] = r
+        for i, c in enumerate(ranked[:rest]):
+            if c.held:
+                reasons[c.name] = HELD_REASON
                 continue
-            if c.special:  # held, or waits for other jobs
-                if c.held:
-                    reasons[c.name] = HELD_REASON
-                    continue
-                ar = after_cache.get(c.after)
-                if ar is None:
-                    ar = after_cache[c.after] = self.after_reason(c.after) or ""
-                if ar:
-                    reasons[c.name] = ar
-                    continue
-                if r is not None:
-                    reasons[c.name] = r
-                    continue
-            n, m = key
+            ar = self.after_reason(c.after) if c.after else None
+            if ar:
+                reasons[c.name] = ar
+                continue
+            n, m = c.gpus, c.mem_mib
             if n <= 0:
                 starts.append(Start(c.name, ()))
                 running += 1
                 if limit and running >= limit:
-                    rest = _position(seq, c) + 1
+                    rest = i + 1
                     break
                 continue
             perm = self.permanent_reason(n, m)
             if perm is not None:
                 reasons[c.name] = perm
-                if cache:
-                    dead[key] = perm
                 continue
             protected = bool(self.protected)
             if not self.known_to_fail(n, m):
@@ -886,10 +864,9 @@ class _Pass:
                         grew_after_a_failure = grew_after_a_failure or any_failure
                     starts.append(Start(c.name, tuple(sorted(g.index for g in chosen))))
                     running += 1
-                    dead.clear()
                     self.changed()
                     if limit and running >= limit:
-                        rest = _position(seq, c) + 1
+                        rest = i + 1
                         break
                     continue
                 self.failed(n, m)
@@ -901,42 +878,33 @@ class _Pass:
                 first_blocked = False
                 waited = self.now - c.waiting_since
                 if waited > self.settings.starve_after_s or c.name == target:
-                    self.starve(c, waited)
-                    note = f"; starving {format_wait(waited)}"
-                    if self.protected:
-                        note += f", {_gpu_list(sorted(self.protected))} kept for it"
-                    reasons[c.name] = reason + note
-                    dead.clear()  # reasons of later jobs now name the starving job
-                    self.changed()
+                    reasons[c.name] = reason + self.starve(c, waited)
+                    self.changed()  # reasons of later jobs now name the starving job
                     continue
             reasons[c.name] = reason
-            if cache:
-                dead[key] = reason
 
         # max_parallel reached (if rest < len): no more starts; say why each remaining job waits.
         slot = f"max_parallel {limit} reached"
         for c in ranked[rest:]:
-            if c.held:
-                reasons[c.name] = HELD_REASON
-                continue
-            if c.after:
-                ar = after_cache.get(c.after)
-                if ar is None:
-                    ar = after_cache[c.after] = self.after_reason(c.after) or ""
-                if ar:
-                    reasons[c.name] = ar
-                    continue
-            if c.gpus > 0:
+            ar = HELD_REASON if c.held else self.after_reason(c.after) if c.after else None
+            if ar:
+                reasons[c.name] = ar
+            elif c.gpus > 0:
                 reasons[c.name] = self.permanent_reason(c.gpus, c.mem_mib) or slot
             else:
                 reasons[c.name] = slot
         return starts, reasons, probe, grew_after_a_failure and rest == len(ranked)
 
-    def starve(self, c: Candidate, waited: float) -> None:
-        """``c`` waited too long: later jobs must leave it every GPU it could use."""
+    def starve(self, c: Candidate, waited: float) -> str:
+        """``c`` waited too long: later jobs must leave it every GPU it could use. Returns what
+        its reason says of it."""
         self.starving = c.name
         self.starving_for = f"waiting for {c.name} (starving since {format_wait(waited)})"
         self.protected = frozenset(g.index for g in self.pool if self.could_use(g, c.mem_mib))
+        note = f"; starving {format_wait(waited)}"
+        if self.protected:
+            note += f", {_gpu_list(sorted(self.protected))} kept for it"
+        return note
 
     def decision(
         self, starts: list[Start], reasons: Mapping[str, str], probe: int | None
@@ -974,11 +942,6 @@ _GPUS = attrgetter("gpus")
 _NAME = attrgetter("name")
 _CODE = attrgetter("code")
 _SENTINELS = frozenset((_BLOCKED, _STARTED))
-
-
-def _position(seq: list[Candidate], c: Candidate) -> int:
-    """Where ``c`` stands in ``seq`` (by identity: Candidates compare by value)."""
-    return next(i for i, x in enumerate(seq) if x is c)
 
 
 def _gpu_list(indices: Sequence[int]) -> str:
