@@ -78,19 +78,15 @@ class Candidate:
     after: tuple[str, ...] = ()
     waiting_since: float = 0.0
     held: bool = False
-    # Worked out once per Candidate (the engine keeps them between passes), so the pass makes
-    # no tuple per job and tests one flag for the jobs that need no special care.
-    shape: tuple[int, int | None] = field(init=False, repr=False, compare=False)
-    special: bool = field(init=False, repr=False, compare=False)  # held, or has `after`
-    # The rank order (priority, then queue order) as one int, and the request shape (with the
-    # special flag) as a small shared int: the pass works on lists of these (see _Pass.run).
+    # Worked out once per Candidate (the engine keeps them between passes): the rank order
+    # (priority, then queue order) as one int, and the request shape, marked special when the
+    # job is held or has an `after`, as a small shared int. The pass works on lists of these
+    # (see _Pass.run); a Candidate holds nothing else, as 100k of them must stay small.
     rank: int = field(init=False, repr=False, compare=False)
     code: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         special = self.held or bool(self.after)
-        object.__setattr__(self, "shape", (self.gpus, self.mem_mib))
-        object.__setattr__(self, "special", special)
         object.__setattr__(self, "rank", self.order - (self.priority << _RANK_SHIFT))
         object.__setattr__(self, "code", shape_code(self.gpus, self.mem_mib, special))
 
