@@ -187,3 +187,21 @@ def test_two_passes_over_the_same_candidates_compare_by_their_texts() -> None:
     assert c.reasons != a.reasons
     assert a.reasons[waiting.name].startswith("after ")
     assert not c.reasons.get(waiting.name, "").startswith("after ")
+
+
+@pytest.mark.parametrize("offset", [0, 2**21 - 700, 2**21, 10**12])
+def test_extreme_priorities_and_queue_positions_rank_as_the_reference_does(offset: int) -> None:
+    """Priorities far outside (-256, 256] and queue positions past 2**21 (where a Candidate has
+    no single rank int and the pass sorts by the two keys) rank exactly as ``run_each`` does."""
+    snap, cands, allocs, deps = world(13, 1500)
+    odd = [
+        replace(
+            c, priority=[10**9, -(10**9), 255, 256, -255, -256, 0][i % 7], order=c.order + offset
+        )
+        for i, c in enumerate(cands)
+    ]
+    for settings in (Settings(mode=Mode.PACK, reserve=1), Settings(multi_gpu_first=True)):
+        fast = place(snap, odd, allocs, settings, dep_states=deps, running_count=0, now=1e4)
+        slow = _Pass(snap, allocs, settings, 1e4, shape_cache=False).run_each(odd, deps, 0, False)
+        assert fast == slow
+        assert list(fast.reasons) == list(slow.reasons)  # the same rank order
