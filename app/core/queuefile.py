@@ -37,7 +37,7 @@ import shlex
 import signal
 import stat
 import tomllib
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,7 @@ from gtui.core.placeholders import (
     substitute_matrix,
 )
 from gtui.core.plaintoml import parse_plain
+from gtui.core.policy import reserve_allows
 from gtui.core.tomlscan import Entry, Scan, scan
 from gtui.core.units import UnitError, format_mib, parse_duration_s, parse_size_mib
 
@@ -796,79 +797,62 @@ def _pool_limits(settings: Settings, pool: Sequence[int | None] | None) -> int |
     return None
 
 
-def _check_pool(
-    job: JobSpec, settings: Settings, pool: Sequence[int | None] | None, w: _Where
-) -> None:
-    if job.gpus == 0:
-        return
-    size = _pool_limits(settings, pool)
-    if size is not None and job.gpus > size:
-        source = "the pool" if pool is not None else "settings gpus (minus exclude)"
-        raise w.error(
-            f"job {job.name} needs {job.gpus} GPU{'s' if job.gpus > 1 else ''} but {source} "
-            f"has {size}; lower gpus or widen settings gpus / exclude",
-            "gpus",
-        )
-    if size is not None and settings.mode != Mode.PACK and settings.reserve:
-        k = settings.reserve
-        most = size - k if size > k else (1 if size == k else 0)
-        if job.gpus > most:
-            raise w.error(
-                f"job {job.name} needs {job.gpus} GPUs but with reserve = {k} at most {most} of "
-                f"the {size} GPUs in the pool can be taken; lower gpus or reserve",
-                "gpus",
-            )
-    if pool is None or job.mem_mib is None:
-        return
-    known = [t for t in pool if t is not None]
-    if not known:
-        return
-    if job.mem_mib > max(known):
-        raise w.error(
-            f"job {job.name} asks {format_mib(job.mem_mib)} per GPU, more than any GPU has "
-            f"(largest: {format_mib(max(known))}); lower mem",
-            "mem",
-        )
-    fitting = sum(1 for t in pool if t is None or t >= job.mem_mib)
-    if fitting < job.gpus:
-        have = f"{fitting} GPUs of the pool have" if fitting != 1 else "1 GPU of the pool has"
-        raise w.error(
-            f"job {job.name} needs {job.gpus} GPUs with {format_mib(job.mem_mib)} each but only "
-            f"{have} that much; lower mem or gpus",
-            "mem",
-        )
+class _PoolCheck:
+    """Can each job ever get its GPUs and memory from the pool? Raises the message saying why
+    not. The pool's facts (its size, what the reserve leaves, the largest GPU, how many GPUs
+    have a given memory) are worked out once for a load's thousands of jobs."""
 
+    __slots__ = ("_fitting", "known", "largest", "most", "pool", "settings", "size")
 
-def _pool_fits(settings: Settings, pool: Sequence[int | None] | None) -> Callable[[JobSpec], bool]:
-    """A quick yes for a job :func:`_check_pool` passes (False: run it, for its message). The
-    pool's facts are worked out once, not for each of a load's jobs."""
-    size = _pool_limits(settings, pool)
-    most = size
-    if size is not None and settings.mode != Mode.PACK and settings.reserve:
-        k = settings.reserve
-        most = size - k if size > k else (1 if size == k else 0)
-    known = [t for t in pool if t is not None] if pool is not None else []
-    largest = max(known) if known else None
-    totals = list(pool) if pool is not None else []
-    fitting: dict[int, int] = {}  # mem_mib -> how many GPUs of the pool have that much
+    def __init__(self, settings: Settings, pool: Sequence[int | None] | None) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.size = _pool_limits(settings, pool)
+        self.most = self.size  # what the reserve lets one job take (the policy's own rule)
+        if self.size is not None and settings.mode != Mode.PACK and settings.reserve:
+            self.most = reserve_allows(self.size, settings.reserve)
+        known = [t for t in pool if t is not None] if pool is not None else []
+        self.largest = max(known) if known else None
+        self._fitting: dict[int, int] = {}  # mem_mib -> how many GPUs of the pool have that much
 
-    def fits(job: JobSpec) -> bool:
+    def __call__(self, job: JobSpec, w: _Where) -> None:
         gpus = job.gpus
         if gpus == 0:
-            return True
+            return
+        size, most = self.size, self.most
+        if size is not None and gpus > size:
+            source = "the pool" if self.pool is not None else "settings gpus (minus exclude)"
+            raise w.error(
+                f"job {job.name} needs {gpus} GPU{'s' if gpus > 1 else ''} but {source} "
+                f"has {size}; lower gpus or widen settings gpus / exclude",
+                "gpus",
+            )
         if most is not None and gpus > most:
-            return False
+            raise w.error(
+                f"job {job.name} needs {gpus} GPUs but with reserve = {self.settings.reserve} "
+                f"at most {most} of the {size} GPUs in the pool can be taken; lower gpus or "
+                "reserve",
+                "gpus",
+            )
         mem = job.mem_mib
-        if largest is None or mem is None:
-            return True
-        if mem > largest:
-            return False
-        n = fitting.get(mem)
-        if n is None:
-            n = fitting[mem] = sum(1 for t in totals if t is None or t >= mem)
-        return n >= gpus
-
-    return fits
+        if self.pool is None or mem is None or self.largest is None:
+            return
+        if mem > self.largest:
+            raise w.error(
+                f"job {job.name} asks {format_mib(mem)} per GPU, more than any GPU has "
+                f"(largest: {format_mib(self.largest)}); lower mem",
+                "mem",
+            )
+        fitting = self._fitting.get(mem)
+        if fitting is None:
+            fitting = self._fitting[mem] = sum(1 for t in self.pool if t is None or t >= mem)
+        if fitting < gpus:
+            have = f"{fitting} GPUs of the pool have" if fitting != 1 else "1 GPU of the pool has"
+            raise w.error(
+                f"job {job.name} needs {gpus} GPUs with {format_mib(mem)} each but only "
+                f"{have} that much; lower mem or gpus",
+                "mem",
+            )
 
 
 def _resolve_after(
@@ -949,8 +933,9 @@ def job_from_fields(
             raise w.error(f"a job named `{job.name}` already exists; choose another name", "name")
         mine.add(job.name)
     jobs = [_resolve_after(j, existing_names, {}, w) for j in exp.jobs]
+    check_pool = _PoolCheck(settings, pool)
     for job in jobs:
-        _check_pool(job, settings, pool, w)
+        check_pool(job, w)
     return jobs
 
 
@@ -1223,11 +1208,10 @@ def _load_queue(
     if not isinstance(raw_jobs, list):
         raise jobs_where.error("expected [[jobs]] tables (each with a `cmd`)", "jobs")
     expanded_jobs, warnings = _expand_jobs(shown, text, sc, raw_jobs, settings, jobs_where)
-    fits = _pool_fits(settings, pool)
+    check_pool = _PoolCheck(settings, pool)
     jobs: list[JobSpec] = []
     for resolved, where in expanded_jobs:
-        if not fits(resolved):
-            _check_pool(resolved, settings, pool, where)  # says why
+        check_pool(resolved, where)
         jobs.append(resolved)
     return QueueFile(
         path=p, settings=settings, jobs=tuple(jobs), warnings=tuple(dict.fromkeys(warnings))
