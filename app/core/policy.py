@@ -568,16 +568,15 @@ class _Pass:
         return f"{text} ({', '.join(details)})" if details else text
 
     def after_reason(self, after: tuple[str, ...]) -> str | None:
+        """``after prep (running), fetch (unknown job)``, or None once every one is done."""
         if len(after) == 1:  # the common case, without the list
             state = self.dep_states.get(after[0])
-            if state == "done":
-                return None
-            return f"after {after[0]} ({'unknown job' if state is None else str(state)})"
+            return None if state == "done" else "after " + _dep_text(after[0], state)
         unmet = []
         for dep in after:
             state = self.dep_states.get(dep)
             if state != "done":
-                unmet.append(f"{dep} ({'unknown job' if state is None else str(state)})")
+                unmet.append(_dep_text(dep, state))
         return "after " + ", ".join(unmet) if unmet else None
 
     # ---------------------------------------------------------------- the pass
@@ -956,6 +955,10 @@ _GPUS = attrgetter("gpus")
 _NAME = attrgetter("name")
 _CODE = attrgetter("code")
 _SENTINELS = frozenset((_BLOCKED, _STARTED))
+
+
+def _dep_text(dep: str, state: str | None) -> str:
+    return f"{dep} ({'unknown job' if state is None else str(state)})"
 
 
 def _gpu_list(indices: Sequence[int]) -> str:
