@@ -872,7 +872,7 @@ class Engine:
             for name, reason in reasons.items():
                 rec = records.get(name)
                 if rec is not None and rec.state == queued:
-                    groups[reason or "starting"] = groups.get(reason or "starting", 0) + 1
+                    groups[reason] = groups.get(reason, 0) + 1  # a reason is never empty
                     explained += 1
             if waiting > explained:  # queued but without a reason: it starts in this pass
                 groups["starting"] = groups.get("starting", 0) + waiting - explained
