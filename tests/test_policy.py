@@ -341,7 +341,9 @@ def reserve_row_gpus(satisfy: int, held_by_us: int) -> tuple[list[GpuInfo], list
     ("satisfy", "held_by_us", "n", "may_take"),
     [(8, 0, 8, 6), (5, 1, 4, 2), (4, 1, 3, 1), (3, 1, 2, 1), (2, 1, 1, 0)],
 )
-def test_reserve_table_of_seed_5_2(satisfy: int, held_by_us: int, n: int, may_take: int) -> None:
+def test_reserve_rule_seed_follows_the_table_of_seed_5_2(
+    satisfy: int, held_by_us: int, n: int, may_take: int
+) -> None:
     """The table of seed 000, 5.2, with RESERVED_GPUS=2.
 
     Its columns are: GPUs with enough free memory (满足显存的GPU), of them held by this script
@@ -354,16 +356,37 @@ def test_reserve_table_of_seed_5_2(satisfy: int, held_by_us: int, n: int, may_ta
     - 2 with memory, 1 ours, n=1: none, the job waits (n below the reserve).
     So a job needing ``may_take`` GPUs starts and one needing one more does not. Shared mode, so
     the GPU held by us is not eligible itself; two GPUs with too little memory sit in the pool
-    too and never count.
+    too and never count. This is ``reserve_rule = "seed"``, which `gtui import` writes.
     """
-    assert reserve_allows(n, 2) == may_take
+    assert reserve_allows(n, 2, "seed") == may_take
+    check_reserve_row(satisfy, held_by_us, n, may_take, "seed")
+
+
+@pytest.mark.parametrize(
+    ("satisfy", "held_by_us", "n", "may_take"),
+    [(8, 0, 8, 6), (5, 1, 4, 2), (4, 1, 3, 1), (3, 1, 2, 0), (2, 1, 1, 0)],
+)
+def test_reserve_strict_keeps_reserve_gpus_free_in_every_row(
+    satisfy: int, held_by_us: int, n: int, may_take: int
+) -> None:
+    """DESIGN.md 4.2: `reserve = 2` keeps 2 eligible GPUs free of our jobs, the seed's
+    special row (n equals the reserve) included: there the job waits."""
+    assert reserve_allows(n, 2) == may_take == reserve_allows(n, 2, "strict")
+    check_reserve_row(satisfy, held_by_us, n, may_take, "strict")
+
+
+def check_reserve_row(satisfy: int, held_by_us: int, n: int, may_take: int, rule: str) -> None:
+    """A job needing ``may_take`` GPUs starts on the free ones; one needing one more waits, and
+    its reason says how many the reserve keeps."""
     gpus, allocs = reserve_row_gpus(satisfy, held_by_us)
     free = list(range(held_by_us, satisfy))
     assert len(free) == n
     if may_take:
-        d = decide(gpus, [job("fits", gpus=may_take, mem=35)], allocs, reserve=2)
+        d = decide(gpus, [job("fits", gpus=may_take, mem=35)], allocs, reserve=2, reserve_rule=rule)
         assert started(d) == {"fits": tuple(free[:may_take])}
-    d = decide(gpus, [job("one_more", gpus=may_take + 1, mem=35)], allocs, reserve=2)
+    d = decide(
+        gpus, [job("one_more", gpus=may_take + 1, mem=35)], allocs, reserve=2, reserve_rule=rule
+    )
     assert d.starts == ()
     reason = d.reasons["one_more"]
     assert reason.startswith(f"needs {may_take + 1} GPU")
@@ -371,18 +394,43 @@ def test_reserve_table_of_seed_5_2(satisfy: int, held_by_us: int, n: int, may_ta
     assert f"reserve 2 keeps {n - may_take}" in reason
 
 
+@pytest.mark.parametrize("rule", ["strict", "seed"])
 @pytest.mark.parametrize("reserve", [0, 1, 2, 3])
-def test_reserve_rule_for_every_small_pool(reserve: int) -> None:
+def test_reserve_rule_for_every_small_pool(reserve: int, rule: str) -> None:
     """Every pool of up to 6 GPUs, 0-2 of them running a job of ours (shared mode): a job
     needing ``size`` GPUs starts exactly when size <= allowed(n), n the GPUs free of ours."""
     for pool in range(7):
         for busy in range(min(pool, 2) + 1):
             gpus, allocs = reserve_row_gpus(pool, busy)
             n = pool - busy
-            expected = 0 if n < reserve else (1 if n == reserve and n > 0 else n - reserve)
+            if rule == "seed":
+                expected = 0 if n < reserve else (1 if n == reserve and n > 0 else n - reserve)
+            else:
+                expected = max(0, n - reserve)
             for size in range(1, pool + 2):
-                d = decide(gpus, [job("j", gpus=size, mem=35)], allocs, reserve=reserve)
+                d = decide(
+                    gpus, [job("j", gpus=size, mem=35)], allocs, reserve=reserve, reserve_rule=rule
+                )
                 assert (d.starts != ()) is (size <= expected), (pool, busy, size, d.reasons)
+
+
+@pytest.mark.parametrize(("rule", "idle_left"), [("strict", 1), ("seed", 0)])
+def test_reserve_one_leaves_one_idle_gpu_when_colleagues_use_none(rule: str, idle_left: int) -> None:
+    """The README's own example, `reserve = 1` in shared mode on a box where colleagues use
+    nothing: one pass after another, jobs keep starting until the rule stops them. Strict leaves
+    one idle GPU, as a reader expects; the seed's rule, kept for imported queues, leaves none."""
+    gpus = [gpu(i) for i in range(4)]
+    allocs: list[Allocation] = []
+    waiting = [job(f"j{i}", mem=20) for i in range(8)]
+    while True:
+        d = decide(gpus, waiting, allocs, reserve=1, reserve_rule=rule)
+        if not d.starts:
+            break
+        for s in d.starts:
+            allocs.append(ours(s.name, list(s.gpus), mem=20, observed=20))
+        waiting = [j for j in waiting if j.name not in started(d)]
+    taken = {g for a in allocs for g in a.gpus}
+    assert len(taken) == 4 - idle_left
 
 
 def test_reserve_counts_only_gpus_that_fit_the_job() -> None:
@@ -398,10 +446,21 @@ def test_reserve_counts_only_gpus_that_fit_the_job() -> None:
 
 
 def test_reserve_is_recomputed_after_each_start_in_a_pass() -> None:
-    """Eight idle GPUs, reserve 2, one-GPU jobs: each start lowers n for the next job. Taken
-    literally, the n == k row lets a seventh job start (n=2 -> 1): the seed script does the same
-    when it scans again for each command, leaving k - 1 GPUs free."""
+    """Eight idle GPUs, reserve 2, one-GPU jobs: each start lowers n for the next job, and the
+    strict rule stops at six, leaving two GPUs idle."""
     d = decide([gpu(i) for i in range(8)], [job(f"j{i}", order=i) for i in range(10)], reserve=2)
+    assert [s.gpus for s in d.starts] == [(i,) for i in range(6)]
+    assert d.reasons["j6"] == (
+        "needs 1 GPU with 12G: none eligible (GPU0,1,2,3,4,5 ours, reserve 2 keeps 2)"
+    )
+    assert d.reserved == (6, 7)
+
+
+def test_reserve_rule_seed_takes_one_more_when_n_equals_the_reserve() -> None:
+    """The seed's rule, taken literally: the n == k row lets a seventh job start (n=2 -> 1), as
+    the seed script does when it scans again for each command, leaving k - 1 GPUs free."""
+    jobs = [job(f"j{i}", order=i) for i in range(10)]
+    d = decide([gpu(i) for i in range(8)], jobs, reserve=2, reserve_rule="seed")
     assert [s.gpus for s in d.starts] == [(i,) for i in range(7)]
     assert d.reasons["j7"] == (
         "needs 1 GPU with 12G: none eligible (GPU0,1,2,3,4,5,6 ours, reserve 2 keeps 1)"
@@ -416,11 +475,11 @@ def test_reserve_does_not_limit_gpus_that_already_hold_our_jobs() -> None:
         gpus,
         [job("pair", gpus=2), job("a"), job("b")],
         allocs,
-        reserve=2,
+        reserve=1,
         mode="pack",
         placement="most_available",
     )
-    # n = 2 free GPUs = reserve: one of them, plus GPU0 which already holds a job of ours.
+    # n = 2 free GPUs, reserve 1: one of them, plus GPU0 which already holds a job of ours.
     # a and b only fit on GPUs holding our jobs: most available first (GPU1 68G, then a tie).
     assert started(d) == {"pair": (0, 1), "a": (1,), "b": (0,)}
     assert d.reserved == (2,)
@@ -430,9 +489,18 @@ def test_pack_with_a_reserve_sweeps_again_when_starts_make_room() -> None:
     """Pack mode, reserve 3, five idle GPUs. ``trio`` (3 GPUs) first: n=5 allows 2, it waits.
     Each one-GPU job then turns a free GPU into one holding our job, which the reserve does not
     limit: after three of them, trio fits on those three. Resources grew within the pass, so the
-    pass sweeps the waiting jobs again instead of leaving trio for the next poll."""
+    pass sweeps the waiting jobs again instead of leaving trio for the next poll. Only the seed's
+    rule can make room so (its n == k row): under the strict rule a start on a free GPU adds one
+    GPU of ours and removes one allowed free GPU, so the room stays the same."""
     jobs = [job("trio", gpus=3, order=0)] + [job(f"s{i}", order=1 + i) for i in range(3)]
-    d = decide([gpu(i) for i in range(5)], jobs, mode="pack", reserve=3, placement="most_available")
+    d = decide(
+        [gpu(i) for i in range(5)],
+        jobs,
+        mode="pack",
+        reserve=3,
+        reserve_rule="seed",
+        placement="most_available",
+    )
     assert [(s.name, s.gpus) for s in d.starts] == [
         ("s0", (0,)),
         ("s1", (1,)),
@@ -450,7 +518,14 @@ def test_pack_with_a_reserve_a_failed_shape_is_tried_again_after_room_grows() ->
     trio."""
     jobs = [job("trio", gpus=3, order=0)] + [job(f"s{i}", order=1 + i) for i in range(3)]
     jobs.append(job("trio2", gpus=3, order=9))
-    d = decide([gpu(i) for i in range(5)], jobs, mode="pack", reserve=3, placement="most_available")
+    d = decide(
+        [gpu(i) for i in range(5)],
+        jobs,
+        mode="pack",
+        reserve=3,
+        reserve_rule="seed",
+        placement="most_available",
+    )
     assert [s.name for s in d.starts] == ["s0", "s1", "s2", "trio2", "trio"]
     assert d.available_mib[0] == 44 * G
 
@@ -464,20 +539,30 @@ def test_reserve_larger_than_the_pool_ever_allows_is_said_plainly() -> None:
 
 
 @pytest.mark.parametrize(
-    ("idle", "reserve", "reserved"),
-    [(4, 0, ()), (4, 2, (2, 3)), (2, 2, (1,)), (1, 1, ()), (1, 2, (0,)), (3, 1, (2,))],
+    ("idle", "reserve", "rule", "reserved"),
+    [
+        (4, 0, "strict", ()),
+        (4, 2, "strict", (2, 3)),
+        (2, 2, "strict", (0, 1)),
+        (1, 1, "strict", (0,)),
+        (1, 2, "strict", (0,)),
+        (3, 1, "strict", (2,)),
+        (2, 2, "seed", (1,)),
+        (1, 1, "seed", ()),
+    ],
 )
 def test_reserved_names_the_free_gpus_the_reserve_keeps(
-    idle: int, reserve: int, reserved: tuple[int, ...]
+    idle: int, reserve: int, rule: str, reserved: tuple[int, ...]
 ) -> None:
-    d = decide([gpu(i) for i in range(idle)], [], reserve=reserve)
+    d = decide([gpu(i) for i in range(idle)], [], reserve=reserve, reserve_rule=rule)
     assert d.reserved == reserved
 
 
 def test_reserved_marks_the_gpus_our_next_job_would_take_last() -> None:
     gpus = [gpu(0, used=20), gpu(1), gpu(2, used=10), gpu(3, used=30)]
-    assert decide(gpus, [], reserve=1).reserved == ()  # idle GPUs: only GPU1 (n == k)
-    d = decide(gpus, [job("a", mem=70), job("b", gpus=2, mem=45)], reserve=2)
+    assert decide(gpus, [], reserve=1).reserved == (1,)  # idle GPUs: only GPU1, kept
+    assert decide(gpus, [], reserve=1, reserve_rule="seed").reserved == ()  # n == k: taken
+    d = decide(gpus, [job("a", mem=70), job("b", gpus=2, mem=45)], reserve=2, reserve_rule="seed")
     assert started(d) == {"a": (1,)}
     assert d.reasons["b"] == "needs 2 GPUs with 45G: 1 eligible (GPU1 ours, reserve 2 keeps 2)"
     # Judged for b, the smallest waiting request: GPU0/2/3 fit it, 1 may be taken: GPU2 (most

@@ -143,6 +143,7 @@ def worlds(draw: st.DrawFn) -> World:
         gpus=pool,  # type: ignore[arg-type]
         exclude=exclude if n_gpus and draw(st.booleans()) else (),
         reserve=draw(st.sampled_from([0, 0, 1, 2, 3])),
+        reserve_rule=draw(st.sampled_from(["strict", "seed"])),
         mode=draw(st.sampled_from([Mode.PACK, Mode.SHARED, Mode.PACK, Mode.EXCLUSIVE])),
         placement=draw(st.sampled_from(list(Placement))),
         max_parallel=draw(st.sampled_from([0, 0, 0, 4, 1, 2])),
@@ -229,17 +230,20 @@ def eligible(g: OGpu, mem: int | None, mode: Mode) -> bool:
     return not g.whole and g.available >= mem
 
 
-def allows(n: int, k: int) -> int:
-    """Seed 000, 5.2, written out again."""
-    if n < k:
-        return 0
-    return 1 if n == k and n > 0 else n - k
+def allows(n: int, k: int, rule: str) -> int:
+    """DESIGN.md 4.2 written out again: strict keeps k free; the seed's rule (seed 000, 5.2)
+    takes one when n == k."""
+    if rule == "seed":
+        if n < k:
+            return 0
+        return 1 if n == k and n > 0 else n - k
+    return n - k if n > k else 0
 
 
 def fits_now(pool: dict[int, OGpu], c: Candidate, s: Settings) -> bool:
     elig = [g for g in pool.values() if eligible(g, c.mem_mib, s.mode)]
     free = sum(1 for g in elig if g.jobs == 0)
-    return len(elig) - free + min(free, allows(free, s.reserve)) >= c.gpus
+    return len(elig) - free + min(free, allows(free, s.reserve, s.reserve_rule)) >= c.gpus
 
 
 # --------------------------------------------------------------------------------- properties
@@ -272,7 +276,7 @@ def check_starts_replayed_in_order(w: World, d: Decision) -> None:
         assert set(start.gpus) <= elig, (start, s.mode)
         free = sum(1 for i in elig if pool[i].jobs == 0)
         taken_free = sum(1 for i in start.gpus if pool[i].jobs == 0)
-        assert taken_free <= allows(free, s.reserve), "reserve violated"
+        assert taken_free <= allows(free, s.reserve, s.reserve_rule), "reserve violated"
         for i in start.gpus:
             g = pool[i]
             if s.mode != Mode.PACK or c.mem_mib is None:

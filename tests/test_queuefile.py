@@ -401,8 +401,12 @@ def test_reserve_rule_in_the_pool_check(tmp_path: Path) -> None:
     body = '[settings]\nreserve = {k}\nmode = "{mode}"\n[[jobs]]\ncmd = "x"\ngpus = {n}\n'
     pool = [81920] * 4
     assert load_queue(write_queue(tmp_path, body.format(k=1, mode="shared", n=3)), pool=pool)
-    assert load_queue(write_queue(tmp_path, body.format(k=4, mode="shared", n=1)), pool=pool)
     assert load_queue(write_queue(tmp_path, body.format(k=1, mode="pack", n=4)), pool=pool)
+    # Strict (the default): reserve 4 of 4 keeps all four; the seed's rule still gives one.
+    with pytest.raises(QueueFileError, match="at most 0"):
+        load_queue(write_queue(tmp_path, body.format(k=4, mode="shared", n=1)), pool=pool)
+    seed = body.replace("reserve = {k}", 'reserve = {k}\nreserve_rule = "seed"')
+    assert load_queue(write_queue(tmp_path, seed.format(k=4, mode="shared", n=1)), pool=pool)
     with pytest.raises(QueueFileError, match="at most 3"):
         load_queue(write_queue(tmp_path, body.format(k=1, mode="shared", n=4)), pool=pool)
     with pytest.raises(QueueFileError, match="at most 0"):
@@ -491,6 +495,7 @@ def test_validate_json_shape(tmp_path: Path) -> None:
         "timeout_s",
         "cwd",
         "env",
+        "isolate",
     }
     assert all(set(j) == keys for j in doc["jobs"])
     assert doc["jobs"][0]["mem_mib"] is None
@@ -505,6 +510,7 @@ def test_validate_json_shape(tmp_path: Path) -> None:
         "timeout_s": 60.0,
         "cwd": ".",
         "env": {"X": "1"},
+        "isolate": None,
     }
     assert doc["settings"]["mode"] == "shared" and doc["settings"]["poll_s"] == 2.0
 

@@ -70,6 +70,9 @@ class Settings:
     gpus: Literal["all"] | tuple[int, ...] = "all"
     exclude: tuple[int, ...] = ()
     reserve: int = 0
+    # "strict": at least `reserve` eligible GPUs stay free (DESIGN.md 4.2); "seed": the bash
+    # script's rule (seed 000, 5.2), which takes one more when exactly `reserve` are free.
+    reserve_rule: Literal["strict", "seed"] = "strict"
     mode: Mode = Mode.SHARED
     placement: Placement = Placement.AUTO
     max_parallel: int = 0
@@ -105,6 +108,7 @@ class JobSpec:
     cwd: str = "."
     env: dict[str, str] = field(default_factory=dict)
     matrix: dict[str, str] = field(default_factory=dict)  # this job's matrix values
+    isolate: bool | None = None  # None: the queue's `isolate` setting
     line: int = 0  # where it was declared in the queue file (for messages)
     entry: int = 0  # index of its [[jobs]] table in the file (a matrix entry yields several jobs)
 

@@ -17,11 +17,12 @@ are silent:
   shared: no job of ours and ``available >= mem``. pack: ``available >= mem`` even beside jobs of
   ours, never beside a job of ours that has no ``mem``.
   A job with no ``mem`` needs its GPUs to itself in every mode: no job of ours and idle.
-- Reserve (seed 000, 5.2, exactly): of the GPUs eligible for a job that hold no job of ours
-  (n of them), ``reserve_allows(n, k)`` may be taken; GPUs already holding a job of ours (pack)
-  are not limited. Each start in a pass changes n for the next job. Taken literally, the
-  ``n == k -> 1`` row means that a queue that keeps starting jobs leaves ``k - 1`` free GPUs in
-  the end (none with ``reserve = 1``): that is the seed's behaviour, kept on purpose.
+- Reserve (DESIGN.md 4.2): of the GPUs eligible for a job that hold no job of ours (n of
+  them), ``reserve_allows(n, k, rule)`` may be taken; GPUs already holding a job of ours (pack)
+  are not limited. Each start in a pass changes n for the next job. The default ``strict`` rule
+  keeps k free; ``reserve_rule = "seed"`` is the bash script's table (seed 000, 5.2), whose
+  ``n == k -> 1`` row leaves ``k - 1`` free in the end (none with ``reserve = 1``): imported
+  queues keep it so that they behave as they did under the script.
 - Order: priority (higher first), then queue order; ``multi_gpu_first`` sorts by GPUs needed
   first (the seed's order). A job that cannot start does not block later ones (backfill), except
   when the first job that waits for GPUs has waited longer than ``starve_after_s``: then no later
@@ -239,16 +240,16 @@ class Decision:
     starving: str | None = None  # the job later jobs must leave GPUs to, if any
 
 
-def reserve_allows(n: int, k: int) -> int:
+def reserve_allows(n: int, k: int, rule: str = "strict") -> int:
     """How many of ``n`` eligible GPUs free of our jobs may be taken with ``reserve = k``.
 
-    Seed 000, 5.2: n < k none; n == k (n > 0) one; n > k, n - k.
+    ``strict`` (DESIGN.md 4.2, what a colleague reads): at least k stay free, so n - k (none
+    when n <= k). ``seed`` (seed 000, 5.2, for imported queues): n < k none; n == k (n > 0)
+    one; n > k, n - k.
     """
-    if n < k:
-        return 0
-    if n == k:
+    if rule == "seed" and n == k:
         return 1 if n > 0 else 0
-    return n - k
+    return max(0, n - k)
 
 
 def format_wait(seconds: float) -> str:
@@ -320,6 +321,7 @@ class _Pass:
         self.settings = settings
         self.now = now
         self.k = max(0, settings.reserve)
+        self.reserve_rule = settings.reserve_rule
         self.mode = settings.mode
         self.exclusive = settings.mode == Mode.EXCLUSIVE
         self.pack = settings.mode == Mode.PACK
@@ -371,7 +373,8 @@ class _Pass:
         self.fail_idle = 0
         self.forget_failures()
         self.permanent: dict[_Shape, str] = {}
-        self.reserve_cap = reserve_allows(self.pool_n, self.k)  # the most free GPUs ever allowed
+        # the most free GPUs ever allowed
+        self.reserve_cap = reserve_allows(self.pool_n, self.k, self.reserve_rule)
         self.said: dict[tuple[int, str, int], str] = {}  # see reason_for
         self.avails: list[int] | None = None  # sorted available memory, for reason_for
         self.avail_texts: dict[int, str] = {}  # GPU index -> its available memory in words
@@ -423,7 +426,7 @@ class _Pass:
         ok = self.ok
         eligible = [g for g in self.pool if g.index not in skip and ok(g, m)]
         free = sum(1 for g in eligible if not g.ours)
-        allowed = reserve_allows(free, self.k)
+        allowed = reserve_allows(free, self.k, self.reserve_rule)
         if len(eligible) - free + min(free, allowed) < n:
             return None
         if self.best_fit:
@@ -557,7 +560,7 @@ class _Pass:
                     free += 1
             else:
                 groups.setdefault(why, []).append(g.index)
-        allowed = reserve_allows(free, self.k)
+        allowed = reserve_allows(free, self.k, self.reserve_rule)
         usable = busy_ours + min(free, allowed)
         if protected and usable >= n:
             return self.starving_for
@@ -938,7 +941,7 @@ class _Pass:
         if self.k <= 0:
             return ()
         free = [g for g in self.pool if not g.ours and self.ok(g, probe)]
-        keep = len(free) - reserve_allows(len(free), self.k)
+        keep = len(free) - reserve_allows(len(free), self.k, self.reserve_rule)
         if keep <= 0:
             return ()
         if self.best_fit:

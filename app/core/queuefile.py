@@ -59,6 +59,7 @@ SETTINGS_KEYS = (
     "gpus",
     "exclude",
     "reserve",
+    "reserve_rule",
     "mode",
     "placement",
     "max_parallel",
@@ -87,6 +88,7 @@ JOB_KEYS = (
     "cwd",
     "env",
     "matrix",
+    "isolate",
 )
 RULE_KEYS = ("kind", "pattern", "hint", "exit_codes", "signals")
 _JOB_KEYSET = frozenset(JOB_KEYS)
@@ -480,6 +482,8 @@ def parse_settings(
             kw["exclude"] = _int_list(w, key, value)
         elif key == "reserve":
             kw["reserve"] = _int(w, key, value, 0)
+        elif key == "reserve_rule":
+            kw["reserve_rule"] = _choice(w, key, value, ["strict", "seed"])
         elif key == "mode":
             extra = " (the seed's EXTREME_MODE is `pack`)" if value == "extreme" else ""
             kw["mode"] = Mode(_choice(w, key, value, [m.value for m in Mode], extra))
@@ -668,6 +672,7 @@ def _expand_entry(
     )
     cwd = _str(w, "cwd", fields.get("cwd", "."))
     env = _env(w, "env", fields["env"]) if "env" in fields else {}
+    isolate = _bool(w, "isolate", fields["isolate"]) if "isolate" in fields else None
 
     used = placeholders_used(cmd)
     top = max(gpu_indices_in(used), default=-1) if used else -1
@@ -704,6 +709,7 @@ def _expand_entry(
             cwd=cwd,
             env=env,
             matrix={},
+            isolate=isolate,
             line=w.line or 0,
             entry=entry,
         )
@@ -732,6 +738,7 @@ def _expand_entry(
                 cwd=substitute_matrix(cwd, combo, escape=False) if combo else cwd,
                 env={k: substitute_matrix(v, combo, escape=False) for k, v in env.items()},
                 matrix=dict(combo),
+                isolate=isolate,
                 line=w.line or 0,
                 entry=entry,
             )
@@ -742,6 +749,14 @@ def _expand_entry(
 _CVD_ASSIGN = re.compile(
     r"CUDA_VISIBLE_DEVICES=[\"']?(?:\\?\$\{available_gpu(?:_\d+)?\}|\{gpu\d*\}|,)+[\"']?"
 )
+
+
+def isolated(job: JobSpec, settings: Settings) -> bool:
+    """Whether ``job`` runs with CUDA_VISIBLE_DEVICES set to its GPUs (DESIGN.md 4.4): its own
+    ``isolate`` if it has one, else the queue's. A CPU job is always isolated (it sees none)."""
+    if job.gpus == 0:
+        return True
+    return settings.isolate if job.isolate is None else job.isolate
 
 
 def passes_gpu_numbers(cmd: str) -> bool:
@@ -777,10 +792,10 @@ def _warnings(
         )
     if job.gpus == 0 and used & {"gpu", "gpu0"}:
         out.append(f"{where}: cmd: job {job.name} uses {{gpu}} but gpus = 0: it will be empty")
-    elif job.gpus and settings.isolate and _passes_gpu_numbers(job.cmd, used):
+    elif job.gpus and isolated(job, settings) and _passes_gpu_numbers(job.cmd, used):
         out.append(
             f"{where}: cmd: {{gpu}} gives physical GPU numbers, but with isolate = true the job "
-            f"sees its GPUs as 0..{job.gpus - 1}: pass those, or set isolate = false"
+            f"sees its GPUs as 0..{job.gpus - 1}: pass those, or set isolate = false on this job"
         )
     if out:
         at = f"{w.path}:{w.line_of('cmd')}" if w.line_of("cmd") else w.path
@@ -810,7 +825,7 @@ class _PoolCheck:
         self.size = _pool_limits(settings, pool)
         self.most = self.size  # what the reserve lets one job take (the policy's own rule)
         if self.size is not None and settings.mode != Mode.PACK and settings.reserve:
-            self.most = reserve_allows(self.size, settings.reserve)
+            self.most = reserve_allows(self.size, settings.reserve, settings.reserve_rule)
         known = [t for t in pool if t is not None] if pool is not None else []
         self.largest = max(known) if known else None
         self._fitting: dict[int, int] = {}  # mem_mib -> how many GPUs of the pool have that much
@@ -1283,4 +1298,5 @@ def job_to_json(job: JobSpec) -> dict[str, Any]:
         "timeout_s": job.timeout_s,
         "cwd": job.cwd,
         "env": dict(job.env),
+        "isolate": job.isolate,
     }
