@@ -47,7 +47,10 @@ def test_3_1_core_config(tmp_path: Path) -> None:
 def test_6_1_basic_use(tmp_path: Path) -> None:
     qf = imported(tmp_path, "s6_1_basic.sh")
     assert (qf.settings.gpus, qf.settings.reserve, qf.settings.retries) == ((0, 1, 2, 3), 1, 3)
-    assert qf.settings.isolate is False  # the commands pass --gpu N themselves
+    assert qf.settings.reserve_rule == "seed"  # as the script did (DESIGN.md 4.2)
+    # The commands pass --gpu N themselves: those jobs, and only they, run unisolated.
+    assert qf.settings.isolate is True
+    assert [j.isolate for j in qf.jobs] == [False, False]
     a, b = qf.jobs
     assert a.cmd == "bash scripts/run_pipeline.sh aircraft --gpu {gpu}"
     assert (a.gpus, a.mem_mib, b.mem_mib) == (1, 35 * 1024, 20 * 1024)
@@ -73,6 +76,7 @@ def test_7_4_cpu_jobs(tmp_path: Path) -> None:
     assert [(j.gpus, j.mem_mib) for j in qf.jobs] == [(0, None)] * 3
     assert qf.jobs[2].cmd == "echo TEST"
     assert qf.settings.isolate is True  # no GPU numbers passed: isolation stays on
+    assert [j.isolate for j in qf.jobs] == [None] * 3
 
 
 @pytest.mark.parametrize(
@@ -98,6 +102,7 @@ def test_configuration_scenarios(
 def test_14_5_conservative_keeps_isolation_for_cuda_visible_devices(tmp_path: Path) -> None:
     qf = imported(tmp_path, "s14_5_conservative.sh")
     assert qf.settings.isolate is True
+    assert qf.jobs[0].isolate is None
     assert qf.jobs[0].cmd.startswith("CUDA_VISIBLE_DEVICES={gpu0},{gpu1} torchrun")
     assert (qf.jobs[0].gpus, qf.jobs[0].mem_mib) == (2, 70 * 1024)
 
@@ -202,3 +207,25 @@ def test_unreadable_input_exits_2(case: str, words: str) -> None:
 def test_import_a_directory(tmp_path: Path) -> None:
     out = gtui("import", str(tmp_path))
     assert out.returncode == 2 and "is a directory" in out.stderr
+
+
+def test_import_isolates_every_job_that_passes_no_gpu_numbers(tmp_path: Path) -> None:
+    """Seed 004: one command passing `--gpu N` must not switch isolation off for the queue. The
+    `device_map="auto"` job beside it stays isolated; only the first runs without it, and
+    `gtui validate` says so in its text."""
+    src = tmp_path / "cmds.txt"
+    src.write_text(
+        "python train.py --gpu ${available_gpu} | 20 | 1\n"
+        "python infer.py --device-map auto | 30 | 2\n"
+    )
+    out = gtui("import", str(src))
+    assert out.returncode == 0, out.stderr
+    q = tmp_path / "q.toml"
+    q.write_text(out.stdout)
+    qf = load_queue(q)
+    assert qf.settings.isolate is True
+    assert [j.isolate for j in qf.jobs] == [False, None]
+    shown = gtui("validate", str(q), "--fake-gpus", "4x80G")
+    assert shown.returncode == 0, shown.stderr
+    flagged = [line for line in shown.stdout.splitlines() if "UNISOLATED" in line]
+    assert len(flagged) == 1 and qf.jobs[0].name in flagged[0], shown.stdout

@@ -62,7 +62,8 @@ class EventLog:
                 return
             where = "GPU " + ",".join(map(str, rec.gpus)) if rec.gpus else "CPU"
             mem = f", {format_mib(rec.mem_mib)}/GPU" if rec.gpus and rec.mem_mib else ""
-            self.line(f"start {name} (attempt {rec.attempt}) on {where}{mem}: pid {rec.pid}")
+            warn = "".join(f"; warning: {w}" for w in rec.warnings)
+            self.line(f"start {name} (attempt {rec.attempt}) on {where}{mem}: pid {rec.pid}{warn}")
             return
         elapsed = ""
         if rec.started_at and rec.ended_at:

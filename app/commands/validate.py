@@ -19,6 +19,7 @@ from gtui.core.gpus.snapshot import GpuSnapshot
 from gtui.core.model import JobSpec, Settings
 from gtui.core.queuefile import (
     QueueFile,
+    isolated,
     job_to_json,
     load_queue,
     read_queue_text,
@@ -70,7 +71,7 @@ def _settings_line(s: Settings) -> str:
     return " · ".join(parts)
 
 
-def _job_lines(job: JobSpec) -> list[str]:
+def _job_lines(job: JobSpec, settings: Settings) -> list[str]:
     if job.gpus == 0:
         where = "cpu"
     else:
@@ -90,6 +91,8 @@ def _job_lines(job: JobSpec) -> list[str]:
         facts.append(f"cwd {job.cwd}")
     if job.env:
         facts.append("env " + " ".join(f"{k}={v}" for k, v in job.env.items()))
+    if not isolated(job, settings):
+        facts.append("UNISOLATED: sees every GPU (isolate = false)")
     return [f"  {job.name}  ({' · '.join(facts)})", f"      $ {job.cmd}"]
 
 
@@ -102,7 +105,7 @@ def render(qf: QueueFile, pool_note: str) -> str:
     if qf.jobs:
         out.append("")
     for job in qf.jobs:
-        out.extend(_job_lines(job))
+        out.extend(_job_lines(job, qf.settings))
     return "\n".join(out)
 
 

@@ -51,10 +51,12 @@ from gtui.core.model import (
 from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths
 from gtui.core.placeholders import placeholders_used, substitute
 from gtui.core.policy import Allocation, Candidate, place
-from gtui.core.queuefile import QueueFile, check_trusted, load_queue
+from gtui.core.queuefile import QueueFile, check_trusted, isolated, load_queue
 from gtui.core.status import status_dict
 from gtui.core.store import Store, StoreError
 
+# On a job that runs with isolate = false: the incident of seed 004 starts this way.
+UNISOLATED_WARNING = "runs unisolated (isolate = false): no CUDA_VISIBLE_DEVICES, it sees every GPU"
 LEFTOVER_BATCH_S = 0.1  # job ends this close together share one scan for leftovers
 LOG_WATCH_S = 0.5  # how often running jobs' logs are checked for growth
 FAST_POLL_S = 0.2  # after a job ends on real GPUs, poll this often ...
@@ -919,9 +921,11 @@ class Engine:
         env["GTUI_ATTEMPT"] = str(rec.attempt)
         env["GTUI_QUEUE"] = str(self.queue_path)
         env["GTUI_TOKEN"] = str(rec.token)
-        if self._settings.isolate:
+        # Always: CUDA then numbers GPUs as NVML and nvidia-smi do, so `--gpu 1` in an
+        # unisolated job names the GPU gtui gave it (seed 004).
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        if isolated(spec, self._settings):
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
-            env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         if rec.port is not None:
             env["GTUI_PORT"] = str(rec.port)
         return env
@@ -939,7 +943,7 @@ class Engine:
         rec.exit_code = None
         rec.signal = None
         rec.diagnosis = None
-        rec.warnings = []
+        rec.warnings = [] if isolated(spec, self._settings) else [UNISOLATED_WARNING]
         rec.peak_mib = None
         rec.started_at = time.time()
         rec.ended_at = None

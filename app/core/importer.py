@@ -15,8 +15,9 @@ Commands are turned into gtui's syntax so they run as before: ``${available_gpu}
 ``\\${...}``) becomes ``{gpu}``, ``${available_gpu_N}`` becomes ``{gpuN}``, and braces that gtui
 would read (``{{``, ``}}``, ``{word}``) are escaped. The script never set
 ``CUDA_VISIBLE_DEVICES``, so when a command passes GPU numbers itself (``--gpu {gpu}``) the
-queue gets ``isolate = false`` with a comment saying why (with isolation, CUDA numbers the
-job's GPUs from 0). Jobs get explicit names made from their commands.
+job gets ``isolate = false`` with a comment saying why (with isolation, CUDA numbers the
+job's GPUs from 0); the others stay isolated (seed 004). ``reserve_rule = "seed"`` keeps the
+script's reserve rule (DESIGN.md 4.2). Jobs get explicit names made from their commands.
 """
 
 from __future__ import annotations
@@ -303,6 +304,10 @@ def _script_settings(text: str, spans: list[tuple[int, int]], path: str, out: Im
                 continue
             out.notes.append(f"{var}={value!r} is not a valid number: using the script's default")
         s.append((key, default, f"quick_start_serial.sh's default ({var}={default})"))
+    # Right after `reserve` (its line is the first of the two appended just above or earlier).
+    at = next(i for i, (k, _v, _c) in enumerate(s) if k == "reserve") + 1
+    why = "the script's rule: one more GPU when exactly `reserve` are free"
+    s.insert(at, ("reserve_rule", '"seed"', why))
     extreme = "EXTREME_MODE" in found and _bool(found["EXTREME_MODE"][0])
     shared_set = "ALLOW_SHARED_GPU" in found
     if extreme:
@@ -424,11 +429,6 @@ def _names(jobs: list[ImportedJob]) -> list[str]:
     return names
 
 
-def _needs_no_isolation(jobs: list[ImportedJob]) -> bool:
-    """Whether a command passes GPU numbers itself (not only as CUDA_VISIBLE_DEVICES=...)."""
-    return any(passes_gpu_numbers(j.cmd) for j in jobs)
-
-
 def render(imp: Imported) -> str:
     """The queue file, as text (it loads with :func:`gtui.core.queuefile.load_queue`)."""
     kind = "quick_start_serial.sh-style script" if imp.script else "command list"
@@ -438,14 +438,6 @@ def render(imp: Imported) -> str:
         "",
     ]
     settings = list(imp.settings)
-    if _needs_no_isolation(imp.jobs):
-        settings.append(
-            (
-                "isolate",
-                "false",
-                "commands pass GPU numbers ({gpu}); isolation would renumber them from 0",
-            )
-        )
     if settings:
         out.append("[settings]")
         width = max((len(f"{k} = {v}") for k, v, _ in settings if k != "#"), default=0)
@@ -467,6 +459,12 @@ def render(imp: Imported) -> str:
             out.append(f"mem = {_toml_str(job.mem)}")
         elif job.note:
             out.append(f"# {job.note}")
+        if job.gpus and passes_gpu_numbers(job.cmd):
+            # Per job, never for the queue: a job that passes no GPU numbers (device_map="auto")
+            # would spread over every GPU of the box without isolation (seed 004).
+            out.append(
+                "isolate = false  # passes GPU numbers itself; isolation would renumber them from 0"
+            )
         out.append("")
     out.extend(f"# {c}" for c in imp.trailing)
     return "\n".join(out).rstrip("\n") + "\n"
