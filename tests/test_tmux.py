@@ -268,6 +268,9 @@ def test_a_second_gtui_reattaches_and_leaving_keeps_jobs(tmux_server: Path, tmp_
     )
     r = gtui("ls")
     assert "2 attached" in r.stdout and "pid " in r.stdout
+    # A headless run of the same queue is refused, and its hint works here: attach.
+    second = gtui("run", str(queue), "--fake-gpus", "2x80G")
+    assert second.returncode == 3 and "`gtui attach q.toml`" in second.stderr, second.stderr
     # quit while a job runs: it asks, says what happens, and leaves the job running
     keys("=gtui-q:", "q")
     screen = wait_screen("=gtui-q:", "Quit gtui?")
@@ -298,7 +301,10 @@ def test_queue_locked_by_a_scheduler_outside_tmux_exits_3_naming_the_pid(
         wait(lambda: job_state(tmp_path / "q.toml", "long") == "running")
         outer(tmp_path, "term", f"{PY} -m gtui --fake-gpus 2x80G q.toml")
         screen = wait_screen("=term:", "rc=")
-        assert "rc=3" in screen and f"pid {headless.pid}" in screen.replace("\n", "")
+        flat = screen.replace("\n", "")
+        assert "rc=3" in screen and f"pid {headless.pid}" in flat
+        # No tmux session runs it, so the hint does not send the user to `gtui attach`.
+        assert "gtui attach" not in flat and f"kill {headless.pid}" in flat, screen
         assert not tmux.has_session("gtui-q")
         # the same from inside tmux (runs in place)
         sh(

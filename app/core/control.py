@@ -129,6 +129,29 @@ def _answers(path: Path) -> bool:
         s.close()
 
 
+def answering_pid(path: Path) -> int | None:
+    """The pid of a process of ours that accepts connections on ``path``, or None.
+
+    How a scheduler finds another one that owns its queue's socket without holding the lock it
+    would take (its ``.gtui/`` was deleted under it): the kernel names the peer (SO_PEERCRED).
+    """
+    try:
+        _check_owner(path)
+    except (OSError, GtuiError):
+        return None
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(CONNECT_TIMEOUT_S)
+    try:
+        s.connect(str(path))
+        raw = s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+    except OSError:
+        return None
+    finally:
+        s.close()
+    pid, _uid, _gid = _PEERCRED.unpack(raw)
+    return int(pid)
+
+
 def _bind_private(path: Path) -> socket.socket:
     """A listening socket at ``path``, mode 0600 from the moment it exists."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

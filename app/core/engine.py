@@ -37,7 +37,7 @@ from gtui.core.api import (
     freeze,
 )
 from gtui.core.diagnose import diagnose, full_disk, oom_peak_mib, oom_retry_mem, read_log_tail
-from gtui.core.errors import GtuiError
+from gtui.core.errors import GtuiError, LockedError
 from gtui.core.gpus.backend import open_backend
 from gtui.core.gpus.snapshot import GpuBackend, GpuSnapshot, JobUsage
 from gtui.core.model import (
@@ -48,7 +48,7 @@ from gtui.core.model import (
     JobState,
     Settings,
 )
-from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths
+from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths, register_queue
 from gtui.core.placeholders import placeholders_used, substitute
 from gtui.core.policy import Allocation, Candidate, place
 from gtui.core.queuefile import QueueFile, check_trusted, isolated, load_queue
@@ -240,10 +240,14 @@ class Engine:
         from gtui.core.lock import QueueLock
 
         ensure_private_dir(self.paths.state_dir)
+        # The queue's identity, not its file name, keys the lock: after `mv q.toml q2.toml`,
+        # `gtui run q2.toml` meets the scheduler that runs q.toml.
+        self.paths = register_queue(self.paths)
         lock = QueueLock(self.paths)
         lock.acquire()
         self._lock = lock
         try:
+            self._refuse_if_socket_owned()
             if self._backend is None:
                 spec = self._fake_opt or queue.settings.fake_gpus
                 self._backend = open_backend(spec, self.queue_path.parent)
@@ -266,6 +270,22 @@ class Engine:
         self._publish(QueuePaused(self._paused))
         if self._snapshot.error:
             self._publish(Notice("warning", self._snapshot.error))
+
+    def _refuse_if_socket_owned(self) -> None:
+        """Another live gtui may serve this queue without holding the lock we just took (its
+        ``.gtui/`` was deleted under it): then this one must not run the queue a second time."""
+        if not self._control_wanted:
+            return
+        try:
+            from gtui.core.control import answering_pid
+        except ImportError:
+            return
+        pid = answering_pid(self.paths.socket)
+        if pid is not None and pid != os.getpid():
+            raise LockedError(
+                f"another gtui (pid {pid}) already runs this queue: {self.queue_path}\n"
+                f"its state directory was replaced under it; stop it first (`kill {pid}`)"
+            )
 
     async def _start_control(self) -> None:
         try:

@@ -148,9 +148,18 @@ class QueueLock:
             where = f" on {info.host}" if info.host != host else ""
             since = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.started))
             who = f"another gtui (pid {info.pid}{where}, since {since})"
+        return f"{who} already runs this queue: {self.paths.queue}\n{self._hint(q, info)}"
+
+    def _hint(self, q: str, info: LockInfo | None) -> str:
+        """A next step that works here: `gtui attach` only where a tmux session runs it."""
+        from gtui.core import tmux
+
+        if tmux.available() and tmux.has_session(self.paths.tmux_session):
+            return f"attach to its dashboard with `gtui attach {q}`"
+        stop = f"stop it with `kill {info.pid}`" if info is not None else "or stop it"
         return (
-            f"{who} already runs this queue: {self.paths.queue}\n"
-            f"attach to it with `gtui attach {q}` or stop it"
+            f"it runs without a dashboard (`gtui run`): follow it with `gtui status {q}`, "
+            f"act on its jobs with `gtui kill|pause|resume|retry {q} NAME`, {stop}"
         )
 
     def __enter__(self) -> QueueLock:

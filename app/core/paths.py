@@ -2,19 +2,33 @@
 
 State lives beside the queue file in ``.gtui/`` (mode 0700): the SQLite database, the lock, and
 the per-attempt exit-status files. The control socket lives in a private runtime directory
-(``$XDG_RUNTIME_DIR/gtui`` or ``/tmp/gtui-<uid>``, mode 0700, owned by us), because a Unix socket
-path must stay under ~107 bytes and some file systems (NFS homes) cannot hold sockets.
+(``$XDG_RUNTIME_DIR/gtui`` or ``$TMPDIR/gtui-<uid>``, mode 0700, owned by us), because a Unix
+socket path must stay under ~107 bytes and some file systems (NFS homes) cannot hold sockets.
+
+A queue's identity is not its file name. ``.gtui/queues.json`` maps each queue's *key* (the stem
+it was first run under) to its file's name and inode; a file renamed with ``mv`` keeps its inode,
+so ``gtui run q2.toml`` after ``mv q.toml q2.toml`` finds the same key, and with it the same
+database, lock and socket: one queue is one scheduler, and its done jobs stay done.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
+import json
 import os
 import stat
-from dataclasses import dataclass
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from gtui.core.atomic import write_atomically
 from gtui.core.errors import GtuiError
+
+REGISTRY = "queues.json"
+_REGISTRY_MAX = 1 << 20  # bytes: a registry larger than this is not ours to trust
 
 
 def ensure_private_dir(path: Path) -> Path:
@@ -30,11 +44,30 @@ def ensure_private_dir(path: Path) -> Path:
     return path
 
 
+def _usable_private(path: Path) -> bool:
+    """Whether ``path`` is absent or a real directory of ours (ensure_private_dir makes it 0700
+    before use); a symlink or another user's directory is not."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
+
+
 def runtime_dir() -> Path:
+    """Where control sockets live. Another local user can create ``/tmp/gtui-<uid>`` before us
+    (where XDG_RUNTIME_DIR is unset) to block or capture the socket: such a directory is never
+    used, and gtui falls back to ``~/.cache/gtui/run``, which is private by construction."""
     base = os.environ.get("XDG_RUNTIME_DIR")
     if base and Path(base).is_dir() and os.access(base, os.W_OK):
         return Path(base) / "gtui"
-    return Path("/tmp") / f"gtui-{os.getuid()}"
+    shared = Path(tempfile.gettempdir()) / f"gtui-{os.getuid()}"
+    if _usable_private(shared):
+        return shared
+    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return home / "gtui" / "run"
 
 
 @dataclass(frozen=True)
@@ -42,10 +75,16 @@ class QueuePaths:
     """Every path gtui derives from one queue file."""
 
     queue: Path
+    key: str = ""  # the queue's identity in its state directory ("" = the file's stem)
 
     @property
     def stem(self) -> str:
-        return self.queue.stem
+        """The name every per-queue file is made from: the key, which survives a rename."""
+        return self.key or self.queue.stem
+
+    @property
+    def registry(self) -> Path:
+        return self.state_dir / REGISTRY
 
     @property
     def state_dir(self) -> Path:
@@ -71,7 +110,9 @@ class QueuePaths:
 
     @property
     def socket(self) -> Path:
-        digest = hashlib.sha1(str(self.queue).encode()).hexdigest()[:10]
+        # By the queue's identity (state directory + key), not its file name: a renamed queue
+        # file reaches the same scheduler.
+        digest = hashlib.sha1(str(self.state_dir / self.stem).encode()).hexdigest()[:10]
         return runtime_dir() / f"{self.stem[:40]}-{digest}.sock"
 
     @property
@@ -85,4 +126,87 @@ class QueuePaths:
 
 
 def queue_paths(queue: str | Path) -> QueuePaths:
-    return QueuePaths(Path(queue).expanduser().resolve())
+    """The paths of ``queue``, under the key its state directory knows it by (read-only)."""
+    paths = QueuePaths(Path(queue).expanduser().resolve())
+    return replace(paths, key=_resolve_key(paths, _read_registry(paths.registry)))
+
+
+def register_queue(paths: QueuePaths) -> QueuePaths:
+    """Record ``paths.queue`` (its name and inode) under its key, and return the paths under
+    that key. A scheduler calls this before it takes the lock, so that a renamed file (same
+    inode) and an atomically saved one (same name) both stay the same queue."""
+    ensure_private_dir(paths.state_dir)
+    with _registry_locked(paths.registry):
+        entries = _read_registry(paths.registry)
+        key = _resolve_key(paths, entries)
+        try:
+            st = paths.queue.stat()
+        except OSError:
+            return replace(paths, key=key)
+        entry = {"name": paths.queue.name, "dev": st.st_dev, "ino": st.st_ino}
+        if entries.get(key) != entry:
+            entries[key] = entry
+            _write_registry(paths.registry, entries)
+    return replace(paths, key=key)
+
+
+def _resolve_key(paths: QueuePaths, entries: dict[str, dict[str, object]]) -> str:
+    """Same inode first (a rename), then the same name (an editor's save replaces the inode),
+    else a new key: the stem, or the stem and a digest of the name when the stem is taken."""
+    try:
+        st = paths.queue.stat()
+        ident: tuple[int, int] | None = (st.st_dev, st.st_ino)
+    except OSError:
+        ident = None
+    name = paths.queue.name
+    if ident is not None:
+        for key, e in entries.items():
+            if (e.get("dev"), e.get("ino")) == ident:
+                return key
+    for key, e in entries.items():
+        if e.get("name") == name:
+            return key
+    stem = paths.queue.stem
+    if stem not in entries:
+        return stem
+    return f"{stem}-{hashlib.sha1(name.encode()).hexdigest()[:6]}"
+
+
+def _read_registry(path: Path) -> dict[str, dict[str, object]]:
+    """The registry's entries; an absent, foreign, oversized or garbled one reads as empty."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return {}
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.getuid() or st.st_size > _REGISTRY_MAX:
+            return {}
+        raw = os.read(fd, _REGISTRY_MAX)
+    finally:
+        os.close(fd)
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return {}
+    queues = doc.get("queues") if isinstance(doc, dict) else None
+    if not isinstance(queues, dict):
+        return {}
+    return {k: v for k, v in queues.items() if isinstance(k, str) and isinstance(v, dict)}
+
+
+def _write_registry(path: Path, entries: dict[str, dict[str, object]]) -> None:
+    text = json.dumps({"version": 1, "queues": entries}, indent=1, sort_keys=True)
+    write_atomically(path, text + "\n", mode=0o600)
+
+
+@contextlib.contextmanager
+def _registry_locked(registry: Path) -> Iterator[None]:
+    fd = os.open(
+        registry.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
+    )
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

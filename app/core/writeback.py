@@ -34,8 +34,6 @@ import difflib
 import fcntl
 import itertools
 import os
-import stat
-import tempfile
 import tomllib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,6 +43,7 @@ from typing import Any, Literal
 import tomlkit
 from tomlkit.items import Array, InlineTable, Table
 
+from gtui.core.atomic import write_atomically
 from gtui.core.errors import GtuiError, QueueFileError
 from gtui.core.model import JobSpec
 from gtui.core.paths import ensure_private_dir, queue_paths
@@ -69,39 +68,6 @@ def _locked(queue: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing releases the lock
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text``: readers see the old file or the new one, never half."""
-    target = Path(os.path.realpath(path))
-    try:
-        mode = stat.S_IMODE(target.stat().st_mode)
-    except FileNotFoundError:
-        mode = 0o644 & ~_umask()
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):
-        dfd = os.open(target.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 # ---------------------------------------------------------------------------------------------
