@@ -88,7 +88,7 @@ def test_second_lock_in_the_same_process_is_refused(queue: Path) -> None:
     assert f"pid {os.getpid()}" in str(err.value)
     # No tmux session runs this queue, so the hint names commands that work without one.
     assert "gtui attach" not in str(err.value)
-    assert f"gtui status q.toml" in str(err.value) and f"kill {os.getpid()}" in str(err.value)
+    assert "gtui status q.toml" in str(err.value) and f"kill {os.getpid()}" in str(err.value)
     QueueLock(queue).acquire()  # the context manager released it
 
 
