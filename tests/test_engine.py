@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gtui.core.api import Event, JobChanged
+from gtui.core.api import Event, GpusRead, JobChanged
 from gtui.core.engine import Engine
 from gtui.core.errors import GtuiError
 from gtui.core.model import JobState
@@ -30,6 +30,25 @@ def states(engine: Engine) -> dict[str, str]:
     return {v.record.name: v.record.state.value for v in engine.jobs()}
 
 
+class Passes:
+    """Counts the scheduling loop's turns: the engine publishes GpusRead once per turn, after
+    its placement pass. "Nothing started" is then proven by passes that looked and decided
+    the same, not by a sleep."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.count = 0
+        engine.subscribe(self._on_event)
+
+    def _on_event(self, event: Event) -> None:
+        if isinstance(event, GpusRead):
+            self.count += 1
+
+    async def more(self, n: int, what: str = "") -> None:
+        """Wait until ``n`` more passes have run from now."""
+        target = self.count + n
+        await wait_for(lambda: self.count >= target, timeout=30, what=what or f"{n} passes")
+
+
 async def run_to_end(engine: Engine, timeout: float = 30.0) -> int:
     return await asyncio.wait_for(engine.run(exit_when_idle=True), timeout)
 
@@ -41,18 +60,39 @@ def twelve_gig_jobs(mode: str, n: int = 6) -> str:
     return f'[settings]\nmode = "{mode}"\npoll = "0.1s"\nkill_grace = "2s"\n\n{jobs}'
 
 
-@pytest.mark.parametrize(("mode", "expected"), [("pack", 5), ("shared", 1), ("exclusive", 0)])
-async def test_seed_extreme_mode_example(tmp_path: Path, mode: str, expected: int) -> None:
+@pytest.mark.parametrize(
+    ("mode", "expected", "reason"),
+    [
+        ("pack", 5, "needs 1 GPU with 12G: none eligible (GPU0 4G < 12G)"),
+        ("shared", 1, "needs 1 GPU with 12G: none eligible (GPU0 ours)"),
+        (
+            "exclusive",
+            0,
+            "needs 1 GPU idle (exclusive) with 12G: none eligible (GPU0 util 20% mem 20% used)",
+        ),
+    ],
+)
+async def test_seed_extreme_mode_example(
+    tmp_path: Path, mode: str, expected: int, reason: str
+) -> None:
     """Seed 000 14.1: one 80G GPU with 16G used by others, 12G jobs: pack runs five at once,
     shared one, exclusive none (the GPU is not idle)."""
     q = write_queue(tmp_path, twelve_gig_jobs(mode))
     engine = Engine(q, fake_gpus="80G:16G@20")
+    passes = Passes(engine)
     task = asyncio.create_task(engine.run())
     try:
-        await wait_for(lambda: engine.started)
-        await asyncio.sleep(0.6)  # several polls: nothing more may start
+
+        def settled() -> bool:
+            waiting = [v.record for v in engine.jobs() if v.record.state == JobState.QUEUED]
+            return len(waiting) == 6 - expected and all(r.reason for r in waiting)
+
+        await wait_for(settled, timeout=30, what=f"{expected} running, the rest with a reason")
+        await passes.more(3, "three more passes")  # they look again, and start nothing more
         running = [n for n, s in states(engine).items() if s == "running"]
         assert len(running) == expected, states(engine)
+        waiting = {v.record.reason for v in engine.jobs() if v.record.state == JobState.QUEUED}
+        assert waiting == ({reason} if expected < 6 else set())
         if expected:
             pids = [v.record.pid for v in engine.jobs() if v.record.state == JobState.RUNNING]
             assert all(pid and psutil.pid_exists(pid) for pid in pids)
@@ -253,11 +293,14 @@ async def test_timeout_kills_and_marks_failed(tmp_path: Path) -> None:
 
 
 async def test_pause_suspends_and_resume_continues(tmp_path: Path) -> None:
+    """Pack mode, so the waiting job could share the GPU if the suspended one's memory were
+    not counted: the reason names the memory left, not "ours"."""
     q = write_queue(
         tmp_path,
         """
         [settings]
         poll = "0.1s"
+        mode = "pack"
         [[jobs]]
         name = "long"
         gpus = 1
@@ -271,6 +314,7 @@ async def test_pause_suspends_and_resume_continues(tmp_path: Path) -> None:
         """,
     )
     engine = Engine(q, fake_gpus="1x80G")
+    passes = Passes(engine)
     task = asyncio.create_task(engine.run())
     try:
         await wait_for(lambda: states(engine).get("long") == "running")
@@ -281,9 +325,9 @@ async def test_pause_suspends_and_resume_continues(tmp_path: Path) -> None:
         await wait_for(lambda: psutil.Process(pid).status() == psutil.STATUS_STOPPED)
         # Its GPU memory stays counted: the held job, released, still cannot start.
         await engine.resume(["next"])
-        await asyncio.sleep(0.3)
+        await passes.more(2, "passes after the release")
         assert states(engine)["next"] == "queued"
-        assert "60G" in engine.view("next").record.reason or engine.view("next").record.reason
+        assert engine.view("next").record.reason == "needs 1 GPU with 60G: none eligible (GPU0 20G < 60G)"
         await engine.resume(["long"])
         await wait_for(lambda: psutil.Process(pid).status() != psutil.STATUS_STOPPED)
         assert states(engine)["long"] == "running"
