@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from collections.abc import Callable
@@ -430,15 +431,29 @@ async def test_job_starts_within_milliseconds_of_a_gpu_freeing(tmp_path: Path) -
     assert second.started_at - first.ended_at < 5.0
 
 
-def test_without_gpus_cpu_jobs_still_run_and_gtui_run_ends(tmp_path: Path) -> None:
-    """No NVML and no fake GPUs (this machine, CI): said plainly, CPU jobs run, and `gtui run`
-    does not wait forever for GPUs that will never exist."""
-    import sys
+FAKE_PYNVML_DIR = Path(__file__).parent / "fake_pynvml"
 
-    if "pynvml" in sys.modules or Path("/dev/nvidia0").exists():
-        pytest.skip("this machine has an NVIDIA GPU")
+
+@pytest.mark.parametrize(
+    ("driver", "said"),
+    [
+        # What CI and this machine have: nvidia-ml-py installed, no libnvidia-ml.so.
+        ({"init_error": 12}, "no NVIDIA GPU found (NVML: library not found)"),
+        ({"init_error": 9}, "no NVIDIA GPU found (NVML: the NVIDIA driver is not loaded)"),
+        ({"gpus": []}, "no NVIDIA GPU found (NVML sees 0 GPUs)"),
+    ],
+    ids=["no-library", "no-driver", "no-gpu"],
+)
+def test_without_gpus_cpu_jobs_still_run_and_gtui_run_ends(
+    tmp_path: Path, driver: dict[str, object], said: str
+) -> None:
+    """No NVML and no fake GPUs: said plainly, CPU jobs run, and `gtui run` does not wait
+    forever for GPUs that will never exist. The machine without GPUs is made here, through the
+    fake pynvml first on the path, so this runs everywhere (a real GPU cannot make it skip)."""
     from tests.conftest import gtui
 
+    config = tmp_path / "driver.json"
+    config.write_text(json.dumps(driver))
     q = write_queue(
         tmp_path,
         """
@@ -451,11 +466,20 @@ def test_without_gpus_cpu_jobs_still_run_and_gtui_run_ends(tmp_path: Path) -> No
         cmd = "echo never"
         """,
     )
-    out = gtui("run", str(q), timeout=60)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(FAKE_PYNVML_DIR), os.environ.get("PYTHONPATH", "")]),
+        "FAKE_PYNVML_CONFIG": str(config),
+    }
+    env.pop("GTUI_FAKE_GPUS", None)
+    out = gtui("run", str(q), timeout=60, env=env)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "done cpu" in out.stdout
-    assert "no NVIDIA GPU" in out.stdout or "no NVIDIA GPU" in out.stderr
+    assert said in out.stdout + out.stderr, out.stdout + out.stderr
     assert "Traceback" not in out.stdout + out.stderr
+    assert not (tmp_path / "logs" / "gpu.1.log").exists()  # the GPU job never started
+    status = json.loads(gtui("status", "--json", str(q)).stdout)
+    assert {j["name"]: j["state"] for j in status["jobs"]} == {"cpu": "done", "gpu": "queued"}
 
 
 async def test_shutdown_with_kill_records_the_jobs_as_killed(tmp_path: Path) -> None:
