@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -480,6 +483,91 @@ def test_without_gpus_cpu_jobs_still_run_and_gtui_run_ends(
     assert not (tmp_path / "logs" / "gpu.1.log").exists()  # the GPU job never started
     status = json.loads(gtui("status", "--json", str(q)).stdout)
     assert {j["name"]: j["state"] for j in status["jobs"]} == {"cpu": "done", "gpu": "queued"}
+
+
+def load_fake_pynvml() -> Any:
+    """The fake pynvml under the name tests/test_gpus_nvml.py gives it (one shared instance),
+    so the real pynvml stays importable beside it."""
+    name = "gtui_tests_fake_pynvml"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, FAKE_PYNVML_DIR / "pynvml" / "__init__.py"
+        )
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+async def test_gpu_processes_are_matched_to_jobs_through_their_trees(tmp_path: Path) -> None:
+    """DESIGN.md 8 and 4.4 (seed 004): NVML lists two processes of a job's tree, one on its
+    GPU and one on a GPU not assigned to it. The second is a warning on the job; the memory
+    seen is its peak, kept when the use drops, and saved with its end."""
+    from gtui.core.gpus.nvml import NvmlBackend
+    from gtui.core.store import Store
+
+    nv = load_fake_pynvml()
+    nv.fake_reset([nv.FakeGpu(), nv.FakeGpu()])
+    child = "bash -c 'echo $$ > {0}.pid; while [ ! -e release ]; do sleep 0.05; done'"
+    q = write_queue(
+        tmp_path,
+        f"""
+        [settings]
+        poll = "0.1s"
+        [[jobs]]
+        name = "train"
+        gpus = 1
+        mem = "10G"
+        cmd = "{child.format("a")} & {child.format("b")} & wait"
+        """,
+    )
+    engine = Engine(q, backend=NvmlBackend(nvml=nv))
+    snapshots: list[Any] = []
+    engine.subscribe(lambda e: snapshots.append(e.snapshot) if isinstance(e, GpusRead) else None)
+    task = asyncio.create_task(engine.run())
+
+    def seen(gpu: int, pid: int, mib: int) -> bool:
+        """The engine has published a reading with ``pid`` using ``mib`` on ``gpu``."""
+        return any(
+            (pid, mib) in {(p.pid, p.mem_mib) for p in s.by_index()[gpu].processes}
+            for s in snapshots
+            if gpu in s.by_index()
+        )
+
+    try:
+        await wait_for(lambda: states(engine).get("train") == "running", 30, "train running")
+        pid_files = [tmp_path / "a.pid", tmp_path / "b.pid"]
+        await wait_for(lambda: all(f.exists() and f.read_text().strip() for f in pid_files), 30)
+        a, b = (int(f.read_text()) for f in pid_files)
+        rec = engine.view("train").record
+        assert a != rec.pid and b != rec.pid  # children: only the tree walk finds them
+        (mine,) = rec.gpus
+        other = 1 - mine
+        nv.fake_state.gpus[mine].compute = [(a, 6000)]
+        nv.fake_state.gpus[other].compute = [(b, 2000)]
+        warning = f"process {b} runs on GPU {other}, which is not assigned to it (assigned: {mine})"
+        await wait_for(lambda: warning in engine.view("train").record.warnings, 30, warning)
+        assert engine.view("train").record.warnings == [warning]  # a, on its GPU, is fine
+        await wait_for(lambda: engine.view("train").record.peak_mib == 6000, 30, "peak 6000")
+        nv.fake_state.gpus[mine].compute = [(a, 7000)]
+        await wait_for(lambda: engine.view("train").record.peak_mib == 7000, 30, "peak 7000")
+        nv.fake_state.gpus[mine].compute = [(a, 1000)]
+        await wait_for(lambda: seen(mine, a, 1000), 30, "a reading with the use dropped")
+        await Passes(engine).more(1)  # and a pass after it
+        assert engine.view("train").record.peak_mib == 7000
+        assert engine.view("train").record.warnings == [warning]  # said once, not every poll
+        nv.fake_state.gpus[mine].compute = []
+        nv.fake_state.gpus[other].compute = []
+        (tmp_path / "release").touch()
+        await wait_for(lambda: states(engine)["train"] == "done", 30, "train done")
+        stored = Store(engine.paths.db).load()["train"]
+        assert stored.peak_mib == 7000 and stored.warnings == [warning]
+    finally:
+        (tmp_path / "release").touch()
+        await engine.shutdown(kill_jobs=True)
+        task.cancel()
+        nv.fake_reset()
 
 
 async def test_shutdown_with_kill_records_the_jobs_as_killed(tmp_path: Path) -> None:
