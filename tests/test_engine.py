@@ -15,7 +15,7 @@ from typing import Any
 import psutil
 import pytest
 
-from gtui.core.api import Event, GpusRead, JobChanged
+from gtui.core.api import Event, GpusRead, JobChanged, Notice
 from gtui.core.engine import Engine
 from gtui.core.errors import GtuiError
 from gtui.core.model import JobState
@@ -360,6 +360,54 @@ async def test_paused_queue_starts_nothing(tmp_path: Path) -> None:
     assert await run_to_end(engine) == 1  # nothing can run: it returns at once
     assert states(engine) == {"a": "queued"}
     assert engine.view("a").record.reason == "queue paused"
+
+
+async def test_on_failure_pause_stops_new_starts_until_resumed(tmp_path: Path) -> None:
+    """on_failure = "pause": a job's failure pauses the queue (stored, so a restart keeps it),
+    the next job waits with the reason "queue paused" through later passes, and resuming the
+    queue starts it."""
+    from gtui.core.store import Store
+
+    q = write_queue(
+        tmp_path,
+        """
+        [settings]
+        poll = "0.1s"
+        on_failure = "pause"
+        max_parallel = 1
+        [[jobs]]
+        name = "bad"
+        gpus = 0
+        cmd = "exit 3"
+        [[jobs]]
+        name = "next"
+        gpus = 0
+        cmd = "echo next ran"
+        """,
+    )
+    engine = Engine(q, fake_gpus="1x80G")
+    notices: list[str] = []
+    engine.subscribe(lambda e: notices.append(e.text) if isinstance(e, Notice) else None)
+    passes = Passes(engine)
+    task = asyncio.create_task(engine.run())
+    try:
+        await wait_for(lambda: states(engine).get("bad") == "failed", 30, "bad failed")
+        assert engine.paused
+        assert "bad failed: queue paused (on_failure)" in notices
+        await passes.more(3, "passes after the failure")
+        assert states(engine)["next"] == "queued"
+        assert engine.view("next").record.reason == "queue paused"
+        assert engine.view("next").record.attempt == 0  # never launched
+        store = Store(engine.paths.db)
+        assert store.get_meta("paused") == "1"
+        store.close()
+        await engine.resume_queue()
+        await wait_for(lambda: states(engine)["next"] == "done", 30, "next done after resume")
+        assert not engine.paused
+        assert "next ran" in Path(str(engine.view("next").record.log)).read_text()
+    finally:
+        await engine.shutdown(kill_jobs=True)
+        task.cancel()
 
 
 async def test_events_are_committed_before_they_are_published(tmp_path: Path) -> None:
