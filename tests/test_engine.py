@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import json
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 
-from gtui.core.api import Event, JobChanged
+from gtui.core.api import Event, GpusRead, JobChanged, Notice
 from gtui.core.engine import Engine
 from gtui.core.errors import GtuiError
 from gtui.core.model import JobState
@@ -30,6 +34,25 @@ def states(engine: Engine) -> dict[str, str]:
     return {v.record.name: v.record.state.value for v in engine.jobs()}
 
 
+class Passes:
+    """Counts the scheduling loop's turns: the engine publishes GpusRead once per turn, after
+    its placement pass. "Nothing started" is then proven by passes that looked and decided
+    the same, not by a sleep."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.count = 0
+        engine.subscribe(self._on_event)
+
+    def _on_event(self, event: Event) -> None:
+        if isinstance(event, GpusRead):
+            self.count += 1
+
+    async def more(self, n: int, what: str = "") -> None:
+        """Wait until ``n`` more passes have run from now."""
+        target = self.count + n
+        await wait_for(lambda: self.count >= target, timeout=30, what=what or f"{n} passes")
+
+
 async def run_to_end(engine: Engine, timeout: float = 30.0) -> int:
     return await asyncio.wait_for(engine.run(exit_when_idle=True), timeout)
 
@@ -41,18 +64,39 @@ def twelve_gig_jobs(mode: str, n: int = 6) -> str:
     return f'[settings]\nmode = "{mode}"\npoll = "0.1s"\nkill_grace = "2s"\n\n{jobs}'
 
 
-@pytest.mark.parametrize(("mode", "expected"), [("pack", 5), ("shared", 1), ("exclusive", 0)])
-async def test_seed_extreme_mode_example(tmp_path: Path, mode: str, expected: int) -> None:
+@pytest.mark.parametrize(
+    ("mode", "expected", "reason"),
+    [
+        ("pack", 5, "needs 1 GPU with 12G: none eligible (GPU0 4G < 12G)"),
+        ("shared", 1, "needs 1 GPU with 12G: none eligible (GPU0 ours)"),
+        (
+            "exclusive",
+            0,
+            "needs 1 GPU idle (exclusive) with 12G: none eligible (GPU0 util 20% mem 20% used)",
+        ),
+    ],
+)
+async def test_seed_extreme_mode_example(
+    tmp_path: Path, mode: str, expected: int, reason: str
+) -> None:
     """Seed 000 14.1: one 80G GPU with 16G used by others, 12G jobs: pack runs five at once,
     shared one, exclusive none (the GPU is not idle)."""
     q = write_queue(tmp_path, twelve_gig_jobs(mode))
     engine = Engine(q, fake_gpus="80G:16G@20")
+    passes = Passes(engine)
     task = asyncio.create_task(engine.run())
     try:
-        await wait_for(lambda: engine.started)
-        await asyncio.sleep(0.6)  # several polls: nothing more may start
+
+        def settled() -> bool:
+            waiting = [v.record for v in engine.jobs() if v.record.state == JobState.QUEUED]
+            return len(waiting) == 6 - expected and all(r.reason for r in waiting)
+
+        await wait_for(settled, timeout=30, what=f"{expected} running, the rest with a reason")
+        await passes.more(3, "three more passes")  # they look again, and start nothing more
         running = [n for n, s in states(engine).items() if s == "running"]
         assert len(running) == expected, states(engine)
+        waiting = {v.record.reason for v in engine.jobs() if v.record.state == JobState.QUEUED}
+        assert waiting == ({reason} if expected < 6 else set())
         if expected:
             pids = [v.record.pid for v in engine.jobs() if v.record.state == JobState.RUNNING]
             assert all(pid and psutil.pid_exists(pid) for pid in pids)
@@ -253,11 +297,14 @@ async def test_timeout_kills_and_marks_failed(tmp_path: Path) -> None:
 
 
 async def test_pause_suspends_and_resume_continues(tmp_path: Path) -> None:
+    """Pack mode, so the waiting job could share the GPU if the suspended one's memory were
+    not counted: the reason names the memory left, not "ours"."""
     q = write_queue(
         tmp_path,
         """
         [settings]
         poll = "0.1s"
+        mode = "pack"
         [[jobs]]
         name = "long"
         gpus = 1
@@ -271,6 +318,7 @@ async def test_pause_suspends_and_resume_continues(tmp_path: Path) -> None:
         """,
     )
     engine = Engine(q, fake_gpus="1x80G")
+    passes = Passes(engine)
     task = asyncio.create_task(engine.run())
     try:
         await wait_for(lambda: states(engine).get("long") == "running")
@@ -281,9 +329,9 @@ async def test_pause_suspends_and_resume_continues(tmp_path: Path) -> None:
         await wait_for(lambda: psutil.Process(pid).status() == psutil.STATUS_STOPPED)
         # Its GPU memory stays counted: the held job, released, still cannot start.
         await engine.resume(["next"])
-        await asyncio.sleep(0.3)
+        await passes.more(2, "passes after the release")
         assert states(engine)["next"] == "queued"
-        assert "60G" in engine.view("next").record.reason or engine.view("next").record.reason
+        assert engine.view("next").record.reason == "needs 1 GPU with 60G: none eligible (GPU0 20G < 60G)"
         await engine.resume(["long"])
         await wait_for(lambda: psutil.Process(pid).status() != psutil.STATUS_STOPPED)
         assert states(engine)["long"] == "running"
@@ -312,6 +360,54 @@ async def test_paused_queue_starts_nothing(tmp_path: Path) -> None:
     assert await run_to_end(engine) == 1  # nothing can run: it returns at once
     assert states(engine) == {"a": "queued"}
     assert engine.view("a").record.reason == "queue paused"
+
+
+async def test_on_failure_pause_stops_new_starts_until_resumed(tmp_path: Path) -> None:
+    """on_failure = "pause": a job's failure pauses the queue (stored, so a restart keeps it),
+    the next job waits with the reason "queue paused" through later passes, and resuming the
+    queue starts it."""
+    from gtui.core.store import Store
+
+    q = write_queue(
+        tmp_path,
+        """
+        [settings]
+        poll = "0.1s"
+        on_failure = "pause"
+        max_parallel = 1
+        [[jobs]]
+        name = "bad"
+        gpus = 0
+        cmd = "exit 3"
+        [[jobs]]
+        name = "next"
+        gpus = 0
+        cmd = "echo next ran"
+        """,
+    )
+    engine = Engine(q, fake_gpus="1x80G")
+    notices: list[str] = []
+    engine.subscribe(lambda e: notices.append(e.text) if isinstance(e, Notice) else None)
+    passes = Passes(engine)
+    task = asyncio.create_task(engine.run())
+    try:
+        await wait_for(lambda: states(engine).get("bad") == "failed", 30, "bad failed")
+        assert engine.paused
+        assert "bad failed: queue paused (on_failure)" in notices
+        await passes.more(3, "passes after the failure")
+        assert states(engine)["next"] == "queued"
+        assert engine.view("next").record.reason == "queue paused"
+        assert engine.view("next").record.attempt == 0  # never launched
+        store = Store(engine.paths.db)
+        assert store.get_meta("paused") == "1"
+        store.close()
+        await engine.resume_queue()
+        await wait_for(lambda: states(engine)["next"] == "done", 30, "next done after resume")
+        assert not engine.paused
+        assert "next ran" in Path(str(engine.view("next").record.log)).read_text()
+    finally:
+        await engine.shutdown(kill_jobs=True)
+        task.cancel()
 
 
 async def test_events_are_committed_before_they_are_published(tmp_path: Path) -> None:
@@ -386,15 +482,29 @@ async def test_job_starts_within_milliseconds_of_a_gpu_freeing(tmp_path: Path) -
     assert second.started_at - first.ended_at < 5.0
 
 
-def test_without_gpus_cpu_jobs_still_run_and_gtui_run_ends(tmp_path: Path) -> None:
-    """No NVML and no fake GPUs (this machine, CI): said plainly, CPU jobs run, and `gtui run`
-    does not wait forever for GPUs that will never exist."""
-    import sys
+FAKE_PYNVML_DIR = Path(__file__).parent / "fake_pynvml"
 
-    if "pynvml" in sys.modules or Path("/dev/nvidia0").exists():
-        pytest.skip("this machine has an NVIDIA GPU")
+
+@pytest.mark.parametrize(
+    ("driver", "said"),
+    [
+        # What CI and this machine have: nvidia-ml-py installed, no libnvidia-ml.so.
+        ({"init_error": 12}, "no NVIDIA GPU found (NVML: library not found)"),
+        ({"init_error": 9}, "no NVIDIA GPU found (NVML: the NVIDIA driver is not loaded)"),
+        ({"gpus": []}, "no NVIDIA GPU found (NVML sees 0 GPUs)"),
+    ],
+    ids=["no-library", "no-driver", "no-gpu"],
+)
+def test_without_gpus_cpu_jobs_still_run_and_gtui_run_ends(
+    tmp_path: Path, driver: dict[str, object], said: str
+) -> None:
+    """No NVML and no fake GPUs: said plainly, CPU jobs run, and `gtui run` does not wait
+    forever for GPUs that will never exist. The machine without GPUs is made here, through the
+    fake pynvml first on the path, so this runs everywhere (a real GPU cannot make it skip)."""
     from tests.conftest import gtui
 
+    config = tmp_path / "driver.json"
+    config.write_text(json.dumps(driver))
     q = write_queue(
         tmp_path,
         """
@@ -407,11 +517,105 @@ def test_without_gpus_cpu_jobs_still_run_and_gtui_run_ends(tmp_path: Path) -> No
         cmd = "echo never"
         """,
     )
-    out = gtui("run", str(q), timeout=60)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(FAKE_PYNVML_DIR), os.environ.get("PYTHONPATH", "")]),
+        "FAKE_PYNVML_CONFIG": str(config),
+    }
+    env.pop("GTUI_FAKE_GPUS", None)
+    out = gtui("run", str(q), timeout=60, env=env)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "done cpu" in out.stdout
-    assert "no NVIDIA GPU" in out.stdout or "no NVIDIA GPU" in out.stderr
+    assert said in out.stdout + out.stderr, out.stdout + out.stderr
     assert "Traceback" not in out.stdout + out.stderr
+    assert not (tmp_path / "logs" / "gpu.1.log").exists()  # the GPU job never started
+    status = json.loads(gtui("status", "--json", str(q)).stdout)
+    assert {j["name"]: j["state"] for j in status["jobs"]} == {"cpu": "done", "gpu": "queued"}
+
+
+def load_fake_pynvml() -> Any:
+    """The fake pynvml under the name tests/test_gpus_nvml.py gives it (one shared instance),
+    so the real pynvml stays importable beside it."""
+    name = "gtui_tests_fake_pynvml"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, FAKE_PYNVML_DIR / "pynvml" / "__init__.py"
+        )
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+async def test_gpu_processes_are_matched_to_jobs_through_their_trees(tmp_path: Path) -> None:
+    """DESIGN.md 8 and 4.4 (seed 004): NVML lists two processes of a job's tree, one on its
+    GPU and one on a GPU not assigned to it. The second is a warning on the job; the memory
+    seen is its peak, kept when the use drops, and saved with its end."""
+    from gtui.core.gpus.nvml import NvmlBackend
+    from gtui.core.store import Store
+
+    nv = load_fake_pynvml()
+    nv.fake_reset([nv.FakeGpu(), nv.FakeGpu()])
+    child = "bash -c 'echo $$ > {0}.pid; while [ ! -e release ]; do sleep 0.05; done'"
+    q = write_queue(
+        tmp_path,
+        f"""
+        [settings]
+        poll = "0.1s"
+        [[jobs]]
+        name = "train"
+        gpus = 1
+        mem = "10G"
+        cmd = "{child.format("a")} & {child.format("b")} & wait"
+        """,
+    )
+    engine = Engine(q, backend=NvmlBackend(nvml=nv))
+    snapshots: list[Any] = []
+    engine.subscribe(lambda e: snapshots.append(e.snapshot) if isinstance(e, GpusRead) else None)
+    task = asyncio.create_task(engine.run())
+
+    def seen(gpu: int, pid: int, mib: int) -> bool:
+        """The engine has published a reading with ``pid`` using ``mib`` on ``gpu``."""
+        return any(
+            (pid, mib) in {(p.pid, p.mem_mib) for p in s.by_index()[gpu].processes}
+            for s in snapshots
+            if gpu in s.by_index()
+        )
+
+    try:
+        await wait_for(lambda: states(engine).get("train") == "running", 30, "train running")
+        pid_files = [tmp_path / "a.pid", tmp_path / "b.pid"]
+        await wait_for(lambda: all(f.exists() and f.read_text().strip() for f in pid_files), 30)
+        a, b = (int(f.read_text()) for f in pid_files)
+        rec = engine.view("train").record
+        assert a != rec.pid and b != rec.pid  # children: only the tree walk finds them
+        (mine,) = rec.gpus
+        other = 1 - mine
+        nv.fake_state.gpus[mine].compute = [(a, 6000)]
+        nv.fake_state.gpus[other].compute = [(b, 2000)]
+        warning = f"process {b} runs on GPU {other}, which is not assigned to it (assigned: {mine})"
+        await wait_for(lambda: warning in engine.view("train").record.warnings, 30, warning)
+        assert engine.view("train").record.warnings == [warning]  # a, on its GPU, is fine
+        await wait_for(lambda: engine.view("train").record.peak_mib == 6000, 30, "peak 6000")
+        nv.fake_state.gpus[mine].compute = [(a, 7000)]
+        await wait_for(lambda: engine.view("train").record.peak_mib == 7000, 30, "peak 7000")
+        nv.fake_state.gpus[mine].compute = [(a, 1000)]
+        await wait_for(lambda: seen(mine, a, 1000), 30, "a reading with the use dropped")
+        await Passes(engine).more(1)  # and a pass after it
+        assert engine.view("train").record.peak_mib == 7000
+        assert engine.view("train").record.warnings == [warning]  # said once, not every poll
+        nv.fake_state.gpus[mine].compute = []
+        nv.fake_state.gpus[other].compute = []
+        (tmp_path / "release").touch()
+        await wait_for(lambda: states(engine)["train"] == "done", 30, "train done")
+        stored = Store(engine.paths.db).load()["train"]
+        assert stored.peak_mib == 7000 and stored.warnings == [warning]
+    finally:
+        (tmp_path / "release").touch()
+        await engine.shutdown(kill_jobs=True)
+        task.cancel()
+        nv.fake_reset()
 
 
 async def test_shutdown_with_kill_records_the_jobs_as_killed(tmp_path: Path) -> None:

@@ -1,16 +1,20 @@
-"""The sample queues: each one validates, runs on simulated GPUs, and every command in it really
-runs on a machine without GPUs (with the placeholders filled in as the engine would)."""
+"""The sample queues: each one validates, and runs to the end through the real scheduler
+(`gtui run` on the sample's own simulated GPUs), every command unchanged, on a machine
+without GPUs."""
 
 from __future__ import annotations
 
+import json
 import os
-import socket
+import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from gtui.core.placeholders import placeholders_used, substitute
+from gtui.core.placeholders import placeholders_used
 from gtui.core.queuefile import load_queue
 from tests.conftest import gtui
 
@@ -21,6 +25,8 @@ EXPECTED_FAILURES = {
     ("demo", "eval-ckpt7"): "torch.OutOfMemoryError: CUDA out of memory",
     ("demo", "fetch-data"): "ConnectionResetError",
 }
+# Of those, the ones with no retry that gets through: they end failed.
+FAILED_FOR_GOOD = {("demo", "eval-ckpt7")}
 
 
 def test_every_scenario_has_its_sample() -> None:
@@ -46,70 +52,139 @@ def test_sample_validates_on_its_own_fake_gpus(path: Path) -> None:
     assert "checked against the machine's" in out.stdout  # the pool checks ran
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+# Mock-training speed per sample (MOCK_TRAIN_SPEED; 0 = no sleeping, the commands are unchanged).
+# The demo keeps a tenth of its pace: its jobs overlap as they do on screen.
+SPEED = {"demo": "0.1"}
+# GPUs no job of a sample may take: too busy for its mode, as its comment says.
+AVOIDED_GPUS = {
+    "shared_polite": {0, 1},  # 72G and 66G of 80G used by others: no room for 20G
+    "exclusive_training": {1},  # someone else's small job: not idle
+}
 
 
-def _run(path: Path, name: str, attempt: int = 1) -> subprocess.CompletedProcess[str]:
-    """Run one job's command as the engine would (bash -c in its cwd, its env), output kept
-    byte for byte (carriage returns included)."""
+@pytest.fixture(scope="module")
+def sample_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], SampleRun]:
+    """Each sample queue run once by the real scheduler (`gtui run`, its own fake GPUs), in a
+    copy of sample_queues/; the tests of one sample share its run."""
+    done: dict[str, SampleRun] = {}
+
+    def run(stem: str) -> SampleRun:
+        if stem not in done:
+            folder = tmp_path_factory.mktemp(stem)
+            for f in SAMPLES.iterdir():
+                if f.is_file():
+                    (folder / f.name).write_bytes(f.read_bytes())
+            env = {**os.environ, "MOCK_TRAIN_SPEED": SPEED.get(stem, "0")}
+            out = gtui("run", str(folder / f"{stem}.toml"), timeout=240, env=env)
+            status = gtui("status", "--json", str(folder / f"{stem}.toml"))
+            assert status.returncode == 0, status.stderr
+            jobs = {j["name"]: j for j in json.loads(status.stdout)["jobs"]}
+            done[stem] = SampleRun(folder, out, jobs)
+        return done[stem]
+
+    return run
+
+
+class SampleRun:
+    """A finished `gtui run` of one sample: its folder, its event log, its jobs' records."""
+
+    def __init__(
+        self, folder: Path, out: subprocess.CompletedProcess[str], jobs: dict[str, Any]
+    ) -> None:
+        self.folder = folder
+        self.out = out
+        self.jobs = jobs
+
+    def log(self, name: str, attempt: int | None = None) -> str:
+        """A job's log, byte for byte (carriage returns kept): its last attempt by default."""
+        path = Path(self.jobs[name]["log"])
+        if attempt is not None:
+            path = path.with_name(f"{name}.{attempt}.log")
+        return path.read_bytes().decode(errors="replace")
+
+
+@pytest.mark.parametrize("path", QUEUES, ids=lambda p: p.stem)
+def test_sample_runs_to_the_end_through_the_scheduler(
+    path: Path, sample_runs: Callable[[str], SampleRun]
+) -> None:
+    """Every job of the sample runs, unchanged, as the engine launches it: done, except the
+    ones meant to fail (and the jobs after them, blocked); the GPUs it was given are the ones
+    the command saw; `after` is kept; no GPU its comment rules out is taken."""
+    run = sample_runs(path.stem)
     qf = load_queue(path)
-    job = next(j for j in qf.jobs if j.name == name)
-    port = _free_port() if "port" in placeholders_used(job.cmd) else None
-    cmd = substitute(
-        job.cmd,
-        gpus=list(range(job.gpus)),
-        name=job.name,
-        attempt=attempt,
-        port=port,
-        matrix=job.matrix,
-    )
-    env = {
-        **os.environ,
-        **qf.settings.env,
-        **job.env,
-        "MOCK_TRAIN_SPEED": "0",
-        "GTUI_JOB": job.name,
-        "GTUI_ATTEMPT": str(attempt),
-        "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(job.gpus)),
+    failing = {name for (stem, name) in FAILED_FOR_GOOD if stem == path.stem}
+    blocked = {j.name for j in qf.jobs if set(j.after) & failing}
+    expected = {
+        j.name: "failed" if j.name in failing else "blocked" if j.name in blocked else "done"
+        for j in qf.jobs
     }
-    raw = subprocess.run(
-        ["bash", "-c", cmd],
-        cwd=path.parent / job.cwd,
-        env=env,
-        capture_output=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
-    return subprocess.CompletedProcess(
-        raw.args, raw.returncode, raw.stdout.decode(errors="replace"), raw.stderr.decode()
-    )
+    assert {n: j["state"] for n, j in run.jobs.items()} == expected, run.out.stdout[-3000:]
+    assert run.out.returncode == (1 if failing else 0), run.out.stdout[-3000:]
+    counts = [
+        f"{n} {s}" for s in ("done", "failed", "blocked") if (n := list(expected.values()).count(s))
+    ]
+    assert f"finished: {', '.join(counts)}" in run.out.stdout
+    assert "Traceback" not in run.out.stdout + run.out.stderr
+    for job in qf.jobs:
+        rec = run.jobs[job.name]
+        if rec["state"] == "blocked":
+            assert rec["attempt"] == 0 and rec["log"] is None
+            continue
+        log = run.log(job.name)
+        assert "command not found" not in log, (job.name, log)
+        assert len(rec["gpus"]) == job.gpus, rec
+        assert not set(rec["gpus"]) & AVOIDED_GPUS.get(path.stem, set()), (job.name, rec["gpus"])
+        if "mock_train.py" in job.cmd:
+            visible = ",".join(map(str, rec["gpus"]))
+            assert "] stage=" in log and f"CUDA_VISIBLE_DEVICES={visible}\n" in log, log[:300]
+        for dep in job.after:
+            assert run.jobs[dep]["ended_at"] <= rec["started_at"], (dep, job.name)
+        expected_error = EXPECTED_FAILURES.get((path.stem, job.name))
+        if expected_error is not None:
+            assert expected_error in run.log(job.name, attempt=1), job.name
 
 
-JOBS = [(p, j.name) for p in QUEUES for j in load_queue(p).jobs]
+def test_the_flaky_demo_job_succeeds_on_its_retry(
+    sample_runs: Callable[[str], SampleRun],
+) -> None:
+    run = sample_runs("demo")
+    fetch = run.jobs["fetch-data"]
+    assert fetch["state"] == "done" and fetch["attempt"] == 2
+    assert "retry fetch-data (exit 1: network:" in run.out.stdout  # the sample's own rule
+    assert "ConnectionResetError" not in run.log("fetch-data")
 
 
-@pytest.mark.parametrize(("path", "name"), JOBS, ids=[f"{p.stem}:{n}" for p, n in JOBS])
-def test_sample_command_runs(path: Path, name: str) -> None:
-    out = _run(path, name)
-    expected = EXPECTED_FAILURES.get((path.stem, name))
-    if expected is None:
-        assert out.returncode == 0, (out.stdout, out.stderr)
-    else:
-        assert out.returncode == 1 and expected in out.stderr
-    assert "command not found" not in out.stderr
+def test_the_oom_demo_job_is_diagnosed(sample_runs: Callable[[str], SampleRun]) -> None:
+    eval_ckpt7 = sample_runs("demo").jobs["eval-ckpt7"]
+    assert eval_ckpt7["attempt"] == 1  # retries = 0
+    assert eval_ckpt7["diagnosis"]["kind"] == "cuda_oom"
 
 
-def test_the_flaky_demo_job_succeeds_on_its_retry() -> None:
-    assert _run(SAMPLES / "demo.toml", "fetch-data", attempt=2).returncode == 0
+def test_mock_training_prints_progress_like_tqdm(sample_runs: Callable[[str], SampleRun]) -> None:
+    log = sample_runs("demo").log("train-resnet")
+    assert "\r" in log and "100%|██████████|" in log
+    assert "epoch 3 | lr 0.1 | loss" in log
 
 
-def test_mock_training_prints_progress_like_tqdm() -> None:
-    out = _run(SAMPLES / "demo.toml", "train-resnet")
-    assert "\r" in out.stdout and "100%|██████████|" in out.stdout
-    assert "epoch 3 | lr 0.1 | loss" in out.stdout
+def test_ddp_jobs_get_their_own_port(sample_runs: Callable[[str], SampleRun]) -> None:
+    """{port} is a free port per job: the two DDP runs hold theirs at once without a clash."""
+    run = sample_runs("ddp")
+    ports = []
+    for name in ("ddp-conservative", "ddp-balanced"):
+        log = run.log(name)
+        found = re.findall(r"rank 1/2: MASTER_ADDR=127\.0\.0\.1 MASTER_PORT=(\d+)", log)
+        assert len(found) == 1, log[:500]
+        ports.append(found[0])
+    assert ports[0] != ports[1]
+
+
+def test_the_sweep_summary_runs_after_every_sweep_job(
+    sample_runs: Callable[[str], SampleRun],
+) -> None:
+    log = sample_runs("sweep").log("sweep-summary")
+    for lr in ("0.1", "0.01", "0.001"):
+        for seed in (1, 2):
+            assert f"sweep-lr{lr}-s{seed}.1.log" in log, log
 
 
 def test_the_demo_shows_every_state() -> None:
@@ -123,14 +198,3 @@ def test_the_demo_shows_every_state() -> None:
     assert any(j.gpus == 0 for j in jobs.values()) and any(j.matrix for j in jobs.values())
     assert any("port" in placeholders_used(j.cmd) for j in jobs.values())
     assert jobs["train-vit"].gpus == 2 and (jobs["train-vit"].mem_mib or 0) >= 70 * 1024
-
-
-def test_the_demo_runs_headless_to_the_end(tmp_path: Path) -> None:
-    """The whole demo on its fake GPUs, through the real engine (sped up tenfold)."""
-    for f in SAMPLES.iterdir():
-        if f.is_file():
-            (tmp_path / f.name).write_bytes(f.read_bytes())
-    env = {**os.environ, "MOCK_TRAIN_SPEED": "0.1"}
-    out = gtui("run", str(tmp_path / "demo.toml"), timeout=180, env=env)
-    assert out.returncode == 1, out.stdout[-2000:]  # eval-ckpt7 fails, by design
-    assert "finished: 8 done, 1 failed, 1 blocked" in out.stdout

@@ -1,0 +1,150 @@
+"""``gtui status`` as a person reads it (the text table, not ``--json``): from a running
+``gtui run`` scheduler through its socket, then from the store once it has ended."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from gtui.core.control import request
+from tests.conftest import gtui, write_queue
+
+QUEUE = """
+[settings]
+fake_gpus = "80G:8G@10"
+poll = "0.1s"
+kill_grace = "1s"
+
+[[jobs]]
+name = "ok"
+gpus = 0
+cmd = "true"
+
+[[jobs]]
+name = "bad"
+gpus = 0
+cmd = "echo 'RuntimeError: boom' >&2; exit 3"
+
+[[jobs]]
+name = "long-running-job"
+mem = "60G"
+cmd = "while [ ! -e release ]; do sleep 0.05; done"
+
+[[jobs]]
+name = "big"
+mem = "60G"
+cmd = "true"
+"""
+
+
+def wait_until(cond: Callable[[], object], timeout: float = 30.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or cond}")
+        time.sleep(0.05)
+
+
+def live_states(q: Path) -> dict[str, tuple[str, str]]:
+    """name -> (state, reason) as the running scheduler answers; {} before it answers."""
+    reply = request(q, "status")
+    if not reply or not reply.get("ok"):
+        return {}
+    return {j["name"]: (j["state"], j["reason"]) for j in reply["status"]["jobs"]}
+
+
+def table(q: Path) -> tuple[list[str], dict[str, list[str]]]:
+    """Run ``gtui status`` (text): its lines, and each job row split into its six columns."""
+    out = gtui("status", str(q))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["name", "state"])
+    rows = {}
+    for line in lines[header + 1 :]:
+        cells = line.split(None, 5)
+        rows[cells[0]] = cells + [""] * (6 - len(cells))  # an empty note is no cell
+    return lines, rows
+
+
+def aligned(lines: list[str]) -> None:
+    """Every row's state and try cells sit under their headings."""
+    header = next(line for line in lines if line.split()[:2] == ["name", "state"])
+    state_at, try_end = header.index("state"), header.index("try") + len("try")
+    for line in lines[lines.index(header) + 1 :]:
+        assert line[state_at - 2 : state_at] == "  " and line[state_at] != " ", (header, line)
+        assert line[try_end - 1] != " " and line[try_end : try_end + 2] == "  ", (header, line)
+
+
+@pytest.fixture
+def scheduler(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    q = write_queue(tmp_path, QUEUE)
+    with (tmp_path / "run.out").open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gtui", "run", str(q)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    try:
+        yield proc
+    finally:
+        (tmp_path / "release").touch()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(30)
+
+
+def test_status_table_of_a_running_queue_then_of_the_store(
+    tmp_path: Path, scheduler: subprocess.Popen[bytes]
+) -> None:
+    q = tmp_path / "q.toml"
+
+    def settled() -> bool:
+        assert scheduler.poll() is None, (tmp_path / "run.out").read_text()
+        s = live_states(q)
+        return (
+            {n: st for n, (st, _) in s.items()}
+            == {"ok": "done", "bad": "failed", "long-running-job": "running", "big": "queued"}
+            and s["big"][1] != ""
+        )
+
+    wait_until(settled, what="done, failed, running and queued jobs")
+    lines, rows = table(q)
+    assert lines[0] == str(q)  # not paused: nothing after the path
+    assert lines[1] == "  GPU 0 Fake A800 80G: 68G/80G, util 90%"  # 8G others' + 60G ours
+    assert lines[2].split() == ["name", "state", "gpu", "mem", "try", "note"]
+    assert list(rows) == ["ok", "bad", "long-running-job", "big"]  # queue order
+    assert rows["ok"] == ["ok", "done", "-", "-", "1", ""]
+    assert rows["bad"] == ["bad", "failed", "-", "-", "1", "runtime_error: RuntimeError: boom"]
+    assert rows["long-running-job"][:5] == ["long-running-job", "running", "0", "60G", "1"]
+    assert re.fullmatch(r"\d+:\d\d", rows["long-running-job"][5]), rows  # running for m:ss
+    assert rows["big"] == [
+        "big", "queued", "-", "60G", "0", "needs 1 GPU with 60G: none eligible (GPU0 ours)"
+    ]
+    aligned(lines)
+
+    (tmp_path / "release").touch()
+    assert scheduler.wait(60) == 1  # bad failed
+    assert request(q, "ping") is None  # no scheduler now: the table comes from the store
+    lines, rows = table(q)
+    assert lines[0] == str(q)
+    assert lines[1] == "  GPU 0 Fake A800 80G: 8G/80G, util 10%"  # the last reading, saved
+    assert rows["ok"] == ["ok", "done", "-", "-", "1", ""]
+    assert rows["bad"] == ["bad", "failed", "-", "-", "1", "runtime_error: RuntimeError: boom"]
+    assert rows["long-running-job"] == ["long-running-job", "done", "0", "60G", "1", ""]
+    assert rows["big"] == ["big", "done", "0", "60G", "1", ""]
+    aligned(lines)
+
+
+def test_status_table_says_the_queue_is_paused(tmp_path: Path) -> None:
+    q = write_queue(tmp_path, QUEUE)
+    assert gtui("pause", str(q)).returncode == 0  # the queue, with no scheduler
+    lines, rows = table(q)
+    assert lines[0] == f"{q}  (queue paused)"
+    assert rows["big"][:5] == ["big", "queued", "-", "60G", "0"]
