@@ -368,12 +368,15 @@ async def test_adopted_pid_reused_by_another_process_is_not_waited_on(tmp_path: 
 
 # --- kill, suspend, resume --------------------------------------------------------------------
 
+# A classic daemon: fork, setsid, fork again. It writes its pid to a file of its own: that write
+# races the job's next lines (in the file of the job's other pids it came second or third, and the
+# test took the wrong pid for the daemon's).
 _DAEMON = """
 import os, sys, time
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
-        with open(sys.argv[1], "a") as f:
+        with open(sys.argv[1], "w") as f:
             f.write(f"{os.getpid()}\\n")
         time.sleep(100)
     os._exit(0)
@@ -381,21 +384,24 @@ if os.fork() == 0:
 
 
 async def test_kill_tree_leaves_nothing_of_the_tree(tmp_path: Path) -> None:
-    pids = tmp_path / "pids"
-    daemon = tmp_path / "daemon.py"
-    daemon.write_text(_DAEMON)
+    pids, daemon = tmp_path / "pids", tmp_path / "daemon"
+    script = tmp_path / "daemon.py"
+    script.write_text(_DAEMON)
     cmd = (
         "trap '' TERM\n"  # ignores SIGTERM: only SIGKILL after the grace ends it
         f"setsid sleep 100 & echo $! >> '{pids}'\n"
-        f"{sys.executable} '{daemon}' '{pids}'\n"
+        f"{sys.executable} '{script}' '{daemon}'\n"
         f"sleep 100 & echo $! >> '{pids}'\n"
         "wait"
     )
     launched = launch(make_req(tmp_path, cmd))
     waiter = asyncio.ensure_future(wait_exit(launched))
-    await wait_for(lambda: len(read_pids(pids)) == 3, "the job's children")
-    all_pids = set(read_pids(pids)) | process_tree(launched.pid)
-    daemon_pid = read_pids(pids)[1]
+    # The second sleep starts once the shell has reaped the daemon's launcher (run in the
+    # foreground): from then on nothing links the daemon to the job's tree.
+    await wait_for(lambda: len(read_pids(pids)) == 2, "the job's two sleeps")
+    await wait_for(lambda: len(read_pids(daemon)) == 1, "the daemon's pid")
+    daemon_pid = read_pids(daemon)[0]
+    all_pids = {*read_pids(pids), daemon_pid} | process_tree(launched.pid)
     assert daemon_pid not in process_tree(launched.pid)  # it left the tree
     assert os.getpgid(daemon_pid) != launched.pid  # and the group
     await asyncio.wait_for(kill_tree(launched.pid, 0.3), TIMEOUT)
