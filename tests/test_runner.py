@@ -294,12 +294,15 @@ async def test_wait_exit_polling_fallback(tmp_path: Path, monkeypatch: pytest.Mo
 
 async def test_wait_exit_falls_back_to_waitpid_without_status_file(tmp_path: Path) -> None:
     launched = launch(make_req(tmp_path, "sleep 30"))
-    await wait_for(lambda: len(process_tree(launched.pid)) >= 1, "the job")
+    await wait_for(lambda: len(process_tree(launched.pid)) == 2, "the job's sleep to start")
+    (sleeper,) = process_tree(launched.pid) - {launched.pid}
     os.kill(launched.pid, 9)  # the wrapper itself: it cannot write its status
     status = await asyncio.wait_for(wait_exit(launched), TIMEOUT)
     assert status == ExitStatus(None, 9)
     assert not launched.status_path.exists()
-    await kill_tree(launched.pid, 0.1)  # the orphaned sleep (same group) goes too
+    assert not gone(sleeper)  # orphaned, still in the wrapper's group ...
+    await asyncio.wait_for(kill_tree(launched.pid, 0.1), TIMEOUT)
+    assert gone(sleeper)  # ... which kill_tree still finds after the wrapper was reaped
 
 
 # --- adoption after a scheduler restart -------------------------------------------------------
@@ -334,15 +337,24 @@ async def test_adopted_job_exit_status_from_file(
     async def no_polling(*_a: object) -> None:
         raise AssertionError("wait_exit polled")
 
+    parked = asyncio.Event()
+    real_wait_gone = runner._wait_gone
+
+    async def spy_wait_gone(pid: int, create_time: float | None) -> None:
+        parked.set()  # wait_exit found the job alive and now waits for its end
+        await real_wait_gone(pid, create_time)
+
     monkeypatch.setattr(runner, "_poll_gone", no_polling)
+    monkeypatch.setattr(runner, "_wait_gone", spy_wait_gone)
     marker = tmp_path / "go"
     orig = launch_elsewhere(tmp_path, f"while [ ! -e '{marker}' ]; do sleep 0.02; done; exit 7")
     adopted = Launched(orig.pid, orig.create_time, orig.log_path, orig.status_path)
     assert is_alive(adopted.pid, adopted.create_time)
     assert psutil.Process(adopted.pid).ppid() != os.getpid()  # not our child
     waiter = asyncio.ensure_future(wait_exit(adopted))
-    await asyncio.sleep(0.1)
+    await asyncio.wait_for(parked.wait(), TIMEOUT)
     assert not waiter.done()
+    # Released only now: an early return would have found no status file (UNKNOWN), not 7.
     marker.touch()
     assert await asyncio.wait_for(waiter, TIMEOUT) == ExitStatus(7, None)
 
@@ -428,13 +440,28 @@ async def test_kill_tree_of_a_suspended_job(tmp_path: Path) -> None:
     assert await asyncio.wait_for(waiter, TIMEOUT) == ExitStatus(None, 15)
 
 
-async def test_reused_pid_is_never_signalled() -> None:
-    victim = subprocess.Popen(["sleep", "30"], start_new_session=True)
+# Answers a ping with a pong, then idles: proof that it still runs (was never stopped).
+_PONG = """
+import sys, time
+from pathlib import Path
+d = Path(sys.argv[1])
+while not (d / "ping").exists():
+    time.sleep(0.02)
+(d / "pong").touch()
+time.sleep(100)
+"""
+
+
+async def test_reused_pid_is_never_signalled(tmp_path: Path) -> None:
+    victim = subprocess.Popen([sys.executable, "-c", _PONG, str(tmp_path)], start_new_session=True)
     try:
         ct = psutil.Process(victim.pid).create_time()
         suspend(victim.pid, create_time=ct - 50)
+        # kill_tree waits for what it signals to be gone, so a wrong kill would be over by now.
         await asyncio.wait_for(kill_tree(victim.pid, 0.1, create_time=ct - 50), TIMEOUT)
-        assert psutil.Process(victim.pid).status() != psutil.STATUS_STOPPED
+        assert victim.poll() is None
+        (tmp_path / "ping").touch()
+        await wait_for(lambda: (tmp_path / "pong").exists(), "the victim to answer (not stopped)")
         assert victim.poll() is None
         await asyncio.wait_for(kill_tree(victim.pid, 0.1, create_time=ct), TIMEOUT)
         assert victim.wait(TIMEOUT) == -15
@@ -458,13 +485,22 @@ async def test_suspend_and_resume(tmp_path: Path) -> None:
     sleeper = read_pids(pids)[0]
 
     def states() -> set[str]:
-        return {psutil.Process(p).status() for p in (launched.pid, sleeper)}
+        """The states of every live process of the job (the loop's shell and its sleeps too)."""
+        found = set()
+        for p in process_tree(launched.pid):
+            try:
+                found.add(psutil.Process(p).status())
+            except psutil.NoSuchProcess:
+                continue
+        return found - {psutil.STATUS_ZOMBIE}
 
     suspend(launched.pid)
     await wait_for(lambda: states() == {psutil.STATUS_STOPPED}, "the job to stop")
+    assert sleeper in process_tree(launched.pid)
     go.touch()
-    await asyncio.sleep(0.2)
-    assert not waiter.done()  # stopped: it cannot see the file
+    # Every process of the job is stopped (by the kernel's word): none can see the file.
+    assert states() == {psutil.STATUS_STOPPED}
+    assert not waiter.done()
     resume(launched.pid)
     await wait_for(lambda: psutil.STATUS_STOPPED not in states(), "the job to continue")
     assert await asyncio.wait_for(waiter, TIMEOUT) == ExitStatus(4, None)
