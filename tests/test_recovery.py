@@ -12,6 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gtui.core.paths import queue_paths
 from gtui.core.runner import is_alive
 from tests.conftest import gtui, write_queue
 from tests.reliability.live import LiveOutput
@@ -194,3 +195,98 @@ def test_sigterm_leaves_jobs_running_and_state_consistent(
     assert any(p.environ().get("GTUI_JOB") == "e" for p in job_processes(tmp_path))
     assert status(queue)["e"]["state"] == "running"
     finish(queue, runs, tmp_path, release)
+
+
+# ---------------------------------------------------------------------------------------------
+# A crash between the launch and the commit of its pid: the job runs, the store knows only its
+# start (state running, a token, no pid). The next scheduler must find it by the token in its
+# environment (walking up to the wrapper), never start it again, and record its end once.
+
+ONE = """
+[settings]
+poll = "0.2s"
+kill_grace = "2s"
+fake_gpus = "1x80G"
+
+[[jobs]]
+name = "j"
+gpus = 0
+cmd = 'echo "start $PPID" >> {starts}; while [ ! -e {release} ]; do sleep 0.05; done; exit 7'
+"""
+
+
+@pytest.fixture
+def crashed(tmp_path: Path) -> Iterator[tuple[Path, Path, Path, psutil.Process]]:
+    """A scheduler SIGKILLed right after launching j, before committing its pid, with j still
+    running (held): the queue, j's starts file (one line per start: "start <wrapper pid>"), its
+    release file and its wrapper process."""
+    starts, release = tmp_path / "starts", tmp_path / "release"
+    queue = write_queue(
+        tmp_path, ONE.replace("{starts}", str(starts)).replace("{release}", str(release))
+    )
+    try:
+        proc = start_run(queue, "after_launch:1")
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == -signal.SIGKILL, out
+        rec = load_records(queue)["j"]
+        assert (rec.state.value, rec.attempt, rec.pid) == ("running", 1, None), rec
+        assert rec.token, "the start's intent carries the token the next scheduler looks for"
+        wait_for(lambda: starts.exists() and starts.read_text().endswith("\n"), "j to start")
+        wrapper = psutil.Process(int(starts.read_text().split()[1]))
+        assert wrapper.environ()["GTUI_TOKEN"] == rec.token
+        assert wrapper.ppid() != proc.pid  # its scheduler is gone
+        yield queue, starts, release, wrapper
+    finally:
+        release.touch()
+        kill_queue_processes(queue)
+
+
+def check_recorded_once(queue: Path, starts: Path, out: str) -> None:
+    """j ran once, ended with exit 7, and that end was recorded once, for attempt 1."""
+    assert starts.read_text().count("start") == 1, f"j started again:\n{starts.read_text()}"
+    assert "Traceback" not in out, out
+    assert "start j " not in out, f"the new scheduler started j:\n{out}"
+    assert sum(1 for line in out.splitlines() if "] failed j " in line) == 1, out
+    j = status(queue)["j"]
+    assert (j["state"], j["exit_code"], j["attempt"]) == ("failed", 7, 1), j
+    run_dir = queue_paths(queue).run_dir
+    assert (run_dir / "j.1.status").read_text() == "exit 7\n"
+    assert not (run_dir / "j.2.status").exists()
+    assert j["log"] and Path(j["log"]).name == "j.1.log", j  # found again by the new scheduler
+
+
+def test_crash_between_launch_and_pid_commit_readopts_the_running_job(
+    tmp_path: Path, crashed: tuple[Path, Path, Path, psutil.Process]
+) -> None:
+    queue, starts, release, wrapper = crashed
+    proc = start_run(queue)
+    live = LiveOutput(proc)
+    try:
+        live.wait_for("gtui run ")  # printed once recovery is done
+        rec = load_records(queue)["j"]
+        assert rec.pid == wrapper.pid, f"j re-adopted as pid {rec.pid}, its wrapper is {wrapper}"
+        assert rec.create_time == pytest.approx(wrapper.create_time(), abs=0.02)
+        assert (rec.state.value, rec.attempt) == ("running", 1)
+        assert wrapper.is_running()
+        release.touch()
+        out = live.finish()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 1, out  # j fails by design
+    check_recorded_once(queue, starts, out)
+    wait_for(lambda: job_processes(tmp_path) == [], "j's processes to be gone")
+
+
+def test_crash_between_launch_and_pid_commit_then_the_job_ends_while_down(
+    tmp_path: Path, crashed: tuple[Path, Path, Path, psutil.Process]
+) -> None:
+    queue, starts, release, _wrapper = crashed
+    release.touch()
+    wait_for(lambda: job_processes(tmp_path) == [], "j to end while no scheduler runs")
+    assert (queue_paths(queue).run_dir / "j.1.status").exists()
+    proc = start_run(queue)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 1, out
+    check_recorded_once(queue, starts, out)
+    assert "ended while gtui was not running" in status(queue)["j"]["warnings"]
