@@ -349,14 +349,17 @@ async def test_adopted_job_exit_status_from_file(
     marker = tmp_path / "go"
     orig = launch_elsewhere(tmp_path, f"while [ ! -e '{marker}' ]; do sleep 0.02; done; exit 7")
     adopted = Launched(orig.pid, orig.create_time, orig.log_path, orig.status_path)
-    assert is_alive(adopted.pid, adopted.create_time)
-    assert psutil.Process(adopted.pid).ppid() != os.getpid()  # not our child
-    waiter = asyncio.ensure_future(wait_exit(adopted))
-    await asyncio.wait_for(parked.wait(), TIMEOUT)
-    assert not waiter.done()
-    # Released only now: an early return would have found no status file (UNKNOWN), not 7.
-    marker.touch()
-    assert await asyncio.wait_for(waiter, TIMEOUT) == ExitStatus(7, None)
+    try:
+        assert is_alive(adopted.pid, adopted.create_time)
+        assert psutil.Process(adopted.pid).ppid() != os.getpid()  # not our child
+        waiter = asyncio.ensure_future(wait_exit(adopted))
+        await asyncio.wait_for(parked.wait(), TIMEOUT)
+        assert not waiter.done()
+        # Released only now: an early return would have found no status file (UNKNOWN), not 7.
+        marker.touch()
+        assert await asyncio.wait_for(waiter, TIMEOUT) == ExitStatus(7, None)
+    finally:
+        marker.touch()  # a failed check leaves no job behind
 
 
 async def test_adopted_job_that_ended_while_we_were_down(tmp_path: Path) -> None:
