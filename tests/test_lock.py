@@ -18,18 +18,21 @@ from gtui.core.errors import EXIT_LOCKED, LockedError
 from gtui.core.lock import QueueLock
 from gtui.core.paths import queue_paths
 
+# Holds the lock until the test kills it (it waits on its stdin, which the test never closes
+# before). The job it may start inherits every descriptor it can (close_fds=False, as a job
+# started by os.system or a careless library would): only O_CLOEXEC keeps the lock out of it.
 HOLDER = textwrap.dedent(
     """
-    import subprocess, sys, time
+    import subprocess, sys
     from pathlib import Path
     from gtui.core.lock import QueueLock
     lock = QueueLock(Path(sys.argv[1]))
     lock.acquire()
     if len(sys.argv) > 2:  # start a job that outlives us, as the engine does
-        child = subprocess.Popen(["sleep", "30"], start_new_session=True)
+        child = subprocess.Popen(["sleep", "infinity"], start_new_session=True, close_fds=False)
         print(child.pid, flush=True)
     print("locked", flush=True)
-    time.sleep(60)
+    sys.stdin.read()
     """
 )
 
@@ -44,6 +47,7 @@ def queue(tmp_path: Path) -> Path:
 def start_holder(queue: Path, *extra: str) -> tuple[subprocess.Popen[str], list[str]]:
     proc = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(queue), *extra],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -57,7 +61,7 @@ def start_holder(queue: Path, *extra: str) -> tuple[subprocess.Popen[str], list[
             return proc, lines
 
 
-def wait_free(lock: QueueLock, timeout: float = 10.0) -> None:
+def wait_free(lock: QueueLock, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while lock.holder() is not None:
         assert time.monotonic() < deadline, "the lock was never released"

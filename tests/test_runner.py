@@ -294,12 +294,15 @@ async def test_wait_exit_polling_fallback(tmp_path: Path, monkeypatch: pytest.Mo
 
 async def test_wait_exit_falls_back_to_waitpid_without_status_file(tmp_path: Path) -> None:
     launched = launch(make_req(tmp_path, "sleep 30"))
-    await wait_for(lambda: len(process_tree(launched.pid)) >= 1, "the job")
+    await wait_for(lambda: len(process_tree(launched.pid)) == 2, "the job's sleep to start")
+    (sleeper,) = process_tree(launched.pid) - {launched.pid}
     os.kill(launched.pid, 9)  # the wrapper itself: it cannot write its status
     status = await asyncio.wait_for(wait_exit(launched), TIMEOUT)
     assert status == ExitStatus(None, 9)
     assert not launched.status_path.exists()
-    await kill_tree(launched.pid, 0.1)  # the orphaned sleep (same group) goes too
+    assert not gone(sleeper)  # orphaned, still in the wrapper's group ...
+    await asyncio.wait_for(kill_tree(launched.pid, 0.1), TIMEOUT)
+    assert gone(sleeper)  # ... which kill_tree still finds after the wrapper was reaped
 
 
 # --- adoption after a scheduler restart -------------------------------------------------------
@@ -334,17 +337,29 @@ async def test_adopted_job_exit_status_from_file(
     async def no_polling(*_a: object) -> None:
         raise AssertionError("wait_exit polled")
 
+    parked = asyncio.Event()
+    real_wait_gone = runner._wait_gone
+
+    async def spy_wait_gone(pid: int, create_time: float | None) -> None:
+        parked.set()  # wait_exit found the job alive and now waits for its end
+        await real_wait_gone(pid, create_time)
+
     monkeypatch.setattr(runner, "_poll_gone", no_polling)
+    monkeypatch.setattr(runner, "_wait_gone", spy_wait_gone)
     marker = tmp_path / "go"
     orig = launch_elsewhere(tmp_path, f"while [ ! -e '{marker}' ]; do sleep 0.02; done; exit 7")
     adopted = Launched(orig.pid, orig.create_time, orig.log_path, orig.status_path)
-    assert is_alive(adopted.pid, adopted.create_time)
-    assert psutil.Process(adopted.pid).ppid() != os.getpid()  # not our child
-    waiter = asyncio.ensure_future(wait_exit(adopted))
-    await asyncio.sleep(0.1)
-    assert not waiter.done()
-    marker.touch()
-    assert await asyncio.wait_for(waiter, TIMEOUT) == ExitStatus(7, None)
+    try:
+        assert is_alive(adopted.pid, adopted.create_time)
+        assert psutil.Process(adopted.pid).ppid() != os.getpid()  # not our child
+        waiter = asyncio.ensure_future(wait_exit(adopted))
+        await asyncio.wait_for(parked.wait(), TIMEOUT)
+        assert not waiter.done()
+        # Released only now: an early return would have found no status file (UNKNOWN), not 7.
+        marker.touch()
+        assert await asyncio.wait_for(waiter, TIMEOUT) == ExitStatus(7, None)
+    finally:
+        marker.touch()  # a failed check leaves no job behind
 
 
 async def test_adopted_job_that_ended_while_we_were_down(tmp_path: Path) -> None:
@@ -368,12 +383,15 @@ async def test_adopted_pid_reused_by_another_process_is_not_waited_on(tmp_path: 
 
 # --- kill, suspend, resume --------------------------------------------------------------------
 
+# A classic daemon: fork, setsid, fork again. It writes its pid to a file of its own: that write
+# races the job's next lines (in the file of the job's other pids it came second or third, and the
+# test took the wrong pid for the daemon's).
 _DAEMON = """
 import os, sys, time
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
-        with open(sys.argv[1], "a") as f:
+        with open(sys.argv[1], "w") as f:
             f.write(f"{os.getpid()}\\n")
         time.sleep(100)
     os._exit(0)
@@ -381,21 +399,24 @@ if os.fork() == 0:
 
 
 async def test_kill_tree_leaves_nothing_of_the_tree(tmp_path: Path) -> None:
-    pids = tmp_path / "pids"
-    daemon = tmp_path / "daemon.py"
-    daemon.write_text(_DAEMON)
+    pids, daemon = tmp_path / "pids", tmp_path / "daemon"
+    script = tmp_path / "daemon.py"
+    script.write_text(_DAEMON)
     cmd = (
         "trap '' TERM\n"  # ignores SIGTERM: only SIGKILL after the grace ends it
         f"setsid sleep 100 & echo $! >> '{pids}'\n"
-        f"{sys.executable} '{daemon}' '{pids}'\n"
+        f"{sys.executable} '{script}' '{daemon}'\n"
         f"sleep 100 & echo $! >> '{pids}'\n"
         "wait"
     )
     launched = launch(make_req(tmp_path, cmd))
     waiter = asyncio.ensure_future(wait_exit(launched))
-    await wait_for(lambda: len(read_pids(pids)) == 3, "the job's children")
-    all_pids = set(read_pids(pids)) | process_tree(launched.pid)
-    daemon_pid = read_pids(pids)[1]
+    # The second sleep starts once the shell has reaped the daemon's launcher (run in the
+    # foreground): from then on nothing links the daemon to the job's tree.
+    await wait_for(lambda: len(read_pids(pids)) == 2, "the job's two sleeps")
+    await wait_for(lambda: len(read_pids(daemon)) == 1, "the daemon's pid")
+    daemon_pid = read_pids(daemon)[0]
+    all_pids = {*read_pids(pids), daemon_pid} | process_tree(launched.pid)
     assert daemon_pid not in process_tree(launched.pid)  # it left the tree
     assert os.getpgid(daemon_pid) != launched.pid  # and the group
     await asyncio.wait_for(kill_tree(launched.pid, 0.3), TIMEOUT)
@@ -422,13 +443,28 @@ async def test_kill_tree_of_a_suspended_job(tmp_path: Path) -> None:
     assert await asyncio.wait_for(waiter, TIMEOUT) == ExitStatus(None, 15)
 
 
-async def test_reused_pid_is_never_signalled() -> None:
-    victim = subprocess.Popen(["sleep", "30"], start_new_session=True)
+# Answers a ping with a pong, then idles: proof that it still runs (was never stopped).
+_PONG = """
+import sys, time
+from pathlib import Path
+d = Path(sys.argv[1])
+while not (d / "ping").exists():
+    time.sleep(0.02)
+(d / "pong").touch()
+time.sleep(100)
+"""
+
+
+async def test_reused_pid_is_never_signalled(tmp_path: Path) -> None:
+    victim = subprocess.Popen([sys.executable, "-c", _PONG, str(tmp_path)], start_new_session=True)
     try:
         ct = psutil.Process(victim.pid).create_time()
         suspend(victim.pid, create_time=ct - 50)
+        # kill_tree waits for what it signals to be gone, so a wrong kill would be over by now.
         await asyncio.wait_for(kill_tree(victim.pid, 0.1, create_time=ct - 50), TIMEOUT)
-        assert psutil.Process(victim.pid).status() != psutil.STATUS_STOPPED
+        assert victim.poll() is None
+        (tmp_path / "ping").touch()
+        await wait_for(lambda: (tmp_path / "pong").exists(), "the victim to answer (not stopped)")
         assert victim.poll() is None
         await asyncio.wait_for(kill_tree(victim.pid, 0.1, create_time=ct), TIMEOUT)
         assert victim.wait(TIMEOUT) == -15
@@ -452,13 +488,22 @@ async def test_suspend_and_resume(tmp_path: Path) -> None:
     sleeper = read_pids(pids)[0]
 
     def states() -> set[str]:
-        return {psutil.Process(p).status() for p in (launched.pid, sleeper)}
+        """The states of every live process of the job (the loop's shell and its sleeps too)."""
+        found = set()
+        for p in process_tree(launched.pid):
+            try:
+                found.add(psutil.Process(p).status())
+            except psutil.NoSuchProcess:
+                continue
+        return found - {psutil.STATUS_ZOMBIE}
 
     suspend(launched.pid)
     await wait_for(lambda: states() == {psutil.STATUS_STOPPED}, "the job to stop")
+    assert sleeper in process_tree(launched.pid)
     go.touch()
-    await asyncio.sleep(0.2)
-    assert not waiter.done()  # stopped: it cannot see the file
+    # Every process of the job is stopped (by the kernel's word): none can see the file.
+    assert states() == {psutil.STATUS_STOPPED}
+    assert not waiter.done()
     resume(launched.pid)
     await wait_for(lambda: psutil.STATUS_STOPPED not in states(), "the job to continue")
     assert await asyncio.wait_for(waiter, TIMEOUT) == ExitStatus(4, None)

@@ -22,9 +22,11 @@ import psutil
 import pytest
 
 from gtui.core.paths import queue_paths
+from gtui.core.runner import is_alive
 from tests.conftest import gtui, write_queue
 from tests.reliability.helpers import finish, start_run, state_of, status, wait_for
-from tests.reliability.mixed import kill_queue_processes
+from tests.reliability.live import LiveOutput
+from tests.reliability.mixed import kill_queue_processes, load_records
 
 SYSTEM_PY = "/usr/bin/python3"
 
@@ -190,6 +192,7 @@ def test_nothing_listens_on_a_network_port(tmp_path: Path) -> None:
 async def test_the_dashboard_opens_no_network_socket(tmp_path: Path) -> None:
     from gtui.core.engine import Engine
     from gtui.ui.app import GtuiApp
+    from gtui.ui.widgets.log_view import LogView
 
     queue = write_queue(tmp_path, LONG)
     engine = Engine(queue)
@@ -203,7 +206,13 @@ async def test_the_dashboard_opens_no_network_socket(tmp_path: Path) -> None:
                 assert time.monotonic() < deadline
                 await pilot.pause(0.05)
             await pilot.press("down", "down", "enter")
-            await pilot.pause(0.3)
+            # The dashboard has done its work (ddp selected, its log read and focused) before
+            # the sockets are looked at, rather than after a guessed pause.
+            log = app.main.query_one(LogView)
+            deadline = time.monotonic() + 20
+            while not (app.focused is log and "port " in log.text().plain):
+                assert time.monotonic() < deadline, "ddp's log was never shown"
+                await pilot.pause(0.05)
             now = {c.laddr for c in me.net_connections(kind="inet")}
             assert now - before == set(), now - before
     finally:
@@ -252,6 +261,8 @@ def test_another_user_cannot_reach_the_control_socket(
     proc = start_run(queue, env=env)
     try:
         wait_for(lambda: queue_paths(queue).db.exists() and state_of(queue, "long") == "running")
+        long = load_records(queue)["long"]
+        assert long.pid is not None and long.create_time is not None
         sock = next((runtime / "gtui").glob("*.sock"))
         requests = [
             json.dumps({"op": "kill", "names": ["long"]}),
@@ -272,8 +283,12 @@ def test_another_user_cannot_reach_the_control_socket(
         for reply in replies:
             assert reply["ok"] is False
             assert reply["error"] == f"refused: uid {other_user.pw_uid} does not own gtui"
-        time.sleep(0.5)
-        assert state_of(queue, "long") == "running"
+        # A request that ran is answered only once done (a kill once the job's end is recorded,
+        # an add once committed), so right after the refusals the very same job still runs and
+        # nothing was added.
+        after = load_records(queue)["long"]
+        assert (after.state.value, after.pid) == ("running", long.pid), after
+        assert is_alive(long.pid, long.create_time)
         assert set(status(queue)) == {"quick", "long", "ddp"}
         assert not pwned.exists()
         assert gtui("kill", str(queue), "long", "ddp", env={**os.environ, **env}).returncode == 0
@@ -302,20 +317,23 @@ def test_another_user_cannot_make_gtui_run_a_command(
     # 2. The same file made writable to all by mistake, while its scheduler runs: the change is
     #    not taken, and a new scheduler refuses to start on it.
     proc = start_run(queue)
+    live = LiveOutput(proc)
     try:
         wait_for(lambda: queue_paths(queue).db.exists() and state_of(queue, "long") == "running")
         queue.chmod(0o666)
         appended = as_user(other_user, "sh", "-c", f"printf '%s' '{attack}' >> {queue}")
         assert appended.returncode == 0, appended.stderr
-        time.sleep(1.0)
+        # The scheduler saw the changed file and refused it: its own word, not a guessed delay.
+        reload_refused = live.wait_for("not reloaded")
+        assert "can be written by other users (mode 0666)" in reload_refused
         assert "evil" not in status(queue)
         assert gtui("kill", str(queue), "long", "ddp").returncode == 0
-        out = finish(proc)
+        out = live.finish()
     finally:
         proc.kill()
         proc.wait()
-    reload_refused = next(line for line in out.splitlines() if "not reloaded" in line)
-    assert "can be written by other users (mode 0666)" in reload_refused
+    assert "Traceback" not in out, out
+    assert "reloaded q.toml" not in out, out  # the info line of a reload that was taken
     refused = gtui("run", str(queue))
     assert refused.returncode == 2 and f"chmod go-w {queue}" in refused.stderr, refused.stderr
     assert not pwned.exists()
