@@ -26,11 +26,13 @@ import psutil
 import pytest
 
 from gtui.cli import main as cli_main
+from gtui.core import control
 from gtui.core import store as store_mod
-from gtui.core.api import Event, JobChanged, Notice
+from gtui.core.api import Event, GpusRead, JobChanged, Notice
 from gtui.core.engine import Engine
 from gtui.core.errors import GtuiError
 from gtui.core.gpus.nvml import NvmlBackend
+from gtui.core.gpus.snapshot import GpuSnapshot
 from gtui.core.model import JobState
 from gtui.core.paths import queue_paths
 from tests.conftest import gtui, write_queue
@@ -62,6 +64,58 @@ def _load_fake_nvml() -> ModuleType:
 
 
 nv: Any = _load_fake_nvml()
+
+
+def until_released(flag: str = "release") -> str:
+    """Shell that waits for the test to create ``flag`` in the queue's directory (the jobs' cwd):
+    a job built on it is still running at any later point the test chooses, however loaded the
+    machine, instead of for a duration guessed to outlast the test's next steps."""
+    return f"while [ ! -e {flag} ]; do sleep 0.05; done"
+
+
+def release(directory: Path, flag: str = "release") -> None:
+    """Let the jobs waiting on ``flag`` (see until_released) go on."""
+    (directory / flag).touch()
+
+
+class Run:
+    """A background `gtui run` whose output a thread collects as it comes, so a test can wait
+    for a line with a deadline (a bare readline would block past any deadline)."""
+
+    def __init__(self, queue: Path, **kw: Any) -> None:
+        self.proc = start_run(queue, **kw)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def wait_line(self, part: str, timeout: float = 30.0) -> str:
+        """The first output line holding ``part``, once it has been printed."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ended = self.proc.poll() is not None and not self._reader.is_alive()
+            found = [line for line in list(self.lines) if part in line]
+            if found:
+                return found[0]
+            if ended or time.monotonic() > deadline:
+                raise AssertionError(f"gtui run never printed {part!r}; it printed:\n{self.text}")
+            time.sleep(0.05)
+
+    def finish(self, timeout: float = 60) -> str:
+        """Its whole output, once it has exited (and no traceback in it)."""
+        self.proc.wait(timeout)
+        self._reader.join(timeout)
+        out = self.text
+        assert "Traceback" not in out, out
+        return out
 
 
 @pytest.fixture(autouse=True)
@@ -113,14 +167,14 @@ def jstate(engine: Engine, name: str) -> JobState:
     return engine.view(name).record.state
 
 
-NVML_QUEUE = """
+NVML_QUEUE = f"""
 [settings]
 poll = "0.1s"
 kill_grace = "1s"
 
 [[jobs]]
 name = "on-gpu"
-cmd = "sleep 0.8; echo trained"
+cmd = "{until_released()}; echo trained"
 gpus = 1
 mem = "10G"
 
@@ -139,6 +193,19 @@ after = ["on-gpu"]
 """
 
 
+def gpu_reads(events: list[Event], since: int, cond: Callable[[GpuSnapshot], bool]) -> int:
+    """How many distinct GPU readings the engine acted on (a pass, then GpusRead) after
+    ``events[since]`` that satisfy ``cond``: the proof that it looked, not a sleep."""
+    taken = {
+        e.snapshot.taken_at for e in events[since:] if isinstance(e, GpusRead) and cond(e.snapshot)
+    }
+    return len(taken)
+
+
+def gpu_lost(index: int) -> Callable[[GpuSnapshot], bool]:
+    return lambda snap: any(g.index == index and g.lost for g in snap.gpus)
+
+
 async def test_gpu_lost_mid_run(tmp_path: Path) -> None:
     """A GPU falls off the bus while a job runs on it: the user is told once, the job is not
     touched, nothing new goes to that GPU until it answers again, CPU jobs go on."""
@@ -148,11 +215,19 @@ async def test_gpu_lost_mid_run(tmp_path: Path) -> None:
         task = asyncio.create_task(engine.run(exit_when_idle=True))
         await until(lambda: jstate(engine, "on-gpu") == JobState.RUNNING)
         nv.fake_set_lost(1)
+        await until(lambda: any("GPU 1" in n for n in notices(events)), what="GPU 1 seen lost")
+        release(tmp_path)  # on-gpu ends while GPU 1 is lost
         await until(lambda: jstate(engine, "on-gpu") == JobState.DONE, what="on-gpu done")
         await until(lambda: jstate(engine, "cpu-chain") == JobState.DONE, what="cpu job done")
-        await asyncio.sleep(0.6)  # several polls with GPU 1 lost
+        mark = len(events)
+        await until(
+            lambda: gpu_reads(events, mark, gpu_lost(1)) >= 5,
+            what="five GPU readings and passes with GPU 1 lost after on-gpu ended",
+        )
         assert jstate(engine, "both-gpus") == JobState.QUEUED
         reason = engine.view("both-gpus").record.reason
+        assert reason is not None and "GPU1 lost" in reason, reason
+        assert engine.view("on-gpu").record.exit_code == 0, "the job on the lost GPU went on"
         lost = [n for n in notices(events) if "GPU 1" in n]
         assert lost and "not answering" in lost[0], notices(events)
         assert len(lost) == 1, f"told once, not at every poll: {lost}"
@@ -174,17 +249,27 @@ async def test_driver_library_mismatch_mid_run(tmp_path: Path) -> None:
         task = asyncio.create_task(engine.run(exit_when_idle=True))
         await until(lambda: jstate(engine, "on-gpu") == JobState.RUNNING)
         nv.fake_state.broken = nv.NVML_ERROR_LIB_RM_VERSION_MISMATCH
+        await until(
+            lambda: any("lost contact with the NVIDIA driver" in n for n in notices(events)),
+            what="the engine to see the driver gone",
+        )
+        release(tmp_path)  # on-gpu ends while NVML is down
         await until(lambda: jstate(engine, "on-gpu") == JobState.DONE, what="on-gpu done")
         await until(lambda: jstate(engine, "cpu-chain") == JobState.DONE, what="cpu job done")
-        await asyncio.sleep(0.6)
+        mark = len(events)
+        await until(
+            lambda: gpu_reads(events, mark, lambda snap: bool(snap.error)) >= 5,
+            what="five GPU readings and passes with NVML down after on-gpu ended",
+        )
         assert jstate(engine, "both-gpus") == JobState.QUEUED
+        reason = engine.view("both-gpus").record.reason
+        assert reason is not None and "do not match" in reason, reason
         seen = notices(events)
-        assert any("lost contact with the NVIDIA driver" in n for n in seen), seen
         nv.fake_state.broken = None
         assert await asyncio.wait_for(task, 20) == 0
         assert jstate(engine, "both-gpus") == JobState.DONE
         assert engine.view("on-gpu").record.exit_code == 0
-    print("\n" + "\n".join(n for n in seen if "NVIDIA" in n or "GPU" in n))
+    print("\n" + "\n".join(n for n in seen if "NVIDIA" in n or "GPU" in n) + f"\n{reason}")
 
 
 async def test_nvml_call_times_out(tmp_path: Path) -> None:
@@ -198,11 +283,14 @@ async def test_nvml_call_times_out(tmp_path: Path) -> None:
         nv.fake_state.failing["nvmlDeviceGetMemoryInfo_v2"] = nv.NVML_ERROR_TIMEOUT
         nv.fake_state.failing["nvmlDeviceGetMemoryInfo"] = nv.NVML_ERROR_TIMEOUT
         await until(lambda: any("Timeout" in n for n in notices(events)), what="a notice")
+        release(tmp_path)
         await until(lambda: jstate(engine, "cpu-chain") == JobState.DONE, what="cpu job done")
-        assert jstate(engine, "both-gpus") == JobState.QUEUED
+        assert jstate(engine, "both-gpus") == JobState.QUEUED  # the pass that started cpu-chain
+        reason = engine.view("both-gpus").record.reason
+        assert reason is not None and "lost" in reason, reason
         nv.fake_state.failing.clear()
         assert await asyncio.wait_for(task, 20) == 0
-    print("\n" + "\n".join(n for n in notices(events) if "Timeout" in n)[:400])
+    print("\n" + "\n".join(n for n in notices(events) if "Timeout" in n)[:400] + f"\n{reason}")
 
 
 async def test_nvml_call_that_hangs_does_not_stop_cpu_jobs(tmp_path: Path) -> None:
@@ -212,13 +300,13 @@ async def test_nvml_call_that_hangs_does_not_stop_cpu_jobs(tmp_path: Path) -> No
     nv.fake_reset([nv.FakeGpu(), nv.FakeGpu()])
     queue = write_queue(
         tmp_path,
-        """
+        f"""
         [settings]
         poll = "0.1s"
 
         [[jobs]]
         name = "c1"
-        cmd = "sleep 0.3"
+        cmd = "{until_released()}"
         gpus = 0
 
         [[jobs]]
@@ -234,14 +322,18 @@ async def test_nvml_call_that_hangs_does_not_stop_cpu_jobs(tmp_path: Path) -> No
         after = ["c2"]
         """,
     )
-    release = threading.Event()
+    unblock = threading.Event()
     entered = threading.Event()
+    returned = threading.Event()
     real = nv.nvmlDeviceGetUtilizationRates
 
     def hanging(handle: Any) -> Any:
         entered.set()
-        release.wait(30)
-        return real(handle)
+        try:
+            unblock.wait(30)
+            return real(handle)
+        finally:
+            returned.set()
 
     async with engine_on_nvml(queue) as (engine, events):
         task = asyncio.create_task(engine.run(exit_when_idle=True))
@@ -249,16 +341,19 @@ async def test_nvml_call_that_hangs_does_not_stop_cpu_jobs(tmp_path: Path) -> No
         nv.nvmlDeviceGetUtilizationRates = hanging
         try:
             await until(entered.is_set, what="NVML to hang")
+            release(tmp_path)  # c1 ends, and c2 and c3 must run, while the call still hangs
             await until(
                 lambda: jstate(engine, "c3") == JobState.DONE,
                 timeout=15,
                 what="c2 and c3 to run while NVML hangs",
             )
-            hung_throughout = not release.is_set()
+            reply = await asyncio.to_thread(control.request, queue, "status", timeout=10)
+            hung_throughout = not returned.is_set()
         finally:
-            release.set()
+            unblock.set()
             nv.nvmlDeviceGetUtilizationRates = real
-        assert hung_throughout
+        assert hung_throughout, "the NVML call returned before c3 ended: nothing was proven"
+        assert reply is not None and reply["ok"], f"the control socket must answer: {reply}"
         assert await asyncio.wait_for(task, 20) == 0
         seen = notices(events)
         slow = [n for n in seen if "NVML has not answered" in n]
