@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -528,14 +528,14 @@ def test_state_dir_disk_full(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------
 # the state database locked or corrupt
 
-TWO = """
+TWO = f"""
 [settings]
 poll = "0.1s"
 fake_gpus = "2x80G"
 
 [[jobs]]
 name = "a"
-cmd = "sleep 0.6; echo a"
+cmd = "{until_released()}; echo a"
 gpus = 0
 
 [[jobs]]
@@ -552,37 +552,32 @@ def short_busy_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(store_mod, "BUSY_TIMEOUT_MS", 300)
 
 
-def hold_db_lock(db: Path, seconds: float) -> threading.Thread:
-    """Another process's write lock on the database (a user's `sqlite3` shell, say)."""
-    ready = threading.Event()
-
-    def hold() -> None:
-        conn = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+@contextmanager
+def held_db_lock(db: Path) -> Iterator[sqlite3.Connection]:
+    """A write lock on the database from another connection (a user's `sqlite3` shell, say),
+    held until the block ends, whatever the engine takes meanwhile. The connection reads what
+    the database holds, from inside the lock."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
         conn.execute("BEGIN EXCLUSIVE")
-        ready.set()
-        time.sleep(seconds)
-        conn.execute("ROLLBACK")
-        conn.close()
-
-    t = threading.Thread(target=hold, daemon=True)
-    t.start()
-    ready.wait(10)
-    return t
+        yield conn
+    finally:
+        conn.close()  # rolls back, and the lock is gone
 
 
 def test_state_db_locked_at_start(
     tmp_path: Path, short_busy_wait: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
     queue = write_queue(tmp_path, TWO)
+    release(tmp_path)
     assert gtui("validate", str(queue)).returncode == 0
     db = queue_paths(queue).db
     db.parent.mkdir(mode=0o700)
     sqlite3.connect(db).close()
-    holder = hold_db_lock(db, 1.5)
-    rc = cli_main(["run", str(queue)])
-    err = capsys.readouterr().err
-    holder.join()
-    assert rc == 2
+    with held_db_lock(db):
+        rc = cli_main(["run", str(queue)])
+        err = capsys.readouterr().err
+    assert rc == 2, err
     assert "is locked by another process" in err and "wait and retry" in err, err
     assert "Traceback" not in err
     rc = cli_main(["run", str(queue)])  # the lock is gone: it runs
@@ -601,12 +596,22 @@ async def test_state_db_locked_mid_run(tmp_path: Path, short_busy_wait: None) ->
     try:
         task = asyncio.create_task(engine.run(exit_when_idle=True))
         await until(lambda: engine.started and jstate(engine, "a") == JobState.RUNNING)
-        holder = hold_db_lock(queue_paths(queue).db, 4.0)
-        await until(lambda: jstate(engine, "a") == JobState.DONE, what="a done")
-        await asyncio.sleep(0.3)
-        assert jstate(engine, "b") == JobState.QUEUED, "nothing starts while unsaved"
+        with held_db_lock(queue_paths(queue).db) as held:
+            release(tmp_path)  # a ends while the database is locked
+            await until(
+                lambda: any("cannot save the job states" in n for n in notices(events)),
+                what="the engine to hit the lock",
+            )
+            assert jstate(engine, "a") == JobState.DONE, "the end is kept and shown"
+            saved = held.execute("SELECT state FROM jobs WHERE name = 'a'").fetchone()
+            assert saved == ("running",), f"the store must not have it yet: {saved}"
+            mark = len(events)
+            await until(
+                lambda: sum(isinstance(e, GpusRead) for e in events[mark:]) >= 3,
+                what="three scheduling passes while the end is unsaved",
+            )
+            assert jstate(engine, "b") == JobState.QUEUED, "nothing starts while unsaved"
         assert await asyncio.wait_for(task, 20) == 0
-        holder.join()
     finally:
         await engine.shutdown(kill_jobs=True)
     seen = notices(events)
@@ -668,6 +673,7 @@ def test_state_db_corrupt(tmp_path: Path, corrupt: Callable[[Path], None]) -> No
     """A corrupt state database: every command says so and how to recover, in plain words, and
     changes nothing (no silent fresh start); following the advice works."""
     queue = write_queue(tmp_path, TWO)
+    release(tmp_path)
     finish(start_run(queue))
     db = queue_paths(queue).db
     corrupt(db)
