@@ -632,6 +632,59 @@ async def test_state_db_locked_mid_run(tmp_path: Path, short_busy_wait: None) ->
     print(f"\n{errors[0]}")
 
 
+async def test_state_db_locked_when_a_job_would_start(
+    tmp_path: Path, short_busy_wait: None
+) -> None:
+    """The database is locked when a waiting job's turn comes (another user frees the GPU):
+    the start is not saved, so the job is not started, and it starts once the lock is gone.
+    (The refused start used to leave the engine's caches counting the job as running: it
+    never started, and `gtui run` never exited.)"""
+    gpus = tmp_path / "gpus.txt"
+    gpus.write_text("80G:80G\n")  # full: another user holds it
+    queue = write_queue(
+        tmp_path,
+        """
+        [settings]
+        poll = "0.1s"
+        fake_gpus = "@gpus.txt"
+
+        [[jobs]]
+        name = "g"
+        cmd = "echo g"
+        gpus = 1
+        mem = "10G"
+        """,
+    )
+    engine = Engine(queue)
+    events: list[Event] = []
+    engine.subscribe(events.append)
+    try:
+        task = asyncio.create_task(engine.run(exit_when_idle=True))
+        await until(
+            lambda: engine.started and bool(engine.view("g").record.reason),
+            what="g waiting for the full GPU",
+        )
+        with held_db_lock(queue_paths(queue).db) as held:
+            gpus.write_text("80G\n")  # the other user leaves
+            await until(
+                lambda: any("cannot save the job states" in n for n in notices(events)),
+                what="the engine to hit the lock when starting g",
+            )
+            assert jstate(engine, "g") == JobState.QUEUED, "a start not saved is not made"
+            saved = held.execute("SELECT state FROM jobs WHERE name = 'g'").fetchone()
+            assert saved in (None, ("queued",)), saved
+        await until(task.done, what="g to run and the engine to finish once the lock is gone")
+        assert task.result() == 0
+    finally:
+        await engine.shutdown(kill_jobs=True)
+    assert [
+        e.job.record.state.value
+        for e in events
+        if isinstance(e, JobChanged) and e.job.record.name == "g"
+    ][-2:] == ["running", "done"]
+    assert {n: (j["state"], j["attempt"]) for n, j in status(queue).items()} == {"g": ("done", 1)}
+
+
 def _corrupt_with_garbage(db: Path) -> None:
     for extra in (Path(f"{db}-wal"), Path(f"{db}-shm")):
         extra.unlink(missing_ok=True)
