@@ -751,14 +751,14 @@ def test_state_db_corrupt(tmp_path: Path, corrupt: Callable[[Path], None]) -> No
 # ---------------------------------------------------------------------------------------------
 # the queue file deleted or broken while running
 
-LONG_THEN_NEXT = """
+LONG_THEN_NEXT = f"""
 [settings]
 poll = "0.1s"
 fake_gpus = "2x80G"
 
 [[jobs]]
 name = "a"
-cmd = "sleep 1.2"
+cmd = "{until_released()}"
 gpus = 0
 
 [[jobs]]
@@ -771,29 +771,33 @@ after = ["a"]
 
 def test_queue_file_deleted_while_running(tmp_path: Path) -> None:
     queue = write_queue(tmp_path, LONG_THEN_NEXT)
-    proc = start_run(queue)
+    run = Run(queue)
     wait_for(lambda: queue_paths(queue).db.exists() and state_of(queue, "a") == "running")
     text = queue.read_text()
     queue.unlink()
-    out = finish(proc)
-    assert proc.returncode == 0, out
-    assert "is gone; gtui keeps running the last good version" in out, out
-    assert "done a" in out and "done b" in out
+    shown = run.wait_line("is gone")  # seen while a still runs
+    assert "gtui keeps running the last good version" in shown, shown
+    release(tmp_path)
+    out = run.finish()
+    assert run.proc.returncode == 0, out
+    assert "done a" in out and "done b" in out, out
     queue.write_text(text)
     assert {j["state"] for j in status(queue).values()} == {"done"}
-    print("\n" + next(line for line in out.splitlines() if "is gone" in line))
+    print("\n" + shown.strip())
 
 
 def test_queue_file_broken_while_running(tmp_path: Path) -> None:
     queue = write_queue(tmp_path, LONG_THEN_NEXT)
-    proc = start_run(queue)
+    run = Run(queue)
     wait_for(lambda: queue_paths(queue).db.exists() and state_of(queue, "a") == "running")
     queue.write_text(queue.read_text().replace('name = "b"', 'name = "b'))  # a TOML error
-    out = finish(proc)
-    assert proc.returncode == 0, out
-    assert "queue file not reloaded, last good version kept" in out, out
+    shown = run.wait_line("not reloaded")  # seen while a still runs
+    assert "queue file not reloaded, last good version kept" in shown, shown
+    release(tmp_path)
+    out = run.finish()
+    assert run.proc.returncode == 0, out
     assert "done a" in out and "done b" in out, out
-    print("\n" + next(line for line in out.splitlines() if "not reloaded" in line))
+    print("\n" + shown.strip())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1061,10 +1065,15 @@ async def test_the_dashboard_follows_a_flood_without_newlines(tmp_path: Path) ->
 def test_a_second_scheduler_is_refused(tmp_path: Path) -> None:
     """Two `gtui run` on one queue: the second exits 3 naming the first; nothing runs twice."""
     queue = write_queue(tmp_path, LONG_THEN_NEXT)
-    first = start_run(queue)
+    first = Run(queue)
     wait_for(lambda: queue_paths(queue).db.exists() and state_of(queue, "a") == "running")
-    second = gtui("run", str(queue))
+    second = gtui("run", str(queue))  # a runs until released: the first still holds the queue
     assert second.returncode == 3, second.stderr
-    assert f"pid {first.pid}" in second.stderr
-    finish(first)
+    assert f"pid {first.proc.pid}" in second.stderr, second.stderr
+    assert second.stdout == "", "the second started nothing, not even its event log"
+    release(tmp_path)
+    out = first.finish()
+    assert first.proc.returncode == 0, out
+    assert out.count("start a ") == 1 and out.count("start b ") == 1, out
     assert {j["attempt"] for j in status(queue).values()} == {1}
+    print(f"\n{second.stderr.strip()}")
