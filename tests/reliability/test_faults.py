@@ -849,13 +849,20 @@ def test_job_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
 
 DAEMON = """
 import os, time
+top = os.getpid()
 if os.fork():
     os._exit(0)
+while os.getppid() == top:  # the job's own python has not exited yet
+    time.sleep(0.01)
 os.setsid()
+middle = os.getpid()
 if os.fork():
     os._exit(0)
+while os.getppid() == middle:  # not re-parented yet: the double fork is not over
+    time.sleep(0.01)
 print("daemon", os.getpid(), flush=True)
-time.sleep(60)
+while not os.path.exists("release"):  # never created: it runs until killed
+    time.sleep(0.05)
 """
 
 
@@ -866,7 +873,7 @@ def test_job_with_a_daemonized_grandchild(tmp_path: Path) -> None:
     (tmp_path / "daemon.py").write_text(DAEMON)
     queue = write_queue(
         tmp_path,
-        """
+        f"""
         [settings]
         poll = "0.1s"
         kill_grace = "0.5s"
@@ -874,7 +881,7 @@ def test_job_with_a_daemonized_grandchild(tmp_path: Path) -> None:
 
         [[jobs]]
         name = "killed-with-daemon"
-        cmd = "python3 daemon.py; sleep 60"
+        cmd = "python3 daemon.py; {until_released()}"
         gpus = 0
 
         [[jobs]]
@@ -889,16 +896,25 @@ def test_job_with_a_daemonized_grandchild(tmp_path: Path) -> None:
         after = ["ends-leaving-daemon"]
         """,
     )
-    proc = start_run(queue)
+    run = Run(queue)
     log = tmp_path / "logs" / "killed-with-daemon.1.log"
-    wait_for(lambda: log.exists() and "daemon" in log.read_text())
-    daemon_pid = int(log.read_text().split()[1])
+    wait_for(lambda: log.exists() and "daemon" in log.read_text(), what="the daemon's pid")
+    daemon_pid = int(log.read_text().split()[1])  # printed once the double fork is over
     daemon = psutil.Process(daemon_pid)
-    assert daemon.ppid() == 1 or daemon.ppid() != proc.pid
-    assert os.getsid(daemon_pid) != os.getsid(proc.pid)
+    job = next(
+        p
+        for p in psutil.Process(run.proc.pid).children()
+        if p.environ().get("GTUI_JOB") == "killed-with-daemon"
+    )
+    tree = {job.pid} | {p.pid for p in job.children(recursive=True)}
+    assert daemon_pid not in tree and daemon.ppid() not in tree, "it left the job's tree"
+    assert os.getsid(daemon_pid) != os.getsid(job.pid), "and its session: killpg misses it"
     assert gtui("kill", str(queue), "killed-with-daemon").returncode == 0
-    out = finish(proc)
-    wait_for(lambda: not daemon.is_running() or daemon.status() == psutil.STATUS_ZOMBIE)
+    out = run.finish()
+    wait_for(
+        lambda: not daemon.is_running() or daemon.status() == psutil.STATUS_ZOMBIE,
+        what="the daemon to die with its killed job",
+    )
     jobs = status(queue)
     assert jobs["killed-with-daemon"]["state"] == "killed"
     assert jobs["ends-leaving-daemon"]["state"] == "done"
