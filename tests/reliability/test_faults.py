@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
 import psutil
 import pytest
@@ -82,8 +82,12 @@ class Run:
     """A background `gtui run` whose output a thread collects as it comes, so a test can wait
     for a line with a deadline (a bare readline would block past any deadline)."""
 
+    started: ClassVar[list[Run]] = []  # this test's runs, for _no_leftovers
+
     def __init__(self, queue: Path, **kw: Any) -> None:
+        self.queue = queue
         self.proc = start_run(queue, **kw)
+        Run.started.append(self)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -125,6 +129,12 @@ def _no_leftovers(tmp_path: Path) -> Iterator[None]:
     yield
     for queue in tmp_path.rglob("*.toml"):
         kill_queue_processes(queue)
+    for run in Run.started:  # a test that failed half-way (its queue file perhaps deleted)
+        if run.proc.poll() is None:
+            kill_queue_processes(run.queue)
+            run.proc.kill()
+            run.proc.wait(30)
+    Run.started.clear()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -500,23 +510,52 @@ def test_event_log_on_a_full_device(tmp_path: Path) -> None:
     assert {j["state"] for j in status(queue).values()} == {"queued"}
 
 
+def live_status(queue: Path) -> dict[str, Any]:
+    """The running scheduler's own answer over its socket (never the store's copy)."""
+    reply = control.request(queue, "status", timeout=10)
+    assert reply is not None and reply["ok"], f"the scheduler must be there and answer: {reply}"
+    result: dict[str, Any] = reply["status"]
+    return result
+
+
 def test_state_dir_disk_full(tmp_path: Path) -> None:
     """The queue's own directory (state database, exit-status files) fills up: gtui says it
     cannot save, starts nothing more, keeps the jobs' ends in memory and saves them as soon as
     there is room again; then it finishes with every state right."""
     where = tmp_path / "full"
+    spec = tmp_path / "gpus.txt"  # off the full disk: read again at every poll (DESIGN.md 7)
+    spec.write_text("2x80G\n")
     with tmpfs(where, "1m") as mounted:
         if not mounted:
             pytest.skip("cannot mount a small tmpfs here")
-        queue = write_queue(where, FILLER)
-        proc = start_run(queue)
+        queue = write_queue(where, FILLER.replace('"2x80G"', f'"@{spec}"'))
+        run = Run(queue)
         log = where / "logs" / "filler.1.log"
-        assert proc.stdout is not None
-        stdout = proc.stdout
-        wait_for(lambda: "cannot save the job states" in (stdout.readline() or "x"))
-        assert proc.poll() is None, "it must wait for room, not exit"
+        run.wait_line("cannot save the job states")
+        live: dict[str, str] = {}
+
+        def ended_in_memory() -> bool:
+            live.update({j["name"]: j["state"] for j in live_status(queue)["jobs"]})
+            return live["filler"] == "failed" and live["quiet"] == "done"
+
+        wait_for(ended_in_memory, what="the ends kept in memory")
+        conn = sqlite3.connect(f"{queue_paths(queue).db.as_uri()}?mode=ro", uri=True)
+        try:
+            stored = dict(conn.execute("SELECT name, state FROM jobs").fetchall())
+        finally:
+            conn.close()
+        assert stored["filler"] == "running", f"its end cannot have been saved: {stored}"
+        # It waits for room, polling: each new GPU reading comes from a poll that first tried
+        # to save again (Engine._poll). Two of them, with no job left to end meanwhile.
+        for used in (1, 2):
+            spec.write_text(f"2x80G:{used}G\n")
+            wait_for(
+                lambda used=used: live_status(queue)["gpus"][0]["mem_used_mib"] == used * 1024,
+                what=f"a poll that reads {used}G used, while the disk is full",
+            )
+        assert "saved again" not in run.text, run.text
         log.unlink()  # free the space
-        out = finish(proc)
+        out = run.finish()
         jobs = status(queue)
         assert jobs["filler"]["state"] == "failed"
         assert jobs["quiet"]["state"] == "done"
