@@ -846,7 +846,7 @@ def test_queue_file_broken_while_running(tmp_path: Path) -> None:
 def test_job_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
     queue = write_queue(
         tmp_path,
-        """
+        f"""
         [settings]
         poll = "0.1s"
         kill_grace = "0.5s"
@@ -859,7 +859,7 @@ def test_job_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
 
         [[jobs]]
         name = "slow-timeout"
-        cmd = "trap '' TERM; sleep 60"
+        cmd = "trap '' TERM; {until_released()}"  # never released: only its timeout ends it
         gpus = 0
         timeout = "0.5s"
 
@@ -877,7 +877,7 @@ def test_job_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
     out = finish(proc)
     jobs = status(queue)
     assert jobs["stubborn"]["state"] == "killed" and jobs["stubborn"]["signal"] == 9, jobs
-    assert jobs["slow-timeout"]["state"] == "failed", jobs
+    assert jobs["slow-timeout"]["state"] == "failed" and jobs["slow-timeout"]["signal"] == 9, jobs
     assert jobs["slow-timeout"]["diagnosis"]["kind"] == "timeout"
     assert jobs["next"]["state"] == "blocked"
     assert check_no_orphans(queue, wait_s=0) == []
