@@ -113,6 +113,13 @@ class Run:
                 raise AssertionError(f"gtui run never printed {part!r}; it printed:\n{self.text}")
             time.sleep(0.05)
 
+    def stop(self) -> None:
+        """Kill it and its jobs if it still runs (a test that failed half-way)."""
+        if self.proc.poll() is None:
+            kill_queue_processes(self.queue)
+            self.proc.kill()
+            self.proc.wait(30)
+
     def finish(self, timeout: float = 60) -> str:
         """Its whole output, once it has exited (and no traceback in it)."""
         self.proc.wait(timeout)
@@ -130,10 +137,7 @@ def _no_leftovers(tmp_path: Path) -> Iterator[None]:
     for queue in tmp_path.rglob("*.toml"):
         kill_queue_processes(queue)
     for run in Run.started:  # a test that failed half-way (its queue file perhaps deleted)
-        if run.proc.poll() is None:
-            kill_queue_processes(run.queue)
-            run.proc.kill()
-            run.proc.wait(30)
+        run.stop()
     Run.started.clear()
 
 
@@ -330,6 +334,11 @@ async def test_nvml_call_that_hangs_does_not_stop_cpu_jobs(tmp_path: Path) -> No
         cmd = "true"
         gpus = 0
         after = ["c2"]
+
+        [[jobs]]
+        name = "keeps-it-running"
+        cmd = "{until_released("release-last")}"
+        gpus = 0
         """,
     )
     unblock = threading.Event()
@@ -347,7 +356,7 @@ async def test_nvml_call_that_hangs_does_not_stop_cpu_jobs(tmp_path: Path) -> No
 
     async with engine_on_nvml(queue) as (engine, events):
         task = asyncio.create_task(engine.run(exit_when_idle=True))
-        await until(lambda: jstate(engine, "c1") == JobState.RUNNING)
+        await until(lambda: jstate(engine, "c1") == JobState.RUNNING, what="c1 running")
         nv.nvmlDeviceGetUtilizationRates = hanging
         try:
             await until(entered.is_set, what="NVML to hang")
@@ -364,11 +373,15 @@ async def test_nvml_call_that_hangs_does_not_stop_cpu_jobs(tmp_path: Path) -> No
             nv.nvmlDeviceGetUtilizationRates = real
         assert hung_throughout, "the NVML call returned before c3 ended: nothing was proven"
         assert reply is not None and reply["ok"], f"the control socket must answer: {reply}"
+        await until(
+            lambda: any("NVML answers again" in n for n in notices(events)),
+            what="a poll to find the NVML call returned",
+        )
+        release(tmp_path, "release-last")  # the engine is kept running until it has told so
         assert await asyncio.wait_for(task, 20) == 0
         seen = notices(events)
         slow = [n for n in seen if "NVML has not answered" in n]
         assert len(slow) == 1, seen
-        await until(lambda: any("NVML answers again" in n for n in notices(events)))
     print(f"\n{slow[0]}")
 
 
@@ -531,37 +544,41 @@ def test_state_dir_disk_full(tmp_path: Path) -> None:
         queue = write_queue(where, FILLER.replace('"2x80G"', f'"@{spec}"'))
         run = Run(queue)
         log = where / "logs" / "filler.1.log"
-        run.wait_line("cannot save the job states")
-        live: dict[str, str] = {}
-
-        def ended_in_memory() -> bool:
-            live.update({j["name"]: j["state"] for j in live_status(queue)["jobs"]})
-            return live["filler"] == "failed" and live["quiet"] == "done"
-
-        wait_for(ended_in_memory, what="the ends kept in memory")
-        conn = sqlite3.connect(f"{queue_paths(queue).db.as_uri()}?mode=ro", uri=True)
         try:
-            stored = dict(conn.execute("SELECT name, state FROM jobs").fetchall())
+            run.wait_line("cannot save the job states")
+            live: dict[str, str] = {}
+
+            def ended_in_memory() -> bool:
+                live.update({j["name"]: j["state"] for j in live_status(queue)["jobs"]})
+                # quiet ended, or never started: the disk may fill before its start is saved
+                return live["filler"] == "failed" and live["quiet"] in ("done", "queued")
+
+            wait_for(ended_in_memory, what="the ends kept in memory")
+            conn = sqlite3.connect(f"{queue_paths(queue).db.as_uri()}?mode=ro", uri=True)
+            try:
+                stored = dict(conn.execute("SELECT name, state FROM jobs").fetchall())
+            finally:
+                conn.close()
+            assert stored["filler"] == "running", f"its end cannot have been saved: {stored}"
+            # It waits for room, polling: each new GPU reading comes from a poll that first tried
+            # to save again (Engine._poll). Two of them, with no job left to end meanwhile.
+            for used in (1, 2):
+                spec.write_text(f"2x80G:{used}G\n")
+                wait_for(
+                    lambda used=used: live_status(queue)["gpus"][0]["mem_used_mib"] == used * 1024,
+                    what=f"a poll that reads {used}G used, while the disk is full",
+                )
+            assert "saved again" not in run.text, run.text
+            log.unlink()  # free the space
+            out = run.finish()
+            jobs = status(queue)
+            assert jobs["filler"]["state"] == "failed"
+            assert jobs["quiet"]["state"] == "done"
+            assert jobs["after-filler"]["state"] == "blocked"
+            assert "job states saved again" in out, out
+            assert check_no_orphans(queue) == []
         finally:
-            conn.close()
-        assert stored["filler"] == "running", f"its end cannot have been saved: {stored}"
-        # It waits for room, polling: each new GPU reading comes from a poll that first tried
-        # to save again (Engine._poll). Two of them, with no job left to end meanwhile.
-        for used in (1, 2):
-            spec.write_text(f"2x80G:{used}G\n")
-            wait_for(
-                lambda used=used: live_status(queue)["gpus"][0]["mem_used_mib"] == used * 1024,
-                what=f"a poll that reads {used}G used, while the disk is full",
-            )
-        assert "saved again" not in run.text, run.text
-        log.unlink()  # free the space
-        out = run.finish()
-        jobs = status(queue)
-        assert jobs["filler"]["state"] == "failed"
-        assert jobs["quiet"]["state"] == "done"
-        assert jobs["after-filler"]["state"] == "blocked"
-        assert "job states saved again" in out, out
-        assert check_no_orphans(queue) == []
+            run.stop()  # before the unmount: a live gtui would keep the tmpfs busy
 
 
 # ---------------------------------------------------------------------------------------------
