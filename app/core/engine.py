@@ -985,6 +985,9 @@ class Engine:
             rec.log = None
             if not self._commit(rec):
                 vars(rec).update(vars(before))  # not saved, so not started
+                # The commit brought the caches _version guards up to a start now undone (the
+                # job among the running, out of the candidates): they must be worked out again.
+                self._version += 1
                 return
             _crash_point("after_intent")
             launched = runner.launch(
