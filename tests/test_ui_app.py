@@ -83,6 +83,38 @@ def screen_text(app: GtuiApp) -> str:
     return "\n".join("".join(seg.text for seg in strip) for strip in strips)
 
 
+def toasts(app: GtuiApp) -> list[tuple[str, str]]:
+    """The notifications painted on the active screen now, as (severity, text): what the user
+    reads, not what the app meant to say."""
+    out = []
+    for toast in app.screen.query("Toast"):
+        if not toast.display or toast.region.area == 0:
+            continue
+        severity = next(
+            (c[1:] for c in toast.classes if c in ("-information", "-warning", "-error")), "?"
+        )
+        out.append((severity, " ".join(str(toast.render()).split())))
+    return out
+
+
+def shows_toast(app: GtuiApp, severity: str, *parts: str) -> bool:
+    """A toast of ``severity`` is on screen, saying every one of ``parts``."""
+    return any(sev == severity and all(p in text for p in parts) for sev, text in toasts(app))
+
+
+def commands_under_way(app: GtuiApp) -> list[str]:
+    """The engine commands the main screen has started and not finished (kill, remove, ...)."""
+    return [w.name for w in app.workers if w.group == "commands" and not w.is_finished]
+
+
+async def main_screen_caught_up(pilot: Pilot[int], app: GtuiApp) -> None:
+    """Wait until every callback queued on the main screen so far has run (a dialog's answer is
+    delivered with call_next; a marker queued after it runs after it)."""
+    done: list[bool] = []
+    app.main.call_next(lambda: done.append(True))
+    await until(pilot, lambda: done, what="the main screen's queued callbacks")
+
+
 def state(engine: Engine, name: str) -> JobState:
     return engine.view(name).record.state
 
@@ -98,12 +130,13 @@ async def dashboard(
     engine = Engine(path, fake_gpus=fake)
     app = GtuiApp(engine, host="testhost")
     try:
-        async with app.run_test(size=size) as pilot:
+        # notifications=True: toasts are painted as for a user (run_test leaves them out).
+        async with app.run_test(size=size, notifications=True) as pilot:
             await until(pilot, lambda: app.main.ready and len(app.main.table) > 0, what="start")
             yield app, pilot, engine
     finally:
-        with suppress(Exception):
-            await engine.shutdown(kill_jobs=kill_at_end)
+        # Not suppressed: a shutdown that fails is a bug the test must show.
+        await engine.shutdown(kill_jobs=kill_at_end)
 
 
 async def select(pilot: Pilot[int], app: GtuiApp, name: str) -> None:
@@ -201,9 +234,12 @@ async def test_edit_refuses_a_running_job(queue: Path) -> None:
     async with dashboard(queue) as (app, pilot, engine):
         await until(pilot, lambda: state(engine, "long") == JobState.RUNNING)
         await select(pilot, app, "long")
+        before = queue.read_text()
         await pilot.press("e")
-        await pilot.pause(0.2)
+        said = "long is running: only a waiting (queued or held) job can be edited"
+        await until(pilot, lambda: shows_toast(app, "warning", said), what="the refusal")
         assert not isinstance(app.screen, JobForm)
+        assert queue.read_text() == before and state(engine, "long") == JobState.RUNNING
 
 
 async def test_remove_asks_then_removes_from_engine_and_file(queue: Path) -> None:
