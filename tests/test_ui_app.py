@@ -248,12 +248,15 @@ async def test_remove_asks_then_removes_from_engine_and_file(queue: Path) -> Non
         await pilot.press("d")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("escape")
-        await pilot.pause(0.2)
-        assert "w3" in order(engine)
+        await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        await main_screen_caught_up(pilot, app)  # the answer (cancel) has been acted on...
+        assert commands_under_way(app) == []  # ...and started no remove
+        assert "w3" in order(engine) and '"w3"' in queue.read_text()
         await pilot.press("d")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
-        await until(pilot, lambda: "w3" not in order(engine))
+        await until(pilot, lambda: shows_toast(app, "information", "removed w3"))
+        assert order(engine) == ["long", "bad", "w1", "w2"]  # w3 gone, and only w3
         assert '"w3"' not in queue.read_text()
         await until(pilot, lambda: "w3" not in app.main.table.visible_names)
 
@@ -312,8 +315,11 @@ async def test_kill_asks_then_kills_the_running_job(queue: Path) -> None:
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("escape")  # cancelled: still running
-        await pilot.pause(0.3)
+        await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        await main_screen_caught_up(pilot, app)  # the answer (cancel) has been acted on...
+        assert commands_under_way(app) == []  # ...and started no kill
         assert state(engine, "long") == JobState.RUNNING
+        assert pid is not None and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
