@@ -15,7 +15,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+from textual.command import Command, CommandList, CommandPalette
 from textual.pilot import Pilot
+from textual.widgets import Input
 
 from gtui.core.engine import Engine
 from gtui.core.model import JobState
@@ -166,11 +168,15 @@ async def test_footer_shows_every_key_at_80_and_200_columns(
     queue: Path, size: tuple[int, int]
 ) -> None:
     async with dashboard(queue, size=size) as (app, pilot, _engine):
-        await pilot.pause(0.2)
-        text = screen_text(app)
-        footer = " ".join(text.splitlines()[-2:])
-        for k in KEYS:
-            assert f"{k.shown} {k.label}" in footer, k
+
+        def missing() -> list[str]:
+            footer = " ".join(screen_text(app).splitlines()[-2:])
+            return [k.shown for k in KEYS if f"{k.shown} {k.label}" not in footer]
+
+        try:
+            await until(pilot, lambda: not missing())
+        except AssertionError:
+            raise AssertionError(f"keys missing from the footer: {missing()}") from None
 
 
 async def test_add_form_adds_a_job_to_the_engine_and_the_file(queue: Path) -> None:
@@ -403,16 +409,45 @@ async def test_the_mouse_works_too(queue: Path) -> None:
         await until(pilot, lambda: app.main.table.selected == "w1")
 
 
+def palette_input(app: GtuiApp) -> Input | None:
+    """The command palette's input, when the palette is open and the cursor is in it."""
+    focused = app.focused
+    if isinstance(app.screen, CommandPalette) and isinstance(focused, Input):
+        return focused if focused.screen is app.screen else None
+    return None
+
+
+def palette_choice(app: GtuiApp) -> str | None:
+    """The command the palette would run on enter: the highlighted one, once it has finished
+    searching (a later batch of hits could otherwise push another to the top)."""
+    palette = app.screen
+    if not isinstance(palette, CommandPalette):
+        return None
+    searching = CommandPalette._GATHER_COMMANDS_GROUP
+    if any(w.group == searching and not w.is_finished for w in app.workers):
+        return None
+    commands = palette.query_one(CommandList)
+    if commands.highlighted is None:
+        return None
+    option = commands.get_option_at_index(commands.highlighted)
+    return option.hit.text if isinstance(option, Command) else None
+
+
 async def test_command_palette_offers_and_runs_every_action(queue: Path) -> None:
     async with dashboard(queue) as (app, pilot, engine):
         titles = {c.title for c in app.get_system_commands(app.main)}
         assert {k.palette for k in KEYS} <= titles
         await pilot.press("ctrl+p")
-        await pilot.pause(0.2)
+        await until(pilot, lambda: palette_input(app) is not None, what="the palette, typing")
         await pilot.press(*"whole q")
-        await pilot.pause(0.5)
+        await until(
+            pilot,
+            lambda: palette_choice(app) == "Pause or resume the whole queue",
+            what="the palette to offer the whole queue's pause, first",
+        )
         await pilot.press("enter")
         await until(pilot, lambda: engine.paused, what="the palette's pause")
+        await until(pilot, lambda: not isinstance(app.screen, CommandPalette))
 
 
 async def test_quit_without_running_jobs_leaves_at_once(tmp_path: Path) -> None:
