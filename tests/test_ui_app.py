@@ -27,6 +27,7 @@ from gtui.ui.screens.confirm import ConfirmScreen
 from gtui.ui.screens.filter import FilterScreen
 from gtui.ui.screens.help import HelpScreen
 from gtui.ui.screens.job_form import JobForm
+from gtui.ui.widgets.gpu_panel import GpuPanel
 from gtui.ui.widgets.job_table import JobTable
 from gtui.ui.widgets.keybar import KeyBar
 from gtui.ui.widgets.log_view import LogView
@@ -545,3 +546,85 @@ async def test_at_80_columns_a_failed_jobs_diagnosis_takes_the_side_until_enter(
         await pilot.press("escape")
         await select(pilot, app, "long")  # a running job: the log, no diagnosis
         await until(pilot, lambda: log.display and not diagnosis.display, what="log again")
+
+
+# -- the engine's notices, as the user sees them ---------------------------------------------
+
+
+async def test_a_broken_edit_of_the_queue_file_is_shown_and_the_last_good_queue_kept(
+    queue: Path,
+) -> None:
+    async with dashboard(queue) as (app, pilot, engine):
+        await until(pilot, lambda: state(engine, "long") == JobState.RUNNING)
+        good = queue.read_text()
+        # Someone saves a mistake while gtui runs.
+        queue.write_text(good + '\n[[jobs]]\nname = "broken"\ncmd = "true"\ngpus = "two"\n')
+        await until(
+            pilot,
+            lambda: shows_toast(
+                app,
+                "error",
+                "queue file not reloaded, last good version kept",
+                "gpus: expected an integer",
+            ),
+            what="the broken edit reported on screen",
+        )
+        assert order(engine) == ["long", "bad", "w1", "w2", "w3"]
+        assert app.main.table.visible_names == ["long", "bad", "w1", "w2", "w3"]
+        assert state(engine, "long") == JobState.RUNNING  # running jobs are not touched
+        # Mended: reloaded, said so, and the new job is on screen.
+        queue.write_text(good + '\n[[jobs]]\nname = "mended"\ncmd = "true"\ngpus = 0\n')
+        await until(pilot, lambda: shows_toast(app, "information", f"reloaded {queue.name}"))
+        await until(pilot, lambda: "mended" in app.main.table.visible_names)
+        assert "broken" not in order(engine)
+
+
+async def test_a_failure_that_pauses_the_queue_is_told_even_over_the_help_screen(
+    tmp_path: Path,
+) -> None:
+    q = write_queue(
+        tmp_path,
+        """
+        [settings]
+        poll = "0.2s"
+        on_failure = "pause"
+
+        [[jobs]]
+        name = "gate"
+        gpus = 0
+        cmd = "while [ ! -e release ]; do sleep 0.05; done; exit 1"
+        """,
+    )
+    async with dashboard(q) as (app, pilot, engine):
+        await until(pilot, lambda: state(engine, "gate") == JobState.RUNNING)
+        await pilot.press("question_mark")  # the user is reading the help when it fails
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        (tmp_path / "release").touch()
+        await until(
+            pilot,
+            lambda: shows_toast(app, "warning", "gate failed: queue paused (on_failure)"),
+            what="the pause told over the help screen",
+        )
+        assert engine.paused
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
+        header = app.main.query_one("#header")
+        await until(pilot, lambda: "PAUSED" in str(header.render()), what="PAUSED in the header")
+
+
+async def test_a_broken_fake_gpu_spec_is_shown_and_the_last_good_one_kept(
+    tmp_path: Path,
+) -> None:
+    spec = tmp_path / "gpus.txt"
+    spec.write_text("2x80G\n")
+    q = write_queue(tmp_path, '[settings]\npoll = "0.2s"\n\n[[jobs]]\nname = "a"\ncmd = "true"\n')
+    async with dashboard(q, fake="@gpus.txt") as (app, pilot, engine):
+        spec.write_text("2x80G:lots\n")
+        await until(
+            pilot,
+            lambda: shows_toast(app, "warning", "expected a size", "using the last good one"),
+            what="the broken GPU spec reported on screen",
+        )
+        assert len(engine.gpus.snapshot.gpus) == 2
+        panel = app.main.query_one(GpuPanel)
+        assert panel.read is not None and len(panel.read.snapshot.gpus) == 2
