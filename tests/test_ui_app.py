@@ -5,7 +5,6 @@ Every key of DESIGN.md 6 is pressed and the engine's state (and the queue file) 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import time
@@ -143,9 +142,15 @@ async def dashboard(
 
 
 async def select(pilot: Pilot[int], app: GtuiApp, name: str) -> None:
+    """Select ``name`` and wait until the screen has taken it in (its log panel names it), so
+    the next key acts on it."""
     await until(pilot, lambda: app.main.table.select(name), what=f"row {name}")
-    await pilot.pause()
-    assert app.main.table.selected == name
+    await until(
+        pilot,
+        lambda: app.main.table.selected == name
+        and str(app.main.log_view.border_title).startswith(f"Log · {name}"),
+        what=f"{name} selected, its log shown",
+    )
 
 
 @pytest.fixture
@@ -277,7 +282,11 @@ async def test_move_up_down_top(queue: Path) -> None:
         assert app.main.table.selected == "w3"  # the cursor follows the job
         await pilot.press("shift+down")
         await until(pilot, lambda: order(engine)[2:] == ["w1", "w2", "w3"])
-        await pilot.press("J")  # already last: the engine says so, nothing breaks
+        before = queue.read_text()
+        await pilot.press("J")  # already last: a move that changes nothing, and no error
+        await until(pilot, lambda: not commands_under_way(app), what="the move to finish")
+        assert order(engine)[2:] == ["w1", "w2", "w3"] and queue.read_text() == before
+        assert not [t for t in toasts(app) if t[0] == "error"], toasts(app)
         await pilot.press("t")
         await until(pilot, lambda: order(engine)[0] == "w3")
         await until(pilot, lambda: app.main.table.visible_names[0] == "w3")
@@ -388,10 +397,15 @@ async def test_help_screen_lists_every_key(queue: Path) -> None:
     async with dashboard(queue) as (app, pilot, _):
         await pilot.press("question_mark")
         await until(pilot, lambda: isinstance(app.screen, HelpScreen))
-        await pilot.pause()
-        text = " ".join(screen_text(app).replace("│", " ").split())
-        for k in KEYS:
-            assert f"{k.shown} {k.help[:40]}" in text
+
+        def missing() -> list[str]:
+            text = " ".join(screen_text(app).replace("│", " ").split())
+            return [k.shown for k in KEYS if f"{k.shown} {k.help[:40]}" not in text]
+
+        try:
+            await until(pilot, lambda: not missing())
+        except AssertionError:
+            raise AssertionError(f"keys missing from the help: {missing()}") from None
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
 
@@ -495,7 +509,7 @@ async def test_quit_can_kill_the_running_jobs(queue: Path) -> None:
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("k")
         await until(pilot, lambda: not app.is_running, timeout=20)
-        await asyncio.sleep(0.1)
+        # The app left only after the kill had waited for the job's end: gone now, no delay.
         assert pid is not None
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     # Recorded as killed (by you), not left "running" for the next start to guess about.
@@ -541,8 +555,7 @@ async def test_at_80_columns_a_failed_jobs_diagnosis_takes_the_side_until_enter(
         await until(pilot, lambda: diagnosis.display and not log.display, what="diagnosis only")
         assert "ModuleNotFoundError" in screen_text(app)
         await pilot.press("enter")  # the log comes back, focused
-        await pilot.pause()
-        assert log.display and app.focused is log
+        await until(pilot, lambda: log.display and app.focused is log, what="the log, focused")
         await pilot.press("escape")
         await select(pilot, app, "long")  # a running job: the log, no diagnosis
         await until(pilot, lambda: log.display and not diagnosis.display, what="log again")
