@@ -628,10 +628,22 @@ async def test_a_failure_that_pauses_the_queue_is_told_even_over_the_help_screen
 async def test_a_broken_fake_gpu_spec_is_shown_and_the_last_good_one_kept(
     tmp_path: Path,
 ) -> None:
+    """Seen by the regular poll (no job ends meanwhile: ``a`` runs until the test ends)."""
     spec = tmp_path / "gpus.txt"
     spec.write_text("2x80G\n")
-    q = write_queue(tmp_path, '[settings]\npoll = "0.2s"\n\n[[jobs]]\nname = "a"\ncmd = "true"\n')
+    q = write_queue(
+        tmp_path,
+        """
+        [settings]
+        poll = "0.2s"
+
+        [[jobs]]
+        name = "a"
+        cmd = "while [ ! -e release ]; do sleep 0.05; done"
+        """,
+    )
     async with dashboard(q, fake="@gpus.txt") as (app, pilot, engine):
+        await until(pilot, lambda: state(engine, "a") == JobState.RUNNING)
         spec.write_text("2x80G:lots\n")
         await until(
             pilot,
@@ -641,3 +653,35 @@ async def test_a_broken_fake_gpu_spec_is_shown_and_the_last_good_one_kept(
         assert len(engine.gpus.snapshot.gpus) == 2
         panel = app.main.query_one(GpuPanel)
         assert panel.read is not None and len(panel.read.snapshot.gpus) == 2
+
+
+async def test_a_broken_fake_gpu_spec_first_read_when_a_job_ends_is_shown_too(
+    tmp_path: Path,
+) -> None:
+    """A job's end reads the fake GPUs at once (the freed GPU is seen without a poll); that read
+    must tell a new error like a poll does, or the poll after it, finding the same error, never
+    does. The poll is an hour, so the job's end is the only read after the break."""
+    spec = tmp_path / "gpus.txt"
+    spec.write_text("2x80G\n")
+    q = write_queue(
+        tmp_path,
+        """
+        [settings]
+        poll = "1h"
+
+        [[jobs]]
+        name = "gate"
+        cmd = "while [ ! -e release ]; do sleep 0.05; done"
+        """,
+    )
+    async with dashboard(q, fake="@gpus.txt") as (app, pilot, engine):
+        await until(pilot, lambda: state(engine, "gate") == JobState.RUNNING)
+        spec.write_text("2x80G:lots\n")
+        (tmp_path / "release").touch()
+        await until(pilot, lambda: state(engine, "gate") == JobState.DONE)
+        assert engine.gpus.snapshot.error, "the job's end read the broken spec"
+        await until(
+            pilot,
+            lambda: shows_toast(app, "warning", "expected a size", "using the last good one"),
+            what="the broken GPU spec, read at the job's end, reported on screen",
+        )
