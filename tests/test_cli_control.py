@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -57,14 +58,20 @@ def state(q: Path, name: str) -> str | None:
     return rec.state.value if rec else None
 
 
-def live_state(q: Path, name: str) -> str | None:
+def live_job(q: Path, name: str) -> dict[str, Any] | None:
+    """The job as the running scheduler has it now (its control socket's status)."""
     reply = request(q, "status")
     if not reply or not reply.get("ok"):
         return None
     for job in reply["status"]["jobs"]:
         if job["name"] == name:
-            return str(job["state"])
+            return dict(job)
     return None
+
+
+def live_state(q: Path, name: str) -> str | None:
+    job = live_job(q, name)
+    return str(job["state"]) if job else None
 
 
 def alive(p: psutil.Process) -> bool:
@@ -193,8 +200,12 @@ def test_add_while_running_pause_the_queue_and_errors(scheduler: Scheduler) -> N
     r = gtui("add", str(q), "--name", "hello", "--gpus", "0", "--", f"echo hi > {marker}")
     assert (r.returncode, r.stdout, r.stderr) == (0, "added hello to q.toml\n", "")
     assert 'name = "hello"' in q.read_text()
-    wait_until(lambda: live_state(q, "hello") == "queued", what="the scheduler to see hello")
-    time.sleep(0.5)  # a few polls: a paused queue starts nothing
+    # The proof that the pause held hello back: a scheduling pass looked at it and gave the
+    # paused queue as its reason to wait (the policy's PAUSED_REASON), not a guessed delay.
+    wait_until(
+        lambda: (live_job(q, "hello") or {}).get("reason") == "queue paused",
+        what="a scheduling pass to keep hello waiting because the queue is paused",
+    )
     assert live_state(q, "hello") == "queued" and not marker.exists()
 
     r = gtui("resume", str(q))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -73,8 +74,42 @@ def wait_screen(target: str, text: str, timeout: float = 20.0) -> str:
 
 
 def keys(target: str, *k: str, literal: bool = False) -> None:
-    sh("send-keys", "-t", target, *(["-l"] if literal else []), *k)
-    time.sleep(0.15)
+    """Type into the pane. No pause after: the caller waits for what the keys cause."""
+    r = sh("send-keys", "-t", target, *(["-l"] if literal else []), *k)
+    assert r.returncode == 0, r.stderr
+
+
+def wait_screen_match(target: str, pattern: str, timeout: float = 20.0) -> str:
+    """Like wait_screen, for a regular expression (a form field and its value on one line)."""
+    seen = ""
+
+    def shows() -> bool:
+        nonlocal seen
+        seen = capture(target)
+        return re.search(pattern, seen) is not None
+
+    try:
+        wait(shows, timeout, what=f"{pattern!r} on screen")
+    except AssertionError:
+        raise AssertionError(f"{pattern!r} never showed; the screen:\n{seen}") from None
+    return seen
+
+
+def field_at_cursor(target: str) -> str | None:
+    """The job form's field the cursor is in: Textual puts the terminal's cursor in the focused
+    input, and the field's label starts the line, just inside the dialog's border."""
+    row = sh("display-message", "-p", "-t", target, "#{cursor_y}").stdout.strip()
+    lines = capture(target).splitlines()
+    if not row.isdigit() or int(row) >= len(lines):
+        return None
+    m = re.search(r"█\s+(\w+)\s", lines[int(row)])
+    return m.group(1) if m else None
+
+
+def wait_field(target: str, field: str) -> None:
+    """Wait until the cursor is in ``field``: keys typed after Tab go to the field that has
+    the focus when they arrive, and Tab moves it only once the app has handled it."""
+    wait(lambda: field_at_cursor(target) == field, what=f"the cursor in the form's {field}")
 
 
 def status(queue: Path) -> dict:  # type: ignore[type-arg]
@@ -225,12 +260,19 @@ def test_gtui_starts_a_tmux_session_and_every_key_acts(tmux_server: Path, tmp_pa
     # a: add a job through the form
     keys(target, "a")
     wait_screen(target, "Add a job to q.toml")
+    wait_field(target, "cmd")  # the cursor starts in cmd
     keys(target, "echo hello-from-tmux", literal=True)
+    wait_screen(target, "echo hello-from-tmux")
     keys(target, "Tab")
+    wait_field(target, "gpus")
     keys(target, "0", literal=True)  # gpus = 0: a CPU job
+    wait_screen_match(target, r"gpus\s+0\b")
     keys(target, "BTab")
+    wait_field(target, "cmd")
     keys(target, "BTab")
+    wait_field(target, "name")
     keys(target, "hello", literal=True)
+    wait_screen_match(target, r"name\s+hello\b")
     keys(target, "Enter")
     wait(lambda: job_state(queue, "hello") == "done", what="the added job to run")
     assert 'name = "hello"' in queue.read_text()

@@ -5,7 +5,6 @@ Every key of DESIGN.md 6 is pressed and the engine's state (and the queue file) 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import time
@@ -15,7 +14,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+from textual.command import Command, CommandList, CommandPalette
 from textual.pilot import Pilot
+from textual.widgets import Input
 
 from gtui.core.engine import Engine
 from gtui.core.model import JobState
@@ -25,6 +26,7 @@ from gtui.ui.screens.confirm import ConfirmScreen
 from gtui.ui.screens.filter import FilterScreen
 from gtui.ui.screens.help import HelpScreen
 from gtui.ui.screens.job_form import JobForm
+from gtui.ui.widgets.gpu_panel import GpuPanel
 from gtui.ui.widgets.job_table import JobTable
 from gtui.ui.widgets.keybar import KeyBar
 from gtui.ui.widgets.log_view import LogView
@@ -83,6 +85,38 @@ def screen_text(app: GtuiApp) -> str:
     return "\n".join("".join(seg.text for seg in strip) for strip in strips)
 
 
+def toasts(app: GtuiApp) -> list[tuple[str, str]]:
+    """The notifications painted on the active screen now, as (severity, text): what the user
+    reads, not what the app meant to say."""
+    out = []
+    for toast in app.screen.query("Toast"):
+        if not toast.display or toast.region.area == 0:
+            continue
+        severity = next(
+            (c[1:] for c in toast.classes if c in ("-information", "-warning", "-error")), "?"
+        )
+        out.append((severity, " ".join(str(toast.render()).split())))
+    return out
+
+
+def shows_toast(app: GtuiApp, severity: str, *parts: str) -> bool:
+    """A toast of ``severity`` is on screen, saying every one of ``parts``."""
+    return any(sev == severity and all(p in text for p in parts) for sev, text in toasts(app))
+
+
+def commands_under_way(app: GtuiApp) -> list[str]:
+    """The engine commands the main screen has started and not finished (kill, remove, ...)."""
+    return [w.name for w in app.workers if w.group == "commands" and not w.is_finished]
+
+
+async def main_screen_caught_up(pilot: Pilot[int], app: GtuiApp) -> None:
+    """Wait until every callback queued on the main screen so far has run (a dialog's answer is
+    delivered with call_next; a marker queued after it runs after it)."""
+    done: list[bool] = []
+    app.main.call_next(lambda: done.append(True))
+    await until(pilot, lambda: done, what="the main screen's queued callbacks")
+
+
 def state(engine: Engine, name: str) -> JobState:
     return engine.view(name).record.state
 
@@ -98,18 +132,25 @@ async def dashboard(
     engine = Engine(path, fake_gpus=fake)
     app = GtuiApp(engine, host="testhost")
     try:
-        async with app.run_test(size=size) as pilot:
+        # notifications=True: toasts are painted as for a user (run_test leaves them out).
+        async with app.run_test(size=size, notifications=True) as pilot:
             await until(pilot, lambda: app.main.ready and len(app.main.table) > 0, what="start")
             yield app, pilot, engine
     finally:
-        with suppress(Exception):
-            await engine.shutdown(kill_jobs=kill_at_end)
+        # Not suppressed: a shutdown that fails is a bug the test must show.
+        await engine.shutdown(kill_jobs=kill_at_end)
 
 
 async def select(pilot: Pilot[int], app: GtuiApp, name: str) -> None:
+    """Select ``name`` and wait until the screen has taken it in (its log panel names it), so
+    the next key acts on it."""
     await until(pilot, lambda: app.main.table.select(name), what=f"row {name}")
-    await pilot.pause()
-    assert app.main.table.selected == name
+    await until(
+        pilot,
+        lambda: app.main.table.selected == name
+        and str(app.main.log_view.border_title).startswith(f"Log · {name}"),
+        what=f"{name} selected, its log shown",
+    )
 
 
 @pytest.fixture
@@ -133,11 +174,15 @@ async def test_footer_shows_every_key_at_80_and_200_columns(
     queue: Path, size: tuple[int, int]
 ) -> None:
     async with dashboard(queue, size=size) as (app, pilot, _engine):
-        await pilot.pause(0.2)
-        text = screen_text(app)
-        footer = " ".join(text.splitlines()[-2:])
-        for k in KEYS:
-            assert f"{k.shown} {k.label}" in footer, k
+
+        def missing() -> list[str]:
+            footer = " ".join(screen_text(app).splitlines()[-2:])
+            return [k.shown for k in KEYS if f"{k.shown} {k.label}" not in footer]
+
+        try:
+            await until(pilot, lambda: not missing())
+        except AssertionError:
+            raise AssertionError(f"keys missing from the footer: {missing()}") from None
 
 
 async def test_add_form_adds_a_job_to_the_engine_and_the_file(queue: Path) -> None:
@@ -201,9 +246,12 @@ async def test_edit_refuses_a_running_job(queue: Path) -> None:
     async with dashboard(queue) as (app, pilot, engine):
         await until(pilot, lambda: state(engine, "long") == JobState.RUNNING)
         await select(pilot, app, "long")
+        before = queue.read_text()
         await pilot.press("e")
-        await pilot.pause(0.2)
+        said = "long is running: only a waiting (queued or held) job can be edited"
+        await until(pilot, lambda: shows_toast(app, "warning", said), what="the refusal")
         assert not isinstance(app.screen, JobForm)
+        assert queue.read_text() == before and state(engine, "long") == JobState.RUNNING
 
 
 async def test_remove_asks_then_removes_from_engine_and_file(queue: Path) -> None:
@@ -212,12 +260,15 @@ async def test_remove_asks_then_removes_from_engine_and_file(queue: Path) -> Non
         await pilot.press("d")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("escape")
-        await pilot.pause(0.2)
-        assert "w3" in order(engine)
+        await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        await main_screen_caught_up(pilot, app)  # the answer (cancel) has been acted on...
+        assert commands_under_way(app) == []  # ...and started no remove
+        assert "w3" in order(engine) and '"w3"' in queue.read_text()
         await pilot.press("d")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
-        await until(pilot, lambda: "w3" not in order(engine))
+        await until(pilot, lambda: shows_toast(app, "information", "removed w3"))
+        assert order(engine) == ["long", "bad", "w1", "w2"]  # w3 gone, and only w3
         assert '"w3"' not in queue.read_text()
         await until(pilot, lambda: "w3" not in app.main.table.visible_names)
 
@@ -231,7 +282,11 @@ async def test_move_up_down_top(queue: Path) -> None:
         assert app.main.table.selected == "w3"  # the cursor follows the job
         await pilot.press("shift+down")
         await until(pilot, lambda: order(engine)[2:] == ["w1", "w2", "w3"])
-        await pilot.press("J")  # already last: the engine says so, nothing breaks
+        before = queue.read_text()
+        await pilot.press("J")  # already last: a move that changes nothing, and no error
+        await until(pilot, lambda: not commands_under_way(app), what="the move to finish")
+        assert order(engine)[2:] == ["w1", "w2", "w3"] and queue.read_text() == before
+        assert not [t for t in toasts(app) if t[0] == "error"], toasts(app)
         await pilot.press("t")
         await until(pilot, lambda: order(engine)[0] == "w3")
         await until(pilot, lambda: app.main.table.visible_names[0] == "w3")
@@ -276,8 +331,11 @@ async def test_kill_asks_then_kills_the_running_job(queue: Path) -> None:
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("escape")  # cancelled: still running
-        await pilot.pause(0.3)
+        await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        await main_screen_caught_up(pilot, app)  # the answer (cancel) has been acted on...
+        assert commands_under_way(app) == []  # ...and started no kill
         assert state(engine, "long") == JobState.RUNNING
+        assert pid is not None and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
@@ -339,10 +397,15 @@ async def test_help_screen_lists_every_key(queue: Path) -> None:
     async with dashboard(queue) as (app, pilot, _):
         await pilot.press("question_mark")
         await until(pilot, lambda: isinstance(app.screen, HelpScreen))
-        await pilot.pause()
-        text = " ".join(screen_text(app).replace("│", " ").split())
-        for k in KEYS:
-            assert f"{k.shown} {k.help[:40]}" in text
+
+        def missing() -> list[str]:
+            text = " ".join(screen_text(app).replace("│", " ").split())
+            return [k.shown for k in KEYS if f"{k.shown} {k.help[:40]}" not in text]
+
+        try:
+            await until(pilot, lambda: not missing())
+        except AssertionError:
+            raise AssertionError(f"keys missing from the help: {missing()}") from None
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
 
@@ -361,16 +424,45 @@ async def test_the_mouse_works_too(queue: Path) -> None:
         await until(pilot, lambda: app.main.table.selected == "w1")
 
 
+def palette_input(app: GtuiApp) -> Input | None:
+    """The command palette's input, when the palette is open and the cursor is in it."""
+    focused = app.focused
+    if isinstance(app.screen, CommandPalette) and isinstance(focused, Input):
+        return focused if focused.screen is app.screen else None
+    return None
+
+
+def palette_choice(app: GtuiApp) -> str | None:
+    """The command the palette would run on enter: the highlighted one, once it has finished
+    searching (a later batch of hits could otherwise push another to the top)."""
+    palette = app.screen
+    if not isinstance(palette, CommandPalette):
+        return None
+    searching = CommandPalette._GATHER_COMMANDS_GROUP
+    if any(w.group == searching and not w.is_finished for w in app.workers):
+        return None
+    commands = palette.query_one(CommandList)
+    if commands.highlighted is None:
+        return None
+    option = commands.get_option_at_index(commands.highlighted)
+    return option.hit.text if isinstance(option, Command) else None
+
+
 async def test_command_palette_offers_and_runs_every_action(queue: Path) -> None:
     async with dashboard(queue) as (app, pilot, engine):
         titles = {c.title for c in app.get_system_commands(app.main)}
         assert {k.palette for k in KEYS} <= titles
         await pilot.press("ctrl+p")
-        await pilot.pause(0.2)
+        await until(pilot, lambda: palette_input(app) is not None, what="the palette, typing")
         await pilot.press(*"whole q")
-        await pilot.pause(0.5)
+        await until(
+            pilot,
+            lambda: palette_choice(app) == "Pause or resume the whole queue",
+            what="the palette to offer the whole queue's pause, first",
+        )
         await pilot.press("enter")
         await until(pilot, lambda: engine.paused, what="the palette's pause")
+        await until(pilot, lambda: not isinstance(app.screen, CommandPalette))
 
 
 async def test_quit_without_running_jobs_leaves_at_once(tmp_path: Path) -> None:
@@ -417,7 +509,7 @@ async def test_quit_can_kill_the_running_jobs(queue: Path) -> None:
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("k")
         await until(pilot, lambda: not app.is_running, timeout=20)
-        await asyncio.sleep(0.1)
+        # The app left only after the kill had waited for the job's end: gone now, no delay.
         assert pid is not None
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     # Recorded as killed (by you), not left "running" for the next start to guess about.
@@ -463,8 +555,133 @@ async def test_at_80_columns_a_failed_jobs_diagnosis_takes_the_side_until_enter(
         await until(pilot, lambda: diagnosis.display and not log.display, what="diagnosis only")
         assert "ModuleNotFoundError" in screen_text(app)
         await pilot.press("enter")  # the log comes back, focused
-        await pilot.pause()
-        assert log.display and app.focused is log
+        await until(pilot, lambda: log.display and app.focused is log, what="the log, focused")
         await pilot.press("escape")
         await select(pilot, app, "long")  # a running job: the log, no diagnosis
         await until(pilot, lambda: log.display and not diagnosis.display, what="log again")
+
+
+# -- the engine's notices, as the user sees them ---------------------------------------------
+
+
+async def test_a_broken_edit_of_the_queue_file_is_shown_and_the_last_good_queue_kept(
+    queue: Path,
+) -> None:
+    async with dashboard(queue) as (app, pilot, engine):
+        await until(pilot, lambda: state(engine, "long") == JobState.RUNNING)
+        good = queue.read_text()
+        # Someone saves a mistake while gtui runs.
+        queue.write_text(good + '\n[[jobs]]\nname = "broken"\ncmd = "true"\ngpus = "two"\n')
+        await until(
+            pilot,
+            lambda: shows_toast(
+                app,
+                "error",
+                "queue file not reloaded, last good version kept",
+                "gpus: expected an integer",
+            ),
+            what="the broken edit reported on screen",
+        )
+        assert order(engine) == ["long", "bad", "w1", "w2", "w3"]
+        assert app.main.table.visible_names == ["long", "bad", "w1", "w2", "w3"]
+        assert state(engine, "long") == JobState.RUNNING  # running jobs are not touched
+        # Mended: reloaded, said so, and the new job is on screen.
+        queue.write_text(good + '\n[[jobs]]\nname = "mended"\ncmd = "true"\ngpus = 0\n')
+        await until(pilot, lambda: shows_toast(app, "information", f"reloaded {queue.name}"))
+        await until(pilot, lambda: "mended" in app.main.table.visible_names)
+        assert "broken" not in order(engine)
+
+
+async def test_a_failure_that_pauses_the_queue_is_told_even_over_the_help_screen(
+    tmp_path: Path,
+) -> None:
+    q = write_queue(
+        tmp_path,
+        """
+        [settings]
+        poll = "0.2s"
+        on_failure = "pause"
+
+        [[jobs]]
+        name = "gate"
+        gpus = 0
+        cmd = "while [ ! -e release ]; do sleep 0.05; done; exit 1"
+        """,
+    )
+    async with dashboard(q) as (app, pilot, engine):
+        await until(pilot, lambda: state(engine, "gate") == JobState.RUNNING)
+        await pilot.press("question_mark")  # the user is reading the help when it fails
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        (tmp_path / "release").touch()
+        await until(
+            pilot,
+            lambda: shows_toast(app, "warning", "gate failed: queue paused (on_failure)"),
+            what="the pause told over the help screen",
+        )
+        assert engine.paused
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
+        header = app.main.query_one("#header")
+        await until(pilot, lambda: "PAUSED" in str(header.render()), what="PAUSED in the header")
+
+
+async def test_a_broken_fake_gpu_spec_is_shown_and_the_last_good_one_kept(
+    tmp_path: Path,
+) -> None:
+    """Seen by the regular poll (no job ends meanwhile: ``a`` runs until the test ends)."""
+    spec = tmp_path / "gpus.txt"
+    spec.write_text("2x80G\n")
+    q = write_queue(
+        tmp_path,
+        """
+        [settings]
+        poll = "0.2s"
+
+        [[jobs]]
+        name = "a"
+        cmd = "while [ ! -e release ]; do sleep 0.05; done"
+        """,
+    )
+    async with dashboard(q, fake="@gpus.txt") as (app, pilot, engine):
+        await until(pilot, lambda: state(engine, "a") == JobState.RUNNING)
+        spec.write_text("2x80G:lots\n")
+        await until(
+            pilot,
+            lambda: shows_toast(app, "warning", "expected a size", "using the last good one"),
+            what="the broken GPU spec reported on screen",
+        )
+        assert len(engine.gpus.snapshot.gpus) == 2
+        panel = app.main.query_one(GpuPanel)
+        assert panel.read is not None and len(panel.read.snapshot.gpus) == 2
+
+
+async def test_a_broken_fake_gpu_spec_first_read_when_a_job_ends_is_shown_too(
+    tmp_path: Path,
+) -> None:
+    """A job's end reads the fake GPUs at once (the freed GPU is seen without a poll); that read
+    must tell a new error like a poll does, or the poll after it, finding the same error, never
+    does. The poll is an hour, so the job's end is the only read after the break."""
+    spec = tmp_path / "gpus.txt"
+    spec.write_text("2x80G\n")
+    q = write_queue(
+        tmp_path,
+        """
+        [settings]
+        poll = "1h"
+
+        [[jobs]]
+        name = "gate"
+        cmd = "while [ ! -e release ]; do sleep 0.05; done"
+        """,
+    )
+    async with dashboard(q, fake="@gpus.txt") as (app, pilot, engine):
+        await until(pilot, lambda: state(engine, "gate") == JobState.RUNNING)
+        spec.write_text("2x80G:lots\n")
+        (tmp_path / "release").touch()
+        await until(pilot, lambda: state(engine, "gate") == JobState.DONE)
+        assert engine.gpus.snapshot.error, "the job's end read the broken spec"
+        await until(
+            pilot,
+            lambda: shows_toast(app, "warning", "expected a size", "using the last good one"),
+            what="the broken GPU spec, read at the job's end, reported on screen",
+        )

@@ -11,15 +11,20 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Input
+from textual.widgets import Input, Static
 
 from gtui.core.engine import Engine
 from gtui.core.model import JobState
 from gtui.ui.app import GtuiApp
+from gtui.ui.screens.confirm import ConfirmScreen
+from gtui.ui.screens.help import HelpScreen
+from gtui.ui.screens.job_form import JobForm
+from gtui.ui.widgets.diagnosis import DiagnosisPanel
 from gtui.ui.widgets.gpu_panel import GpuPanel
 from tests.conftest import write_queue
 
@@ -111,21 +116,80 @@ def make_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[], Sn
     return make
 
 
-def settled(*keys: str) -> Callable[[Pilot[int]], Awaitable[None]]:
-    """Wait for the first GPU read, then press ``keys`` and let the screen settle."""
+@dataclass(frozen=True)
+class Until:
+    """A step of a snapshot's script: wait (with a deadline) until ``check`` holds."""
+
+    what: str
+    check: Callable[[GtuiApp], object]
+
+
+Step = str | Until
+
+
+def _queue_summary(app: GtuiApp) -> str:
+    return str(app.main.query_one("#queue-box").border_subtitle or "")
+
+
+def _steady(app: GtuiApp) -> bool:
+    """Everything the picture shows has arrived: the engine's state, a GPU read from its loop
+    (the summary of what waits is published by the loop's first pass), the selected job's log."""
+    main = app.main
+    if not main.ready:
+        return False
+    read = main.query_one(GpuPanel).read
+    return (
+        len(main.table) == 6
+        and read is not None
+        and len(read.snapshot.gpus) == 3
+        and _queue_summary(app).startswith("1 waiting")
+        and "wrote 1200 shards" in main.log_view.text().plain
+    )
+
+
+def focused(field: str) -> Until:
+    """The job form is open with the cursor in ``field``: the next keys type there."""
+
+    def check(app: GtuiApp) -> bool:
+        return isinstance(app.screen, JobForm) and getattr(app.focused, "id", None) == (
+            f"field-{field}"
+        )
+
+    return Until(f"the cursor in the form's {field} field", check)
+
+
+def selected(name: str) -> Until:
+    """``name`` is selected and its log panel is shown (the log's title names it)."""
+
+    def check(app: GtuiApp) -> bool:
+        return app.main.table.selected == name and str(app.main.log_view.border_title).startswith(
+            f"Log · {name}"
+        )
+
+    return Until(f"{name} selected, its log shown", check)
+
+
+def settled(*steps: Step) -> Callable[[Pilot[int]], Awaitable[None]]:
+    """Wait until the screen is steady, then press each key, and after a key wait for each
+    condition that follows it (with a deadline): never a pause that guesses a duration."""
 
     async def run_before(pilot: Pilot[int]) -> None:
         app = pilot.app
         assert isinstance(app, GtuiApp)
-        deadline = time.monotonic() + 15
-        while not (app.main.ready and app.main.query_one(GpuPanel).read is not None):
-            assert time.monotonic() < deadline
-            await pilot.pause(0.05)
-        await pilot.pause(0.2)
-        for k in keys:
-            await pilot.press(k)
-            await pilot.pause(0.02)
-        await pilot.pause(0.3)
+
+        async def until(step: Until) -> None:
+            deadline = time.monotonic() + 30
+            while not step.check(app):
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"timed out waiting for {step.what}")
+                await pilot.pause(0.05)
+
+        await until(Until("the engine's state, GPUs, summary and log on screen", _steady))
+        for step in steps:
+            if isinstance(step, str):
+                await pilot.press(step)
+            else:
+                await until(step)
         for inp in app.screen.query(Input):
             inp.cursor_blink = False  # a blinking cursor would make the picture random
         await pilot.wait_for_scheduled_animations()
@@ -143,19 +207,66 @@ def test_main_screen_160x48(snap_compare, make_app) -> None:  # type: ignore[no-
 
 def test_add_form(snap_compare, make_app) -> None:  # type: ignore[no-untyped-def]
     """The form after a mistake: the engine's message, in the form, on the field it names."""
-    keys = ["a", *"python train.py", "tab", "1", "tab", *"lots", "ctrl+s"]
-    assert snap_compare(make_app(), terminal_size=(100, 30), run_before=settled(*keys))
+
+    def error_on_mem(app: GtuiApp) -> bool:
+        err = str(app.screen.query_one("#form-error", Static).render())
+        return "mem" in err and getattr(app.focused, "id", None) == "field-mem"
+
+    steps = [
+        "a",
+        focused("cmd"),
+        *"python train.py",
+        "tab",
+        focused("gpus"),
+        "1",
+        "tab",
+        focused("mem"),
+        *"lots",
+        "ctrl+s",
+        Until("the engine's error in the form, the cursor on mem", error_on_mem),
+    ]
+    assert snap_compare(make_app(), terminal_size=(100, 30), run_before=settled(*steps))
 
 
 def test_kill_asks_for_confirmation(snap_compare, make_app) -> None:  # type: ignore[no-untyped-def]
-    keys = ["end", "x"]  # the last job: sweep-lr0.001, waiting for memory
-    assert snap_compare(make_app(), terminal_size=(100, 30), run_before=settled(*keys))
+    def asks(app: GtuiApp) -> bool:
+        screen = app.screen
+        return (
+            isinstance(screen, ConfirmScreen)
+            and screen.title_text == "Kill sweep-lr0.001?"
+            and getattr(app.focused, "id", None) == "choice-cancel"
+        )
+
+    steps = [
+        "end",  # the last job: sweep-lr0.001, waiting for memory
+        selected("sweep-lr0.001"),
+        "x",
+        Until("the kill question, Cancel focused", asks),
+    ]
+    assert snap_compare(make_app(), terminal_size=(100, 30), run_before=settled(*steps))
 
 
 def test_help_screen(snap_compare, make_app) -> None:  # type: ignore[no-untyped-def]
-    assert snap_compare(make_app(), terminal_size=(120, 40), run_before=settled("question_mark"))
+    def shown(app: GtuiApp) -> bool:
+        return isinstance(app.screen, HelpScreen) and bool(app.screen.query("#help-body"))
+
+    steps = ["question_mark", Until("the help screen", shown)]
+    assert snap_compare(make_app(), terminal_size=(120, 40), run_before=settled(*steps))
 
 
 def test_failed_job_shows_diagnosis(snap_compare, make_app) -> None:  # type: ignore[no-untyped-def]
-    keys = ["down", "down"]  # eval-ckpt7
-    assert snap_compare(make_app(), terminal_size=(120, 30), run_before=settled(*keys))
+    def diagnosed(app: GtuiApp) -> bool:
+        panel = app.main.query_one(DiagnosisPanel)
+        return bool(panel.display) and "CUDA OOM" in str(panel.render())
+
+    steps = [
+        "down",
+        "down",  # eval-ckpt7
+        selected("eval-ckpt7"),
+        Until("its diagnosis", diagnosed),
+        Until(
+            "its log",
+            lambda app: "OutOfMemoryError" in app.main.log_view.text().plain,
+        ),
+    ]
+    assert snap_compare(make_app(), terminal_size=(120, 30), run_before=settled(*steps))

@@ -616,6 +616,13 @@ class Engine:
             snapshot = read
         else:
             snapshot = self._backend.read(usage)
+        self._take_snapshot(snapshot)
+        self._match_processes()
+
+    def _take_snapshot(self, snapshot: GpuSnapshot) -> None:
+        """Keep a new GPU reading and tell what is new in it. Every reading comes through here
+        (a poll's, a job end's): one kept silently would make the next, with the same error,
+        look old, and the error would never be told."""
         previous_error = self._snapshot.error
         self._snapshot = snapshot
         if snapshot.error and snapshot.error != previous_error:
@@ -629,7 +636,6 @@ class Engine:
         for index in sorted(self._lost_gpus.keys() - lost.keys()):
             self._publish(Notice("info", f"GPU {index} answers again"))
         self._lost_gpus = lost
-        self._match_processes()
 
     async def _read_nvml(self, usage: list[JobUsage]) -> GpuSnapshot | None:
         """Read NVML in a thread, waiting at most NVML_WAIT_S (nothing, once it is known to be
@@ -1111,7 +1117,7 @@ class Engine:
     def _backend_read_sync(self) -> None:
         """After a job ends, read the (cheap, fake) GPUs again so the freed GPU is seen at once."""
         assert self._backend is not None
-        self._snapshot = self._backend.read(self._usage())
+        self._take_snapshot(self._backend.read(self._usage()))
         # The memory seen per job must come from the same read: jobs started since the last
         # match would otherwise count twice (in ``used`` and again as declared - 0 observed),
         # and a packed GPU would take fewer jobs (benchmarks/extreme.py: 5 rounds, not 4).
