@@ -679,7 +679,13 @@ async def test_a_broken_fake_gpu_spec_first_read_when_a_job_ends_is_shown_too(
         spec.write_text("2x80G:lots\n")
         (tmp_path / "release").touch()
         await until(pilot, lambda: state(engine, "gate") == JobState.DONE)
-        assert engine.gpus.snapshot.error, "the job's end read the broken spec"
+        # The job's end is published, then its GPU read runs: wait for that read, which is
+        # the only one (the poll is an hour away).
+        await until(
+            pilot,
+            lambda: engine.gpus is not None and engine.gpus.snapshot.error,
+            what="the job's end to read the broken spec",
+        )
         await until(
             pilot,
             lambda: shows_toast(app, "warning", "expected a size", "using the last good one"),
