@@ -51,7 +51,16 @@ from gtui.core.model import (
 from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths, register_queue
 from gtui.core.placeholders import placeholders_used, substitute
 from gtui.core.policy import Allocation, Candidate, place
-from gtui.core.queuefile import QueueFile, check_trusted, isolated, load_queue
+from gtui.core.queuefile import QueueFile, check_trusted, isolated, load_queue, read_queue_text
+from gtui.core.queuewatch import (
+    SETTLE_S,
+    Empty,
+    Missing,
+    QueueWatch,
+    Settling,
+    Unchanged,
+    Unreadable,
+)
 from gtui.core.status import status_dict
 from gtui.core.store import Store, StoreError
 
@@ -136,8 +145,12 @@ class Engine:
         self._started = False
         self._stopping = False
         self._wake: asyncio.Event | None = None
-        self._queue_mtime: float | None = None
-        self._queue_error: str | None = None
+        self._queue_watch = QueueWatch(self.queue_path)
+        self._queue_error: str | None = None  # what is wrong with the file now, said once
+        self._recheck: asyncio.TimerHandle | None = None  # a settling file's next look
+        # Records of ended jobs the file no longer names: kept as history, so a job put back
+        # (or a file that was empty for a moment) never runs a finished job again.
+        self._retired: dict[str, JobRecord] = {}
         self._log_sizes: dict[str, int] = {}
         self._summary = ""
         self._observed: dict[str, dict[int, int]] = {}
@@ -236,7 +249,8 @@ class Engine:
             return
         self._wake = asyncio.Event()
         check_trusted(self.queue_path)  # no one else may make gtui run a command
-        queue = load_queue(self.queue_path)
+        text = read_queue_text(self.queue_path)
+        queue = load_queue(self.queue_path, text=text)
         from gtui.core.lock import QueueLock
 
         ensure_private_dir(self.paths.state_dir)
@@ -252,12 +266,14 @@ class Engine:
                 spec = self._fake_opt or queue.settings.fake_gpus
                 self._backend = open_backend(spec, self.queue_path.parent)
             snapshot = self._backend.read(())
-            queue = load_queue(self.queue_path, pool=pool_totals(queue.settings, snapshot))
+            queue = load_queue(
+                self.queue_path, pool=pool_totals(queue.settings, snapshot), text=text
+            )
             self._store = Store(self.paths.db)
             self._paused = self._store.get_meta("paused") == "1"
             self._store.set_meta("scheduler_pid", str(os.getpid()))
             self._apply_queue(queue, initial=True)
-            self._queue_mtime = self._mtime()
+            self._queue_watch.taken(self._queue_watch.digest_of(text))
             self._snapshot = snapshot
             self._recover()
             if self._control_wanted:
@@ -417,12 +433,6 @@ class Engine:
         return False
 
     # ------------------------------------------------------------------ queue file
-    def _mtime(self) -> float | None:
-        try:
-            return self.queue_path.stat().st_mtime_ns / 1e9
-        except OSError:
-            return None
-
     def _apply_queue(self, queue: QueueFile, *, initial: bool = False) -> None:
         """Take a newly loaded queue: new jobs join, changed waiting jobs change, removed
         waiting jobs leave; running jobs are never touched."""
@@ -433,8 +443,13 @@ class Engine:
         stored = self._store.load() if initial else self._records
         records: dict[str, JobRecord] = {}
         changed: list[JobRecord] = []
+        back: list[JobRecord] = []  # ended jobs the file names again
         for spec in queue.jobs:
             rec = stored.get(spec.name)
+            if rec is None and not initial:
+                rec = self._retired.pop(spec.name, None)
+                if rec is not None and rec.final:
+                    back.append(rec)
             if rec is None:
                 rec = JobRecord(name=spec.name, mem_mib=spec.mem_mib)
                 changed.append(rec)
@@ -457,8 +472,11 @@ class Engine:
                     gpus=len(rec.gpus),
                     mem_mib=rec.mem_mib,
                 )
-            elif not initial:
-                removed.append(name)
+            else:
+                # Retired, never deleted: its history stays in the store (issue 14.2).
+                self._retired[name] = rec
+                if not initial:
+                    removed.append(name)
         # A running job keeps the spec it was started with; an edit applies to its next attempt.
         self._pending_specs = {}
         for name, rec in records.items():
@@ -476,8 +494,17 @@ class Engine:
         if changed:
             self._store.save_many(changed)
         for name in removed:
-            self._store.delete(name)
             self._publish(JobRemoved(name))
+        if back:
+            names = ", ".join(r.name for r in back[:5]) + (" ..." if len(back) > 5 else "")
+            self._publish(
+                Notice(
+                    "info",
+                    f"{names}: back in the queue file, and ended before ({back[0].state.value}"
+                    f"{', ...' if len(back) > 1 else ''}): not run again; "
+                    f"`gtui retry {self.queue_path.name} NAME` runs one again",
+                )
+            )
 
     async def reload(self) -> None:
         """Read the queue file again now (the control socket's ``reload``, after ``gtui add``)."""
@@ -485,32 +512,70 @@ class Engine:
         self._schedule()
 
     def _reload_if_changed(self, *, force: bool = False) -> None:
-        mtime = self._mtime()
-        if mtime is None:
-            if self._queue_error != "missing":
-                self._queue_error = "missing"
-                self._publish(
-                    Notice(
-                        "error",
-                        f"{self.queue_path} is gone; gtui keeps running the last good version "
-                        "of the queue (save the file again to change it)",
-                    )
-                )
+        """Take a new version of the queue file, if there is one that is complete and valid.
+
+        Nothing the file does can delete a record or stop the scheduler: a missing, empty,
+        unreadable or broken file is said once and ignored, and the last good queue runs on.
+        """
+        change = self._queue_watch.check(force=force)
+        if isinstance(change, Unchanged):
             return
-        if not force and mtime == self._queue_mtime:
+        if isinstance(change, Settling):
+            self._recheck_soon()
             return
-        self._queue_mtime = mtime
+        if isinstance(change, Missing):
+            self._say_once(
+                "missing",
+                f"{self.queue_path} is gone; gtui keeps running the last good version of the "
+                "queue (save the file again to change it)",
+            )
+            return
+        if isinstance(change, Empty):
+            self._say_once(
+                "empty",
+                f"{self.queue_path.name} is empty: ignored, the last good version of the queue "
+                "runs on and no job's record is touched (a program writing the file may not be "
+                "done; save it again to change the queue)",
+            )
+            return
+        if isinstance(change, Unreadable):
+            self._say_once(str(change.error), f"queue file ignored: {change.error}")
+            return
         try:
             check_trusted(self.queue_path)
-            queue = load_queue(self.queue_path, pool=pool_totals(self._settings, self._snapshot))
+            queue = load_queue(
+                self.queue_path,
+                pool=pool_totals(self._settings, self._snapshot),
+                text=change.text,
+            )
         except GtuiError as e:
-            self._queue_error = str(e)
-            self._publish(Notice("error", f"queue file not reloaded, last good version kept: {e}"))
+            self._queue_watch.taken(change.digest)  # judged: not read again until it changes
+            self._say_once(str(e), f"queue file not reloaded, last good version kept: {e}")
             return
+        self._queue_watch.taken(change.digest)
         self._queue_error = None
         self._apply_queue(queue)
         self._publish(QueueChanged(tuple(self.jobs())))
         self._publish(Notice("info", f"reloaded {self.queue_path.name}"))
+
+    def _say_once(self, key: str, text: str) -> None:
+        """Tell the user what is wrong with the queue file, once per distinct problem."""
+        if self._queue_error != key:
+            self._queue_error = key
+            self._publish(Notice("error", text))
+
+    def _recheck_soon(self) -> None:
+        """Look at a file that is still being written again once it had time to settle."""
+        if self._recheck is not None or self._stopping:
+            return
+
+        def again() -> None:
+            self._recheck = None
+            if not self._stopping:
+                self._reload_if_changed()
+                self._kick()
+
+        self._recheck = asyncio.get_running_loop().call_later(SETTLE_S, again)
 
     # ------------------------------------------------------------------ recovery
     def _recover(self) -> None:

@@ -1003,10 +1003,19 @@ def check_trusted(path: Path) -> None:
             )
 
 
-def read_queue_text(path: Path) -> str:
-    """The file's text, or a QueueFileError saying plainly why it cannot be read."""
+# A queue file larger than this is refused: 100,000 jobs take ~10 MB, and a bigger file is far
+# more likely a mistake (a log given as the queue) than a queue.
+MAX_QUEUE_BYTES = 256 << 20
+
+
+def read_queue_bytes(path: Path) -> bytes:
+    """The file's bytes, or a QueueFileError saying plainly why it cannot be read.
+
+    Opened without blocking and checked to be a regular file first: a FIFO or a device given as
+    the queue file would otherwise hang gtui (open waits for a writer, read never ends).
+    """
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise QueueFileError(str(path), "no such file") from None
     except IsADirectoryError:
@@ -1014,9 +1023,43 @@ def read_queue_text(path: Path) -> str:
     except OSError as e:
         raise QueueFileError(str(path), f"cannot read it: {e.strerror or e}") from None
     try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise QueueFileError(str(path), "is a directory, not a queue file")
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device or socket"
+            raise QueueFileError(str(path), f"is {kind}, not a regular file; give a queue file")
+        if st.st_size > MAX_QUEUE_BYTES:
+            raise QueueFileError(
+                str(path),
+                f"is {st.st_size >> 20} MiB; a queue file may hold at most "
+                f"{MAX_QUEUE_BYTES >> 20} MiB (is it really a queue file?)",
+            )
+        chunks: list[bytes] = []
+        total = 0
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > MAX_QUEUE_BYTES:
+                raise QueueFileError(str(path), "grew past the size a queue file may have")
+        return b"".join(chunks)
+    except OSError as e:
+        raise QueueFileError(str(path), f"cannot read it: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+
+
+def decode_queue(path: Path, data: bytes) -> str:
+    """``data`` as text (UTF-8), or a QueueFileError naming the first bad byte."""
+    try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise QueueFileError(str(path), f"not a UTF-8 text file (byte {e.start})") from None
+
+
+def read_queue_text(path: Path) -> str:
+    """The file's text, or a QueueFileError saying plainly why it cannot be read."""
+    return decode_queue(path, read_queue_bytes(path))
 
 
 def _parse_toml(path: str, text: str, sc: Scan) -> dict[str, Any]:
@@ -1166,13 +1209,39 @@ def load_queue(
     # A load makes some 100,000 objects that all live on (they hold no cycles): the garbage
     # collector's passes over them while they are made find nothing and cost ~10 % of a
     # 10,000-job load, so it waits until the load is done. Left off if it already was.
-    if not gc.isenabled():
-        return _load_queue(path, pool, text, machine)
+    enabled = gc.isenabled()
     gc.disable()
     try:
         return _load_queue(path, pool, text, machine)
+    except RecursionError:
+        # tomllib reads nested arrays and tables recursively: a file nested some hundreds of
+        # levels deep exhausts the stack before _check_depth can see it.
+        raise QueueFileError(
+            str(path), f"nested too deeply (a queue file needs at most {MAX_NESTING} levels)"
+        ) from None
     finally:
-        gc.enable()
+        if enabled:
+            gc.enable()
+
+
+# Arrays and tables inside each other: a real queue file uses 3 or 4 ([[jobs]] > env, matrix >
+# its list); anything deeper is a mistake or an attack on the reader.
+MAX_NESTING = 32
+
+
+def _check_depth(path: str, data: Mapping[str, Any]) -> None:
+    """Refuse a document nested deeper than MAX_NESTING (iteratively: no recursion to break)."""
+    stack: list[tuple[object, int]] = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise QueueFileError(
+                path, f"nested too deeply (a queue file needs at most {MAX_NESTING} levels)"
+            )
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values() if isinstance(v, dict | list))
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node if isinstance(v, dict | list))
 
 
 def _load_queue(
@@ -1186,6 +1255,7 @@ def _load_queue(
     if text is None:
         text = read_queue_text(p)
     sc, data = _scan_and_parse(shown, text)
+    _check_depth(shown, data)
     root = _Where(shown, None, sc.tables[0].keys, "the top level")
     for key in data:
         if key not in TOP_KEYS:
