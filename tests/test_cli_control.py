@@ -11,8 +11,7 @@ import signal
 import stat
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from gtui.core.model import JobRecord, JobState
 from gtui.core.paths import queue_paths
 from gtui.core.store import Store
 from tests.conftest import gtui, write_queue
+from tests.waiting import wait_for as wait_until
 
 FAKE = "2x80G"
 
@@ -40,12 +40,6 @@ def verb(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
-def wait_until(cond: Callable[[], object], timeout: float = 20.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or cond}")
-        time.sleep(0.05)
 
 
 def records(q: Path) -> dict[str, JobRecord]:

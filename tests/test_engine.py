@@ -7,8 +7,6 @@ import importlib.util
 import json
 import os
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +18,7 @@ from gtui.core.engine import Engine
 from gtui.core.errors import GtuiError
 from gtui.core.model import JobState
 from tests.conftest import write_queue
-
-
-async def wait_for(cond: Callable[[], bool], timeout: float = 15.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or cond}")
-        await asyncio.sleep(0.02)
+from tests.waiting import until as wait_for
 
 
 def states(engine: Engine) -> dict[str, str]:

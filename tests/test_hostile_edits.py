@@ -23,6 +23,7 @@ from gtui.core.queuewatch import SETTLE_S, Changed, QueueWatch, Settling, Unchan
 from tests.conftest import gtui, write_queue
 from tests.reliability.helpers import state_of, wait_for
 from tests.reliability.live import LiveOutput
+from tests.waiting import until as _until
 
 QUEUE = """
 [[jobs]]
@@ -191,12 +192,6 @@ def test_the_watch_reads_again_while_a_same_second_save_is_possible(tmp_path: Pa
     assert isinstance(watch.check(), Unchanged)
 
 
-async def _until(cond: object, timeout: float = 30.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not cond():  # type: ignore[operator]
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {cond}")
-        await asyncio.sleep(0.02)
 
 
 def test_a_fifo_given_as_the_queue_file_is_refused_at_once(tmp_path: Path) -> None:

@@ -6,14 +6,14 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gtui.core.control import request
 from tests.conftest import gtui, write_queue
+from tests.waiting import wait_for as wait_until
 
 QUEUE = """
 [settings]
@@ -43,12 +43,6 @@ cmd = "true"
 """
 
 
-def wait_until(cond: Callable[[], object], timeout: float = 30.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or cond}")
-        time.sleep(0.05)
 
 
 def live_states(q: Path) -> dict[str, tuple[str, str]]:

@@ -8,20 +8,12 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from tests.conftest import gtui
-
-
-def wait_for(cond: Callable[[], object], timeout: float = 20.0, what: str = "") -> None:
-    """Wait, generously, for something to happen (never a timing assertion)."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or cond}")
-        time.sleep(0.05)
+from tests.waiting import wait_for as wait_for  # re-exported: the reliability tests import it here
 
 
 def status(queue: Path) -> dict[str, dict[str, Any]]:
