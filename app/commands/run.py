@@ -82,6 +82,8 @@ class EventLog:
             self.line(f"failed {name}{elapsed} ({status}){why}")
         elif rec.state == JobState.KILLED:
             self.line(f"killed {name}{elapsed}")
+        elif rec.state == JobState.UNKNOWN:
+            self.line(f"unknown {name}{elapsed}{why}")
         elif rec.state == JobState.BLOCKED:
             self.line(f"blocked {name}: {rec.reason}")
         elif rec.state == JobState.SUSPENDED:

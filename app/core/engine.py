@@ -71,7 +71,9 @@ LOG_WATCH_S = 0.5  # how often running jobs' logs are checked for growth
 FAST_POLL_S = 0.2  # after a job ends on real GPUs, poll this often ...
 FAST_POLL_FOR_S = 1.0  # ... for this long, while the driver releases its memory
 NVML_WAIT_S = 2.0  # a GPU read that takes longer: schedule on the last one meanwhile
-BAD_STATES_FOR_AFTER = frozenset({JobState.FAILED, JobState.KILLED, JobState.BLOCKED})
+BAD_STATES_FOR_AFTER = frozenset(
+    {JobState.FAILED, JobState.KILLED, JobState.BLOCKED, JobState.UNKNOWN}
+)
 
 # Fault injection for the crash tests: GTUI_CRASH_AT="point:n" makes the scheduler SIGKILL itself
 # the n-th time it reaches ``point`` (after_intent, after_launch, after_exit, after_finish).
@@ -1202,7 +1204,8 @@ class Engine:
         self._log_sizes.pop(name, None)
         rec.exit_code = status.exit_code
         rec.signal = status.signal
-        rec.ended_at = time.time()
+        # Ended while no scheduler ran: when it really ended, not when we noticed.
+        rec.ended_at = _ended_at(rec) if recovered else time.time()
         killed = name in self._killing
         timed_out = name in self._timed_out
         self._killing.discard(name)
@@ -1216,6 +1219,12 @@ class Engine:
         elif status.exit_code == 0 and status.signal is None:
             rec.state = JobState.DONE
             rec.diagnosis = None
+        elif status.exit_code is None and status.signal is None:
+            # No readable exit status: "unknown", never "failed", never a silent re-run.
+            rec.state = JobState.UNKNOWN
+            rec.diagnosis = _unknown_diagnosis(rec)
+            if recovered:
+                rec.warnings.append("ended while gtui was not running")
         else:
             tail = read_log_tail(Path(rec.log)) if rec.log else ""
             diagnosis = diagnose(
@@ -1227,12 +1236,6 @@ class Engine:
             )
             if diagnosis is not None and diagnosis.kind == "error" and rec.log:
                 diagnosis = full_disk(Path(rec.log)) or diagnosis  # its error was not written
-            if status.exit_code is None and status.signal is None:
-                diagnosis = Diagnosis(
-                    kind="unknown",
-                    line="the job ended while gtui was not running and left no exit status",
-                    hint="check its log; retry it with r / gtui retry",
-                )
             rec.diagnosis = diagnosis
             rec.state = JobState.FAILED
             if recovered:
@@ -1565,6 +1568,40 @@ class _StateView(Mapping[str, str]):
 
     def __len__(self) -> int:
         return len(self._records)
+
+
+def _ended_at(rec: JobRecord) -> float:
+    """When a job that ended while no scheduler ran really ended: its status file's mtime (the
+    wrapper writes it last), else its log's, else now."""
+    for p in (rec.status_file, rec.log):
+        if p:
+            try:
+                return os.stat(p).st_mtime
+            except OSError:
+                continue
+    return time.time()
+
+
+def _unknown_diagnosis(rec: JobRecord) -> Diagnosis:
+    """Why a job's exit status is unknown, with the log's last line to judge by."""
+    why = "it left no exit status"
+    if rec.status_file:
+        try:
+            size = os.stat(rec.status_file).st_size
+        except OSError:
+            size = None
+        if size == 0:
+            why = "its exit-status file is empty (was the disk full?)"
+        elif size is not None:
+            why = "its exit-status file cannot be read"
+    tail = read_log_tail(Path(rec.log)) if rec.log else ""
+    last = next((ln.strip() for ln in reversed(tail.splitlines()) if ln.strip()), "")
+    line = f"exit status unknown: {why}" + (f"; the log ends with: {last[:200]}" if last else "")
+    return Diagnosis(
+        kind="unknown",
+        line=line,
+        hint="read its log: if it finished, leave it; else retry it with r / gtui retry",
+    )
 
 
 def _launch_hint(message: str) -> str:

@@ -45,11 +45,17 @@ class JobState(StrEnum):
     FAILED = "failed"
     KILLED = "killed"
     BLOCKED = "blocked"
+    # It ended, but how is not known: its exit status could not be read (an empty status file
+    # after a full disk, while no scheduler ran). Never taken for a failure, never re-run
+    # silently: the user looks at its log and retries it or not.
+    UNKNOWN = "unknown"
 
 
 WAITING_STATES = frozenset({JobState.QUEUED, JobState.HELD})
 ACTIVE_STATES = frozenset({JobState.RUNNING, JobState.SUSPENDED})
-FINAL_STATES = frozenset({JobState.DONE, JobState.FAILED, JobState.KILLED, JobState.BLOCKED})
+FINAL_STATES = frozenset(
+    {JobState.DONE, JobState.FAILED, JobState.KILLED, JobState.BLOCKED, JobState.UNKNOWN}
+)
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ STATE_GLYPH: dict[JobState, str] = {
     JobState.FAILED: "✗",
     JobState.KILLED: "✕",
     JobState.BLOCKED: "⊘",
+    JobState.UNKNOWN: "?",
 }
 STATE_STYLE: dict[JobState, str] = {
     JobState.RUNNING: "bold green",
@@ -47,6 +48,7 @@ STATE_STYLE: dict[JobState, str] = {
     JobState.FAILED: "bold red",
     JobState.KILLED: "magenta",
     JobState.BLOCKED: "red",
+    JobState.UNKNOWN: "bold yellow",
 }
 # Order of the header's counts: what needs eyes first.
 COUNT_ORDER = (
@@ -54,6 +56,7 @@ COUNT_ORDER = (
     JobState.SUSPENDED,
     JobState.QUEUED,
     JobState.HELD,
+    JobState.UNKNOWN,
     JobState.FAILED,
     JobState.KILLED,
     JobState.BLOCKED,
@@ -67,6 +70,7 @@ SHORT_STATE = {
     JobState.FAILED: "fail",
     JobState.KILLED: "kill",
     JobState.BLOCKED: "blk",
+    JobState.UNKNOWN: "unkn",
     JobState.DONE: "done",
 }
 

@@ -42,7 +42,7 @@ FILTERS: dict[str, frozenset[JobState] | None] = {
     "all": None,
     "active": ACTIVE_STATES,
     "waiting": WAITING_STATES,
-    "trouble": frozenset({JobState.FAILED, JobState.KILLED, JobState.BLOCKED}),
+    "trouble": frozenset({JobState.FAILED, JobState.KILLED, JobState.BLOCKED, JobState.UNKNOWN}),
     **{s.value: frozenset({s}) for s in COUNT_ORDER},
 }
 FILTER_LABELS = {
