@@ -25,8 +25,9 @@ from gtui.core.units import format_duration, format_mib
 class EventLog:
     """Turns engine events into the headless event log (one line each, flushed at once)."""
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: TextIO, queue_name: str = "QUEUE.toml") -> None:
         self.out = out
+        self._queue_name = queue_name
         self._last_state: dict[str, tuple[str, int]] = {}
         self._paused = False
 
@@ -43,7 +44,12 @@ class EventLog:
         elif isinstance(event, QueuePaused):
             if event.paused != self._paused:
                 self._paused = event.paused
-                self.line("queue paused: no new starts" if event.paused else "queue resumed")
+                self.line(
+                    "queue paused: no new starts; this scheduler waits for "
+                    f"`gtui resume {self._queue_name}` (or Ctrl-C to stop it)"
+                    if event.paused
+                    else "queue resumed"
+                )
         elif isinstance(event, WaitingSummary) and event.text:
             self.line(event.text)
 
@@ -102,7 +108,7 @@ class EventLog:
 
 async def run_headless(queue: str, fake_gpus: str | None, out: TextIO) -> int:
     engine = Engine(queue, fake_gpus=fake_gpus)
-    log = EventLog(out)
+    log = EventLog(out, engine.queue_path.name)
     engine.subscribe(log)
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()

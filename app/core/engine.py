@@ -410,7 +410,9 @@ class Engine:
         if self._active_names():
             return False
         if self._paused:
-            return True
+            # A paused queue keeps its scheduler: `gtui resume` must find someone to resume
+            # (issue 14.16). The user stops it (SIGTERM / Ctrl-C), or resumes it.
+            return False
         gpus_known = len(self._snapshot.gpus)  # lost GPUs count: they may come back
         for name in self._order:
             rec = self._records[name]
