@@ -72,7 +72,11 @@ def aligned(lines: list[str]) -> None:
     state_at, try_end = header.index("state"), header.index("try") + len("try")
     for line in lines[lines.index(header) + 1 :]:
         assert line[state_at - 2 : state_at] == "  " and line[state_at] != " ", (header, line)
-        assert line[try_end - 1] != " " and line[try_end : try_end + 2] == "  ", (header, line)
+        # A row with no note ends at its try cell (no trailing spaces).
+        assert line[try_end - 1] != " " and line[try_end : try_end + 2] in ("  ", ""), (
+            header,
+            line,
+        )
 
 
 @pytest.fixture
@@ -111,16 +115,18 @@ def test_status_table_of_a_running_queue_then_of_the_store(
     wait_until(settled, what="done, failed, running and queued jobs")
     lines, rows = table(q)
     assert lines[0] == str(q)  # not paused: nothing after the path
-    assert lines[1] == "  GPU 0 Fake A800 80G: 68G/80G, util 90%"  # 8G others' + 60G ours
-    assert lines[2].split() == ["name", "state", "gpu", "mem", "try", "note"]
+    assert lines[1].startswith(f"scheduler: running, pid {scheduler.pid}, since ")
+    assert lines[2] == "  GPU 0 Fake A800 80G: 68G/80G, util 90%"  # 8G others' + 60G ours
+    assert lines[3].split() == ["name", "state", "gpu", "mem", "try", "note"]
     assert list(rows) == ["ok", "bad", "long-running-job", "big"]  # queue order
     assert rows["ok"] == ["ok", "done", "-", "-", "1", ""]
     assert rows["bad"] == ["bad", "failed", "-", "-", "1", "runtime_error: RuntimeError: boom"]
     assert rows["long-running-job"][:5] == ["long-running-job", "running", "0", "60G", "1"]
     assert re.fullmatch(r"\d+:\d\d", rows["long-running-job"][5]), rows  # running for m:ss
-    assert rows["big"] == [
-        "big", "queued", "-", "60G", "0", "needs 1 GPU with 60G: none eligible (GPU0 ours)"
-    ]
+    assert rows["big"][:5] == ["big", "queued", "-", "60G", "0"]
+    assert re.fullmatch(
+        r"needs 1 GPU with 60G: none eligible \(GPU0 ours\) \(\d+s ago\)", rows["big"][5]
+    ), rows["big"]
     aligned(lines)
 
     (tmp_path / "release").touch()
@@ -128,7 +134,8 @@ def test_status_table_of_a_running_queue_then_of_the_store(
     assert request(q, "ping") is None  # no scheduler now: the table comes from the store
     lines, rows = table(q)
     assert lines[0] == str(q)
-    assert lines[1] == "  GPU 0 Fake A800 80G: 8G/80G, util 10%"  # the last reading, saved
+    assert lines[1].startswith(f"scheduler: not running (the last one, pid {scheduler.pid}, ")
+    assert lines[2] == "  GPU 0 Fake A800 80G: 8G/80G, util 10%"  # the last reading, saved
     assert rows["ok"] == ["ok", "done", "-", "-", "1", ""]
     assert rows["bad"] == ["bad", "failed", "-", "-", "1", "runtime_error: RuntimeError: boom"]
     assert rows["long-running-job"] == ["long-running-job", "done", "0", "60G", "1", ""]
@@ -142,3 +149,52 @@ def test_status_table_says_the_queue_is_paused(tmp_path: Path) -> None:
     lines, rows = table(q)
     assert lines[0] == f"{q}  (queue paused)"
     assert rows["big"][:5] == ["big", "queued", "-", "60G", "0"]
+
+
+def test_status_with_no_scheduler_shows_what_really_happened(tmp_path: Path) -> None:
+    """Issue 14.13: the scheduler stopped (SIGTERM: its jobs go on), then a job ended. The table
+    says no scheduler runs and since when, shows the ended job as done (from its exit-status
+    file, as the next scheduler will record it), and keeps the waiting job's last reason with
+    its age."""
+    q = write_queue(
+        tmp_path,
+        """
+        [settings]
+        fake_gpus = "80G"
+
+        [[jobs]]
+        name = "a"
+        mem = "60G"
+        cmd = "while [ ! -e release ]; do sleep 0.05; done"
+
+        [[jobs]]
+        name = "big"
+        mem = "60G"
+        cmd = "true"
+        """,
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gtui", "run", str(q)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        wait_until(
+            lambda: live_states(q).get("big", ("", ""))[1] != "", what="big to wait, with a reason"
+        )
+        proc.terminate()
+        assert proc.wait(30) == 1
+        (tmp_path / "release").touch()
+        status_file = tmp_path / ".gtui" / "q.run" / "a.1.status"
+        wait_until(lambda: status_file.exists() and status_file.stat().st_size > 0, what="a's end")
+    finally:
+        (tmp_path / "release").touch()
+        if proc.poll() is None:
+            proc.kill()
+    lines, rows = table(q)
+    assert lines[1].startswith(f"scheduler: not running (the last one, pid {proc.pid}, stopped ")
+    assert rows["a"][:2] == ["a", "done"], rows["a"]
+    assert "ended while no scheduler ran; recorded when one starts" in rows["a"][5]
+    assert rows["big"][:2] == ["big", "queued"]
+    assert re.fullmatch(r"needs 1 GPU with 60G: .* \(\d+s ago\)", rows["big"][5]), rows["big"]

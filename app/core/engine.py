@@ -61,11 +61,12 @@ from gtui.core.queuewatch import (
     Unchanged,
     Unreadable,
 )
-from gtui.core.status import status_dict
+from gtui.core.status import ended_at, status_dict, unknown_diagnosis
 from gtui.core.store import Store, StoreError
 
 # On a job that runs with isolate = false: the incident of seed 004 starts this way.
 UNISOLATED_WARNING = "runs unisolated (isolate = false): no CUDA_VISIBLE_DEVICES, it sees every GPU"
+REASON_SAVE_S = 30.0  # waiting reasons are saved at most this often (and at shutdown)
 LEFTOVER_BATCH_S = 0.1  # job ends this close together share one scan for leftovers
 LOG_WATCH_S = 0.5  # how often running jobs' logs are checked for growth
 FAST_POLL_S = 0.2  # after a job ends on real GPUs, poll this often ...
@@ -125,6 +126,7 @@ class Engine:
         # dispatch=False: an engine that only applies commands (gtui kill/pause/... when no
         # scheduler runs): it starts nothing.
         self._dispatch = dispatch
+        self._scheduler = dispatch  # a scheduler (not the no-scheduler CLI's engine)
         self._queue: QueueFile | None = None
         self._settings = Settings()
         self._specs: dict[str, JobSpec] = {}
@@ -153,6 +155,12 @@ class Engine:
         # Records of ended jobs the file no longer names: kept as history, so a job put back
         # (or a file that was empty for a moment) never runs a finished job again.
         self._retired: dict[str, JobRecord] = {}
+        self._started_at: float | None = None
+        # Waiting reasons change at every pass and are not worth a commit each; they are saved
+        # at most every REASON_SAVE_S and at shutdown, so `gtui status` with no scheduler
+        # shows each waiting job's last reason and its age.
+        self._reasons_dirty: set[str] = set()
+        self._reasons_saved = 0.0
         self._log_sizes: dict[str, int] = {}
         self._summary = ""
         self._observed: dict[str, dict[int, int]] = {}
@@ -224,7 +232,8 @@ class Engine:
 
     def status_json(self) -> dict[str, Any]:
         gpus = [g.to_json() for g in self._snapshot.gpus]
-        return status_dict(self.queue_path, self._paused, gpus, self.jobs())
+        scheduler = {"running": self._scheduler, "pid": os.getpid(), "since": self._started_at}
+        return status_dict(self.queue_path, self._paused, gpus, self.jobs(), scheduler)
 
     # ------------------------------------------------------------------ subscription
     def subscribe(self, sink: EventSink) -> Callable[[], None]:
@@ -284,6 +293,9 @@ class Engine:
             self._release()
             raise
         self._started = True
+        self._started_at = time.time()
+        if self._scheduler and self._store is not None:
+            self._store.set_meta("scheduler_since", f"{self._started_at:.3f}")
         self._publish(QueueChanged(tuple(self.jobs())))
         self._publish(QueuePaused(self._paused))
         if self._snapshot.error:
@@ -380,6 +392,10 @@ class Engine:
                 await self._control.close()
             self._control = None
         self._save_unsaved()
+        self._save_reasons()
+        if self._scheduler and self._store is not None:
+            with contextlib.suppress(StoreError):
+                self._store.set_meta("scheduler_stopped", f"{time.time():.3f}")
         if self._unsaved:
             self._publish(
                 Notice(
@@ -672,6 +688,8 @@ class Engine:
     # ------------------------------------------------------------------ polling
     async def _poll(self) -> None:
         self._save_unsaved()
+        if time.monotonic() - self._reasons_saved >= REASON_SAVE_S:
+            self._save_reasons()
         self._reload_if_changed()
         await self._read_gpus()
 
@@ -943,11 +961,14 @@ class Engine:
         if self._said == (self._version, decision.reasons):
             return  # the same jobs wait for the same reasons: nothing to tell (a poll at rest)
         changed = []
+        now = time.time()
         for name, reason in decision.reasons.items():
             rec = self._records.get(name)
             if rec is not None and rec.waiting and rec.reason != reason:
                 rec.reason = reason
+                rec.reason_at = now
                 changed.append(rec)
+                self._reasons_dirty.add(name)
         for rec in changed:
             self._publish(JobChanged(self._view(rec.name)))
         self._summarize(decision.reasons)
@@ -1207,7 +1228,7 @@ class Engine:
         rec.exit_code = status.exit_code
         rec.signal = status.signal
         # Ended while no scheduler ran: when it really ended, not when we noticed.
-        rec.ended_at = _ended_at(rec) if recovered else time.time()
+        rec.ended_at = ended_at(rec) if recovered else time.time()
         killed = name in self._killing
         timed_out = name in self._timed_out
         self._killing.discard(name)
@@ -1224,7 +1245,7 @@ class Engine:
         elif status.exit_code is None and status.signal is None:
             # No readable exit status: "unknown", never "failed", never a silent re-run.
             rec.state = JobState.UNKNOWN
-            rec.diagnosis = _unknown_diagnosis(rec)
+            rec.diagnosis = unknown_diagnosis(rec)
             if recovered:
                 rec.warnings.append("ended while gtui was not running")
         else:
@@ -1349,6 +1370,16 @@ class Engine:
                     "gtui tries again at every poll (running jobs go on)",
                 )
             )
+
+    def _save_reasons(self) -> None:
+        """Save the waiting reasons that changed since the last save (one transaction)."""
+        self._reasons_saved = time.monotonic()
+        if not self._reasons_dirty or self._store is None:
+            return
+        recs = [self._records[n] for n in self._reasons_dirty if n in self._records]
+        self._reasons_dirty = set()
+        with contextlib.suppress(StoreError):  # only words: the next save has them again
+            self._store.save_many(r for r in recs if r.waiting)
 
     def _save_unsaved(self) -> None:
         if not self._unsaved or self._store is None:
@@ -1570,40 +1601,6 @@ class _StateView(Mapping[str, str]):
 
     def __len__(self) -> int:
         return len(self._records)
-
-
-def _ended_at(rec: JobRecord) -> float:
-    """When a job that ended while no scheduler ran really ended: its status file's mtime (the
-    wrapper writes it last), else its log's, else now."""
-    for p in (rec.status_file, rec.log):
-        if p:
-            try:
-                return os.stat(p).st_mtime
-            except OSError:
-                continue
-    return time.time()
-
-
-def _unknown_diagnosis(rec: JobRecord) -> Diagnosis:
-    """Why a job's exit status is unknown, with the log's last line to judge by."""
-    why = "it left no exit status"
-    if rec.status_file:
-        try:
-            size = os.stat(rec.status_file).st_size
-        except OSError:
-            size = None
-        if size == 0:
-            why = "its exit-status file is empty (was the disk full?)"
-        elif size is not None:
-            why = "its exit-status file cannot be read"
-    tail = read_log_tail(Path(rec.log)) if rec.log else ""
-    last = next((ln.strip() for ln in reversed(tail.splitlines()) if ln.strip()), "")
-    line = f"exit status unknown: {why}" + (f"; the log ends with: {last[:200]}" if last else "")
-    return Diagnosis(
-        kind="unknown",
-        line=line,
-        hint="read its log: if it finished, leave it; else retry it with r / gtui retry",
-    )
 
 
 def _launch_hint(message: str) -> str:

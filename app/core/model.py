@@ -146,6 +146,7 @@ class JobRecord:
     ended_at: float | None = None
     log: str | None = None
     reason: str = ""  # why it waits, in words
+    reason_at: float | None = None  # when that reason was last given (saved at most every 30 s)
     diagnosis: Diagnosis | None = None
     warnings: list[str] = field(default_factory=list)
     queued_since: float = field(default_factory=time.time)

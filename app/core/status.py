@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gtui.core import runner
 from gtui.core.api import JobView
+from gtui.core.diagnose import read_log_tail
+from gtui.core.model import Diagnosis, JobRecord, JobState
 
 
 def job_dict(view: JobView) -> dict[str, Any]:
@@ -24,17 +30,83 @@ def job_dict(view: JobView) -> dict[str, Any]:
         "ended_at": rec.ended_at,
         "log": rec.log,
         "reason": rec.reason if rec.waiting or rec.state.value == "blocked" else "",
+        "reason_at": rec.reason_at if rec.waiting else None,
         "diagnosis": {"kind": d.kind, "line": d.line, "hint": d.hint} if d else None,
         "warnings": list(rec.warnings),
     }
 
 
 def status_dict(
-    queue: Path, paused: bool, gpus: Sequence[dict[str, Any]], jobs: Sequence[JobView]
+    queue: Path,
+    paused: bool,
+    gpus: Sequence[dict[str, Any]],
+    jobs: Sequence[JobView],
+    scheduler: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """``scheduler``: ``{"running": bool, "pid": int | None, "since": float | None}`` (for a
+    stopped one: its last pid, and ``stopped`` when it stopped, if known)."""
     return {
         "queue": str(queue),
+        "scheduler": scheduler or {"running": False, "pid": None, "since": None},
         "paused": paused,
         "gpus": list(gpus),
         "jobs": [job_dict(v) for v in jobs],
     }
+
+
+def ended_at(rec: JobRecord) -> float:
+    """When a job that ended while no scheduler ran really ended: its status file's mtime (the
+    wrapper writes it last), else its log's, else now."""
+    for p in (rec.status_file, rec.log):
+        if p:
+            try:
+                return os.stat(p).st_mtime
+            except OSError:
+                continue
+    return time.time()
+
+
+def unknown_diagnosis(rec: JobRecord) -> Diagnosis:
+    """Why a job's exit status is unknown, with the log's last line to judge by."""
+    why = "it left no exit status"
+    if rec.status_file:
+        try:
+            size = os.stat(rec.status_file).st_size
+        except OSError:
+            size = None
+        if size == 0:
+            why = "its exit-status file is empty (was the disk full?)"
+        elif size is not None:
+            why = "its exit-status file cannot be read"
+    tail = read_log_tail(Path(rec.log)) if rec.log else ""
+    last = next((ln.strip() for ln in reversed(tail.splitlines()) if ln.strip()), "")
+    line = f"exit status unknown: {why}" + (f"; the log ends with: {last[:200]}" if last else "")
+    return Diagnosis(
+        kind="unknown",
+        line=line,
+        hint="read its log: if it finished, leave it; else retry it with r / gtui retry",
+    )
+
+
+def settled(rec: JobRecord) -> JobRecord:
+    """What a record really says while no scheduler runs: a job recorded as running whose
+    process is gone ended meanwhile, and its status file says how (the next scheduler records
+    exactly this). The stored record is not changed."""
+    if not rec.active or rec.pid is None:
+        return rec
+    if rec.create_time is not None and runner.is_alive(rec.pid, rec.create_time):
+        return rec
+    status = runner.read_status_file(Path(rec.status_file)) if rec.status_file else None
+    out = dataclasses.replace(rec, warnings=[*rec.warnings, ENDED_UNRECORDED])
+    out.ended_at = ended_at(rec)
+    if status is None:
+        out.state = JobState.UNKNOWN
+        out.diagnosis = unknown_diagnosis(rec)
+        return out
+    out.exit_code, out.signal = status.exit_code, status.signal
+    ok = status.exit_code == 0 and status.signal is None
+    out.state = JobState.DONE if ok else JobState.FAILED
+    return out
+
+
+ENDED_UNRECORDED = "ended while no scheduler ran; recorded when one starts"
