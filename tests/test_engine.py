@@ -348,9 +348,13 @@ async def test_paused_queue_starts_nothing(tmp_path: Path) -> None:
     engine = Engine(q, fake_gpus="1x80G")
     await engine.start()
     await engine.pause_queue()
-    assert await run_to_end(engine) == 1  # nothing can run: it returns at once
-    assert states(engine) == {"a": "queued"}
-    assert engine.view("a").record.reason == "queue paused"
+    # A paused queue keeps its scheduler (issue 14.16): it waits, and says why a waits.
+    task = asyncio.create_task(engine.run(exit_when_idle=True))
+    await wait_for(lambda: engine.view("a").record.reason == "queue paused", what="the reason")
+    assert states(engine) == {"a": "queued"} and not task.done()
+    await engine.resume_queue()
+    assert await asyncio.wait_for(task, 60) == 0
+    assert states(engine) == {"a": "done"}
 
 
 async def test_on_failure_pause_stops_new_starts_until_resumed(tmp_path: Path) -> None:

@@ -51,7 +51,14 @@ from gtui.core.model import (
 from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths, register_queue
 from gtui.core.placeholders import placeholders_used, substitute
 from gtui.core.policy import Allocation, Candidate, place
-from gtui.core.queuefile import QueueFile, check_trusted, isolated, load_queue, read_queue_text
+from gtui.core.queuefile import (
+    QueueFile,
+    check_trusted,
+    derive_name,
+    isolated,
+    load_queue,
+    read_queue_text,
+)
 from gtui.core.queuewatch import (
     SETTLE_S,
     Empty,
@@ -511,6 +518,8 @@ class Engine:
         self._names = self._order + [n for n in records if n not in in_file]
         self._index = {n: i for i, n in enumerate(self._order)}
         self._version += 1
+        if not initial:
+            self._link_edits_of_running_jobs(changed)
         if changed:
             self._store.save_many(changed)
         for name in removed:
@@ -525,6 +534,52 @@ class Engine:
                     f"`gtui retry {self.queue_path.name} NAME` runs one again",
                 )
             )
+
+    def _link_edits_of_running_jobs(self, new: list[JobRecord]) -> None:
+        """A job with no ``name`` is named after its command, so editing a running one's command
+        looks like a new job beside it. Find those (same ``[[jobs]]`` entry, both names derived)
+        and hold the new one until the old run ends: never a second copy (issue 14.5)."""
+        running_gone = {
+            self._specs[n].entry: n
+            for n, r in self._records.items()
+            if r.active and n not in self._order and _derived(self._specs[n])
+        }
+        if not running_gone:
+            return
+        for rec in new:
+            spec = self._specs.get(rec.name)
+            if spec is None or not _derived(spec) or rec.state != JobState.QUEUED:
+                continue
+            old = running_gone.pop(spec.entry, None)
+            if old is None:
+                continue
+            rec.state = JobState.HELD
+            rec.after_edit_of = old
+            rec.reason = (
+                f"edit of {old}, which is still running: applies from its next attempt "
+                "(runs if that one fails; done if it succeeds)"
+            )
+            rec.reason_at = time.time()
+
+    def _take_over_from_edit(self, old: JobRecord) -> None:
+        """``old`` ended: the job that is its edit goes on from there."""
+        for name, rec in self._records.items():
+            if rec.after_edit_of != old.name or rec.state != JobState.HELD:
+                continue
+            rec.after_edit_of = None
+            if old.state in (JobState.QUEUED, JobState.HELD):
+                old.state = JobState.FAILED  # its retry is the edit's first run
+                self._commit(old)
+            if old.state == JobState.DONE:
+                rec.state = JobState.DONE
+                rec.ended_at = old.ended_at
+                rec.warnings = [f"done as {old.name}, before its command was edited"]
+            else:
+                rec.state = JobState.QUEUED
+                rec.queued_since = time.time()
+            rec.reason = ""
+            self._commit(rec)
+            self._publish(JobChanged(self._view(name)))
 
     async def reload(self) -> None:
         """Read the queue file again now (the control socket's ``reload``, after ``gtui add``)."""
@@ -965,6 +1020,8 @@ class Engine:
         for name, reason in decision.reasons.items():
             rec = self._records.get(name)
             if rec is not None and rec.waiting and rec.reason != reason:
+                if rec.after_edit_of is not None:
+                    continue  # held as the edit of a running job: its own reason says so
                 rec.reason = reason
                 rec.reason_at = now
                 changed.append(rec)
@@ -1270,6 +1327,10 @@ class Engine:
                 rec.queued_since = time.time()
         self._commit(rec)
         self._publish(JobChanged(self._view(name)))
+        if rec.final or name not in self._index:
+            # Ended, or would be retried under a name the file no longer has: its edit (if
+            # any) takes over, as the next attempt.
+            self._take_over_from_edit(rec)
         if rec.state == JobState.FAILED:
             self._after_failure(rec)
 
@@ -1601,6 +1662,11 @@ class _StateView(Mapping[str, str]):
 
     def __len__(self) -> int:
         return len(self._records)
+
+
+def _derived(spec: JobSpec) -> bool:
+    """Whether the job's name was made from its command (no ``name``, no matrix)."""
+    return not spec.matrix and spec.name == derive_name(spec.cmd)
 
 
 def _launch_hint(message: str) -> str:

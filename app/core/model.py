@@ -146,7 +146,10 @@ class JobRecord:
     ended_at: float | None = None
     log: str | None = None
     reason: str = ""  # why it waits, in words
-    reason_at: float | None = None  # when that reason was last given (saved at most every 30 s)
+    reason_at: float | None = None
+    # Set when this job is the edit of a job still running under its old, derived name: it
+    # waits for that run, and takes over from its next attempt (issue 14.5).
+    after_edit_of: str | None = None  # when that reason was last given (saved at most every 30 s)
     diagnosis: Diagnosis | None = None
     warnings: list[str] = field(default_factory=list)
     queued_since: float = field(default_factory=time.time)
