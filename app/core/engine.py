@@ -50,7 +50,7 @@ from gtui.core.model import (
 )
 from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths, register_queue
 from gtui.core.placeholders import placeholders_used, substitute
-from gtui.core.policy import Allocation, Candidate, place
+from gtui.core.policy import Allocation, Candidate, format_wait, place
 from gtui.core.queuefile import (
     QueueFile,
     check_trusted,
@@ -73,6 +73,9 @@ from gtui.core.store import Store, StoreError
 
 # On a job that runs with isolate = false: the incident of seed 004 starts this way.
 UNISOLATED_WARNING = "runs unisolated (isolate = false): no CUDA_VISIBLE_DEVICES, it sees every GPU"
+QUICK_RUN_S = 60.0  # a failed run shorter than this counts toward the retry back-off
+BACKOFF_FIRST_S = 1.0
+BACKOFF_MAX_S = 300.0
 REASON_SAVE_S = 30.0  # waiting reasons are saved at most this often (and at shutdown)
 LEFTOVER_BATCH_S = 0.1  # job ends this close together share one scan for leftovers
 LOG_WATCH_S = 0.5  # how often running jobs' logs are checked for growth
@@ -193,7 +196,9 @@ class Engine:
         self._said: tuple[int, Mapping[str, str]] = (-1, {})  # (version, reasons) last published
         self._last_poll = 0.0  # monotonic time of the loop's last GPU read and pass
         # name -> (spec, mem, queued_since, state, Candidate): see _decide
-        self._candidates: dict[str, tuple[JobSpec, int | None, float, JobState, Candidate]] = {}
+        self._candidates: dict[
+            str, tuple[JobSpec, int | None, float, JobState, Candidate, float | None]
+        ] = {}
         self._fast_until = 0.0
 
     # ------------------------------------------------------------------ read-only accessors
@@ -294,6 +299,10 @@ class Engine:
             self._queue_watch.taken(self._queue_watch.digest_of(text))
             self._snapshot = snapshot
             self._recover()
+            now = time.time()
+            for name, rec in self._records.items():  # back-offs under way when it stopped
+                if rec.waiting and rec.retry_at is not None and rec.retry_at > now:
+                    self._arm_retry(name, rec.retry_at - now)
             if self._control_wanted:
                 await self._start_control()
         except BaseException:
@@ -966,6 +975,7 @@ class Engine:
         candidates = []
         cache = self._candidates
         queued, held = JobState.QUEUED, JobState.HELD
+        now = time.time()
         for index, name in enumerate(self._order):
             rec = records[name]
             state = rec.state
@@ -980,6 +990,7 @@ class Engine:
                 and hit[2] == rec.queued_since
                 and hit[3] is state
                 and hit[4].order == index
+                and hit[5] == rec.retry_at
             ):
                 candidates.append(hit[4])
                 continue
@@ -991,9 +1002,10 @@ class Engine:
                 order=index,
                 after=spec.after,
                 waiting_since=rec.queued_since,
-                held=state is held,
+                # Backing off after quick failures: out of placement until its time comes.
+                held=state is held or (rec.retry_at is not None and rec.retry_at > now),
             )
-            cache[name] = (spec, rec.mem_mib, rec.queued_since, state, cand)
+            cache[name] = (spec, rec.mem_mib, rec.queued_since, state, cand, rec.retry_at)
             candidates.append(cand)
         if len(cache) > 2 * len(candidates) + 64:  # jobs that left the queue, or stopped waiting
             waiting = {c.name for c in candidates}
@@ -1022,6 +1034,10 @@ class Engine:
             if rec is not None and rec.waiting and rec.reason != reason:
                 if rec.after_edit_of is not None:
                     continue  # held as the edit of a running job: its own reason says so
+                if rec.retry_at is not None and rec.retry_at > now:
+                    reason = _backoff_reason(rec, now)
+                    if rec.reason == reason:
+                        continue
                 rec.reason = reason
                 rec.reason_at = now
                 changed.append(rec)
@@ -1299,6 +1315,7 @@ class Engine:
         elif status.exit_code == 0 and status.signal is None:
             rec.state = JobState.DONE
             rec.diagnosis = None
+            rec.quick_fails, rec.retry_at = 0, None
         elif status.exit_code is None and status.signal is None:
             # No readable exit status: "unknown", never "failed", never a silent re-run.
             rec.state = JobState.UNKNOWN
@@ -1325,6 +1342,7 @@ class Engine:
                     self._grow_after_oom(rec, diagnosis)
                 rec.state = JobState.QUEUED
                 rec.queued_since = time.time()
+                self._back_off(rec)
         self._commit(rec)
         self._publish(JobChanged(self._view(name)))
         if rec.final or name not in self._index:
@@ -1333,6 +1351,29 @@ class Engine:
             self._take_over_from_edit(rec)
         if rec.state == JobState.FAILED:
             self._after_failure(rec)
+
+    def _back_off(self, rec: JobRecord) -> None:
+        """A job retried after a failure that came quickly waits before its next try: at once
+        the first time, then 1 s doubling to BACKOFF_MAX_S; a run over QUICK_RUN_S resets it.
+        `retries = -1` on a job that fails at once restarted it ~266 times a second."""
+        ran = (rec.ended_at or 0.0) - (rec.started_at or 0.0)
+        rec.quick_fails = rec.quick_fails + 1 if ran < QUICK_RUN_S else 0
+        if rec.quick_fails < 2:
+            rec.retry_at = None
+            return
+        delay = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** (rec.quick_fails - 2))
+        rec.retry_at = time.time() + delay
+        self._arm_retry(rec.name, delay)
+
+    def _arm_retry(self, name: str, delay: float) -> None:
+        """At the end of a back-off, make the job a candidate again and run a pass."""
+
+        def due() -> None:
+            self._version += 1  # the candidate list holds the job back: build it anew
+            self._candidates.pop(name, None)
+            self._kick()
+
+        asyncio.get_running_loop().call_later(max(0.0, delay), due)
 
     def _retry_left(self, spec: JobSpec, rec: JobRecord) -> bool:
         return spec.retries < 0 or rec.attempt - rec.first_attempt < spec.retries
@@ -1574,6 +1615,7 @@ class Engine:
             rec.queued_since = time.time()
             rec.reason = ""
             rec.diagnosis = None
+            rec.quick_fails, rec.retry_at = 0, None  # the user asked: now, not after a wait
             # A manual retry gets a fresh retry budget; attempt numbers go on (log names).
             rec.first_attempt = rec.attempt + 1
             self._commit(rec)
@@ -1662,6 +1704,15 @@ class _StateView(Mapping[str, str]):
 
     def __len__(self) -> int:
         return len(self._records)
+
+
+def _backoff_reason(rec: JobRecord, now: float) -> str:
+    left = format_wait((rec.retry_at or now) - now)
+    at = time.strftime("%H:%M:%S", time.localtime(rec.retry_at or now))
+    return (
+        f"retry at {at} (in {left}): failed {rec.quick_fails} times in a row within a minute; "
+        "kill or pause it to stop"
+    )
 
 
 def _derived(spec: JobSpec) -> bool:

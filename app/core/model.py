@@ -149,7 +149,11 @@ class JobRecord:
     reason_at: float | None = None
     # Set when this job is the edit of a job still running under its old, derived name: it
     # waits for that run, and takes over from its next attempt (issue 14.5).
-    after_edit_of: str | None = None  # when that reason was last given (saved at most every 30 s)
+    after_edit_of: str | None = None
+    # Retry back-off (issue 14.9): failures in a row that each ran under a minute, and when the
+    # next try may start.
+    quick_fails: int = 0
+    retry_at: float | None = None  # when that reason was last given (saved at most every 30 s)
     diagnosis: Diagnosis | None = None
     warnings: list[str] = field(default_factory=list)
     queued_since: float = field(default_factory=time.time)
