@@ -289,6 +289,46 @@ def check_wrong_queue(where: str, value: Any) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# nesting (issue 14.7): deep enough to break a recursive reader
+
+
+@st.composite
+def nested_queue(draw: st.DrawFn) -> str:
+    """A queue file with arrays or inline tables nested 33 to 3,000 deep in one random place."""
+    depth = draw(st.one_of(st.integers(33, 120), st.integers(300, 3000)))
+    kind = draw(st.sampled_from(["array", "table", "mixed"]))
+    opens, closes = [], []
+    for i in range(depth):
+        table = kind == "table" or (kind == "mixed" and i % 2 == 1)
+        opens.append("{a = " if table else "[")
+        closes.append("}" if table else "]")
+    value = "".join(opens) + "1" + "".join(reversed(closes))
+    where = draw(st.sampled_from(["matrix", "env", "settings", "top"]))
+    if where == "matrix":
+        return f'[[jobs]]\ncmd = "x {{v}}"\nmatrix = {{ v = [{value}] }}\n'
+    if where == "env":
+        return f'[[jobs]]\ncmd = "x"\nenv = {{ A = {value} }}\n'
+    if where == "settings":
+        return f'[settings]\nenv = {{ A = {value} }}\n[[jobs]]\ncmd = "x"\n'
+    return f'x = {value}\n[[jobs]]\ncmd = "x"\n'
+
+
+def check_nested(text: str) -> None:
+    """A file nested to break the reader: a plain one-line refusal, never a RecursionError."""
+    TALLY.add("deeply nested files")
+
+    def body(d: Path) -> None:
+        queue = d / "q.toml"
+        queue.write_text(text)
+        for argv in (["validate", str(queue)], ["status", str(queue)]):
+            outcome = run_cli(argv)
+            check_refused(outcome, "q.toml", argv)
+            assert "nested too deeply" in outcome.err, outcome.err
+
+    in_fresh_dir(body)
+
+
+# ---------------------------------------------------------------------------------------------
 # random text, random edits of the samples
 
 

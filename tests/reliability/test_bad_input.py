@@ -29,6 +29,44 @@ SETTINGS = settings(
 
 
 @SETTINGS
+@given(fuzz.nested_queue())
+def test_a_file_nested_to_break_the_reader_is_refused_in_one_line(text: str) -> None:
+    fuzz.check_nested(text)
+
+
+@settings(max_examples=max(20, EXAMPLES // 5), deadline=None, database=None)
+@given(sample=st.sampled_from(fuzz.SAMPLES), cut=st.floats(0.0, 1.0))
+async def test_any_prefix_of_a_queue_file_deletes_no_record(
+    tmp_path_factory: pytest.TempPathFactory, sample: Path, cut: float
+) -> None:
+    """Scenario 14.2, generated: what a truncating writer leaves for a moment (any prefix of a
+    sample queue, the empty one included), taken by a running engine, then the whole file back:
+    no record is deleted and a job that had ended stays ended (no re-run)."""
+    d = tmp_path_factory.mktemp("prefix")
+    text = sample.read_text()
+    q = d / "q.toml"
+    q.write_text(text)
+    engine = Engine(q, fake_gpus="8x80G", dispatch=False, control=False)
+    await engine.start()
+    try:
+        names = [v.record.name for v in engine.jobs()]
+        assert engine._store is not None
+        ended = names[: max(1, len(names) // 2)]
+        await engine.kill(ended)  # waiting jobs: marked killed, an end state (no scheduler runs)
+        q.write_text(text[: int(len(text) * cut)])
+        engine._reload_if_changed(force=True)
+        q.write_text(text)
+        engine._reload_if_changed(force=True)
+        stored = engine._store.load()
+        assert set(names) <= set(stored), "a record was deleted"
+        assert all(stored[n].state.value == "killed" for n in ended)
+        assert {v.record.name for v in engine.jobs()} == set(names)
+        assert all(engine.view(n).record.state.value == "killed" for n in ended)
+    finally:
+        await engine.shutdown()
+
+
+@SETTINGS
 @given(fuzz.WRONG_VALUE)
 def test_a_queue_file_wrong_in_one_way_is_refused(case: tuple[str, Any]) -> None:
     fuzz.check_wrong_queue(*case)
