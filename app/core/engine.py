@@ -1407,7 +1407,12 @@ class Engine:
             return
         watcher = self._watchers.get(name)
         # kill_tree sends SIGCONT with SIGTERM, so a suspended job can act on it too.
-        await runner.kill_tree(rec.pid, self._settings.kill_grace_s, create_time=rec.create_time)
+        await runner.kill_tree(
+            rec.pid,
+            self._settings.kill_grace_s,
+            create_time=rec.create_time,
+            log_path=Path(rec.log) if rec.log else None,
+        )
         if watcher is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(asyncio.shield(watcher), timeout=5.0)
