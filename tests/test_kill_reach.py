@@ -31,9 +31,12 @@ BASH = shutil.which("bash") or "/bin/bash"
 
 # How each grandchild is started; each writes its pid to daemon.pid once it runs. bash, not the
 # wrapper's sh: dash ignores `set -m` without a terminal, bash gives the child its own group.
+# Each leaves one trace only: the first two write elsewhere than the log, so the group and the
+# session are all that tie them to the job; the last left both and has only the log.
+QUIET = "> /dev/null 2>&1 &"
 DOUBLE_FORKS = {
-    "same_group": f"{ENV} -i {BASH} -c 'sleep 300 & echo $! > daemon.pid'",
-    "own_group": f"{ENV} -i {BASH} -c 'set -m; sleep 300 & echo $! > daemon.pid'",
+    "same_group": f"{ENV} -i {BASH} -c 'sleep 300 {QUIET} echo $! > daemon.pid'",
+    "own_group": f"{ENV} -i {BASH} -c 'set -m; sleep 300 {QUIET} echo $! > daemon.pid'",
     "own_session": f"{ENV} -i {SETSID} {BASH} -c 'sleep 300 & echo $! > daemon.pid'",
 }
 
@@ -107,3 +110,44 @@ async def test_kill_reaches_a_grandchild_that_dropped_the_run_id(tmp_path: Path,
         task.cancel()
         if daemon is not None and alive(daemon):
             daemon.send_signal(signal.SIGKILL)
+
+
+async def test_kill_spares_a_reader_of_the_log(tmp_path: Path) -> None:
+    """Only a process that writes to the job's log is the job's: a ``tail -f`` of it is the
+    user's own, and must outlive the kill (kill returns once all it took for the job's are
+    gone, so a tail taken for one would be dead by then)."""
+    q = write_queue(
+        tmp_path,
+        f"""
+        [settings]
+        kill_grace = "1s"
+        [[jobs]]
+        name = "talker"
+        gpus = 0
+        cwd = "{tmp_path}"
+        cmd = "echo hello; while [ ! -e release ]; do sleep 0.05; done"
+        """,
+    )
+    engine = Engine(q, fake_gpus="1x80G")
+    task = asyncio.create_task(engine.run())
+    tail: asyncio.subprocess.Process | None = None
+    try:
+        await wait_for(
+            lambda: any(v.record.state.value == "running" for v in engine.jobs()), "running"
+        )
+        log = Path(engine.view("talker").record.log or "")
+        await wait_for(lambda: log.read_text() == "hello\n", "the job's first line")
+        tail = await asyncio.create_subprocess_exec(
+            "tail", "-f", str(log), stdout=asyncio.subprocess.PIPE
+        )
+        assert tail.stdout is not None
+        assert await asyncio.wait_for(tail.stdout.readline(), DEADLINE_S) == b"hello\n"
+        await engine.kill(["talker"])
+        assert engine.view("talker").record.state.value == "killed"
+        assert tail.returncode is None and alive(psutil.Process(tail.pid))
+    finally:
+        await engine.shutdown(kill_jobs=True)
+        task.cancel()
+        if tail is not None and tail.returncode is None:
+            tail.kill()
+            await tail.wait()
