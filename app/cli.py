@@ -114,6 +114,13 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(verb, help=text)
         _queue_arg(p)
         p.add_argument("names", nargs="*" if verb in ("pause", "resume") else "+", metavar="NAME")
+        if verb == "kill":
+            p.add_argument(
+                "--wait",
+                action="store_true",
+                help="return once the jobs have ended (after kill_grace at most), not once "
+                "SIGTERM is sent",
+            )
 
     p = sub.add_parser("import", help="print a queue.toml made from a bash queue script")
     p.add_argument("file", metavar="FILE")

@@ -177,10 +177,11 @@ def test_pause_resume_kill_a_running_job(scheduler: Scheduler) -> None:
     wait_until(lambda: psutil.STATUS_STOPPED not in statuses(procs), what="SIGCONT")
     assert live_state(q, "long") == "running"
 
-    r = gtui("kill", str(q), "long")
-    assert (r.returncode, r.stdout, r.stderr) == (0, "killed long\n", "")
+    r = gtui("kill", str(q), "long")  # answers once SIGTERM is sent (tests/test_cli_kill.py)
+    assert (r.returncode, r.stderr) == (0, "")
+    assert r.stdout.startswith("killing long: SIGTERM sent"), r.stdout
     wait_until(lambda: not any(alive(p) for p in procs), what="the tree gone")
-    assert state(q, "long") == "killed"
+    wait_until(lambda: state(q, "long") == "killed", what="long killed")
     assert scheduler.proc.wait(20) == 1  # nothing more can run; a job did not succeed
     assert "killed long" in scheduler.log.read_text()
 

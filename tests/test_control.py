@@ -45,7 +45,7 @@ class RecordingEngine:
             raise self.fail
         self.calls.append((op, arg))
 
-    async def kill(self, names: Sequence[str]) -> None:
+    async def kill(self, names: Sequence[str], *, wait: bool = True) -> None:
         await self._do("kill", list(names))
 
     async def pause(self, names: Sequence[str]) -> None:

@@ -22,7 +22,7 @@ from gtui.core.paths import QueuePaths, queue_paths
 
 # How long a scheduler that holds the lock may take to answer on its socket.
 ANSWER_WAIT_S = 5.0
-# kill waits for SIGTERM, then kill_grace, then SIGKILL: give it its time.
+# kill --wait waits for SIGTERM, then kill_grace, then SIGKILL: give it its time.
 KILL_TIMEOUT_S = 3600.0
 TIMEOUT_S = 60.0
 
@@ -32,6 +32,10 @@ _DONE = {
     "resume": "resumed {}",
     "retry": "queued {} again",
 }
+_KILLING = (
+    "killing {}: SIGTERM sent, SIGKILL after kill_grace if it still runs "
+    "(gtui kill --wait waits for the end)"
+)
 
 
 def queue_file(arg: str) -> QueuePaths:
@@ -42,20 +46,29 @@ def queue_file(arg: str) -> QueuePaths:
     return paths
 
 
-def act(paths: QueuePaths, verb: str, names: list[str]) -> tuple[list[str], bool]:
+def act(
+    paths: QueuePaths, verb: str, names: list[str], *, wait: bool = True
+) -> tuple[list[str], bool]:
     """Do ``verb`` on ``names`` (no names: the whole queue, for pause/resume).
 
+    ``wait=False`` (kill): the scheduler answers once SIGTERM is sent, and the grace and the
+    SIGKILL go on there; a person should not stare at a blocked prompt for the whole grace.
+    With no scheduler the kill always waits: this process is the one that sends the SIGKILL.
     Returns the lines to print and whether a scheduler did it (False: the saved state changed).
     """
     op = verb if names else f"{verb}_queue"
     kw: dict[str, object] = {"names": names} if names else {}
-    timeout = KILL_TIMEOUT_S if verb == "kill" else TIMEOUT_S
+    if verb == "kill" and not wait:
+        kw["wait"] = False
+    timeout = KILL_TIMEOUT_S if verb == "kill" and wait else TIMEOUT_S
     deadline = time.monotonic() + ANSWER_WAIT_S
     while True:
         reply = call(paths, op, timeout=timeout, **kw)
         if reply is not None:
             if not names:
                 return [f"{verb}d the queue"], True
+            if verb == "kill" and not wait:
+                return [_KILLING.format(n) for n in names], True
             return [_DONE[verb].format(n) for n in names], True
         from gtui.core import offline
 
@@ -79,7 +92,7 @@ def act(paths: QueuePaths, verb: str, names: list[str]) -> tuple[list[str], bool
 def main(verb: str, ns: argparse.Namespace, opts: GlobalOptions) -> int:
     paths = queue_file(ns.queue)
     names = list(dict.fromkeys(ns.names or []))  # a name given twice is acted on once
-    lines, live = act(paths, verb, names)
+    lines, live = act(paths, verb, names, wait=bool(getattr(ns, "wait", True)))
     for line in lines:
         print(line)
     if not live:

@@ -1,4 +1,5 @@
-"""``gtui kill QUEUE.toml NAME...``: SIGTERM, SIGKILL after kill_grace; waiting jobs: killed."""
+"""``gtui kill [--wait] QUEUE.toml NAME...``: SIGTERM, SIGKILL after kill_grace; waiting jobs:
+killed. It returns once SIGTERM is sent; ``--wait`` returns once the jobs have ended."""
 
 from __future__ import annotations
 

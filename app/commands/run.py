@@ -81,7 +81,12 @@ class EventLog:
             status = f"exit {rec.exit_code}"
         else:  # it never started (launch), or ended while gtui was down and left no status
             status = "not started" if diag and diag.kind == "launch" else "exit status unknown"
-        why = f": {diag.kind}: {diag.line} (hint: {diag.hint})" if diag else ""
+        if diag and not diag.line:
+            # No line to quote: the log had nothing in it. Say so, not ``error:  (hint``.
+            status += ", the log is empty"
+            why = f": {diag.kind} (hint: {diag.hint})"
+        else:
+            why = f": {diag.kind}: {diag.line} (hint: {diag.hint})" if diag else ""
         if rec.state == JobState.DONE:
             self.line(f"done {name}{elapsed} (exit 0)")
         elif rec.state == JobState.FAILED:

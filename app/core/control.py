@@ -5,7 +5,8 @@ JSON lines over a Unix socket at ``QueuePaths.socket``, in a directory only the 
 the network (DESIGN.md 5). The server has no logic of its own: each request maps onto one
 engine command, so the CLI, the socket and the dashboard share one implementation.
 
-Requests: ``{"op": OP, "names": [...]}`` (``"fields": {...}`` for ``add``), one per line.
+Requests: ``{"op": OP, "names": [...]}`` (``"fields": {...}`` for ``add``, ``"wait": false``
+for a ``kill`` that answers once SIGTERM is sent), one per line.
 Replies: ``{"ok": true, ...}`` or ``{"ok": false, "error": "message"}``, one per line.
 """
 
@@ -47,7 +48,7 @@ class ControlledEngine(Protocol):
 
     queue_path: Path
 
-    async def kill(self, names: Sequence[str]) -> None: ...
+    async def kill(self, names: Sequence[str], *, wait: bool = True) -> None: ...
     async def pause(self, names: Sequence[str]) -> None: ...
     async def resume(self, names: Sequence[str]) -> None: ...
     async def retry(self, names: Sequence[str]) -> None: ...
@@ -84,6 +85,11 @@ async def dispatch(engine: ControlledEngine, req: object) -> dict[str, Any]:
         if not isinstance(req, dict) or not isinstance(req.get("op"), str):
             raise GtuiError('bad request: expected {"op": ..., "names": [...]}')
         op = req["op"]
+        if op == "kill":
+            # "wait": false answers once SIGTERM is sent, not after the whole grace.
+            names = _names(req)
+            await engine.kill(names, wait=req.get("wait") is not False)
+            return {"ok": True, "names": names}
         if op in NAME_OPS:
             names = _names(req)
             await getattr(engine, op)(names)

@@ -15,7 +15,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -1517,16 +1517,24 @@ class Engine:
             self._wake.set()
 
     # ------------------------------------------------------------------ commands
-    async def kill(self, names: Sequence[str]) -> None:
-        """Kill running jobs (SIGTERM, SIGKILL after kill_grace); waiting jobs become killed."""
+    async def kill(self, names: Sequence[str], *, wait: bool = True) -> None:
+        """Kill running jobs (SIGTERM, SIGKILL after kill_grace); waiting jobs become killed.
+
+        ``wait=False`` returns once SIGTERM is sent (``gtui kill``): the grace and the SIGKILL
+        go on in the background, and the job's end is recorded as killed when it comes."""
         for name in names:
             self._require(name)
-        tasks = []
+        tasks: list[Awaitable[object]] = []
         for name in names:
             rec = self._records[name]
             if rec.active:
                 self._killing.add(name)
-                tasks.append(self._kill_process(name))
+                if wait:
+                    tasks.append(self._kill_process(name))
+                else:
+                    signalled = asyncio.Event()
+                    self._spawn(self._kill_process(name, signalled))
+                    tasks.append(signalled.wait())
             elif rec.waiting:
                 rec.state = JobState.KILLED
                 rec.ended_at = time.time()
@@ -1539,16 +1547,28 @@ class Engine:
         await asyncio.gather(*tasks)
         self._kick()
 
-    async def _kill_process(self, name: str) -> None:
-        rec = self._records[name]
-        if rec.pid is None:
-            return
-        watcher = self._watchers.get(name)
-        # kill_tree sends SIGCONT with SIGTERM, so a suspended job can act on it too.
-        await runner.kill_tree(rec.pid, self._settings.kill_grace_s, create_time=rec.create_time)
-        if watcher is not None:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(asyncio.shield(watcher), timeout=5.0)
+    async def _kill_process(self, name: str, signalled: asyncio.Event | None = None) -> None:
+        """Kill the job's processes; ``signalled`` is set once SIGTERM is sent (or it is
+        certain none will be: a failure must not leave the caller waiting)."""
+        try:
+            rec = self._records[name]
+            if rec.pid is None:
+                return
+            watcher = self._watchers.get(name)
+            # kill_tree sends SIGCONT with SIGTERM, so a suspended job can act on it too.
+            await runner.kill_tree(
+                rec.pid,
+                self._settings.kill_grace_s,
+                create_time=rec.create_time,
+                log_path=Path(rec.log) if rec.log else None,
+                on_signalled=signalled.set if signalled is not None else None,
+            )
+            if watcher is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await asyncio.wait_for(asyncio.shield(watcher), timeout=5.0)
+        finally:
+            if signalled is not None:
+                signalled.set()
 
     async def pause(self, names: Sequence[str]) -> None:
         """Hold waiting jobs; suspend running ones (SIGSTOP; their GPU memory stays counted)."""

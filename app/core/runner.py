@@ -28,6 +28,10 @@ Why these choices:
   which holds the job's output only. The job's stdout and stderr both go to the log.
 - Every process of a job carries ``GTUI_RUN_ID`` in its environment, so :func:`kill_tree` finds
   a daemonized grandchild that left both the tree and the process group (setsid + double fork).
+  ``env -i`` drops that marker, so :func:`kill_tree` also goes by what a process cannot shed
+  that way: the job's session (the wrapper's pid: a grandchild that made a group of its own is
+  still in it) and, for one that left the session too, the job's log open for writing (a
+  daemon inherits its stdout; reading it, as ``tail -f`` does, does not count).
 """
 
 from __future__ import annotations
@@ -40,12 +44,13 @@ import os
 import shutil
 import signal as _signal
 import socket
+import stat as _stat
 import subprocess
 import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -443,6 +448,7 @@ class _Proc:
     pgid: int
     start: int  # clock ticks since boot: with pid, identifies a process
     state: str
+    sid: int = 0
 
 
 def _read_stat(pid: int) -> _Proc | None:
@@ -453,7 +459,7 @@ def _read_stat(pid: int) -> _Proc | None:
         return None
     rest = raw[raw.rfind(")") + 2 :].split()
     try:
-        return _Proc(pid, int(rest[1]), int(rest[2]), int(rest[19]), rest[0])
+        return _Proc(pid, int(rest[1]), int(rest[2]), int(rest[19]), rest[0], int(rest[3]))
     except (IndexError, ValueError):
         return None
 
@@ -527,10 +533,61 @@ def _run_id_of(pid: int) -> str | None:
     return None
 
 
-def _collect(pid: int) -> dict[int, _Proc]:
+@dataclass(frozen=True)
+class _LogFile:
+    """The job's log as its processes' fd links name it, and the file itself (dev, inode)."""
+
+    link: str
+    key: tuple[int, int]
+
+
+def _log_file(pid: int, log_path: Path | None = None) -> _LogFile | None:
+    """The job's log: ``log_path`` when given (the engine's record), else the wrapper's
+    stdout. Only a regular file counts: a stdout of /dev/null or a pipe would name processes
+    that are not the job's. The resolved path, as the kernel shows it in fd links."""
+    candidates = [os.path.realpath(log_path)] if log_path is not None else [f"/proc/{pid}/fd/1"]
+    for where in candidates:
+        try:
+            link = os.readlink(where) if where.startswith("/proc/") else where
+            st = os.stat(where)
+        except OSError:
+            continue
+        if _stat.S_ISREG(st.st_mode):
+            return _LogFile(link, (st.st_dev, st.st_ino))
+    return None
+
+
+def _writes_to(pid: int, log: _LogFile) -> bool:
+    """Whether ``pid`` holds the job's log open for writing (a daemon's inherited stdout)."""
+    fd_dir = f"/proc/{pid}/fd"
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"{fd_dir}/{fd}") != log.link:
+                continue
+            st = os.stat(f"{fd_dir}/{fd}")
+            if (st.st_dev, st.st_ino) != log.key:
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}", "rb") as f:
+                info = f.read()
+        except OSError:
+            continue
+        for line in info.splitlines():
+            if line.startswith(b"flags:"):
+                if int(line.split()[1], 8) & os.O_ACCMODE != os.O_RDONLY:
+                    return True
+                break
+    return False
+
+
+def _collect(pid: int, log: _LogFile | None = None) -> dict[int, _Proc]:
     """Every live process of this user that belongs to the job rooted at ``pid``: its tree, its
-    process group, and anything carrying its run id (a daemon that left both), with their
-    descendants. Zombies are left out: they are already dead."""
+    process group and session, anything carrying its run id, and anything writing to its log
+    ``log`` (a daemon that left the session and dropped the run id with ``env -i``), with
+    their descendants. Zombies are left out: they are already dead."""
     uid = os.getuid()
     procs: dict[int, _Proc] = {}
     try:
@@ -554,7 +611,7 @@ def _collect(pid: int) -> dict[int, _Proc]:
             found[q] = _Proc(q, 0, 0, 0, "?")
         return found
 
-    seeds = {q for q, p in procs.items() if q == pid or p.pgid == pid}
+    seeds = {q for q, p in procs.items() if pid in (q, p.pgid, p.sid)}
     run_id = None
     for q in sorted(seeds, key=lambda q: q != pid):  # the wrapper first
         run_id = _run_id_of(q)
@@ -563,6 +620,11 @@ def _collect(pid: int) -> dict[int, _Proc]:
     if run_id:
         entry_bytes = f"{RUN_ID_VAR}={run_id}".encode()
         seeds |= {q for q in procs if q not in seeds and _environ_has(q, entry_bytes)}
+    if log is None:
+        log = _log_file(pid)
+    if log is not None:
+        me = os.getpid()
+        seeds |= {q for q in procs if q not in seeds and q != me and _writes_to(q, log)}
     kids: dict[int, list[int]] = {}
     for p in procs.values():
         kids.setdefault(p.ppid, []).append(p.pid)
@@ -627,21 +689,34 @@ def _pid_reused(pid: int, create_time: float | None) -> bool:
         return False  # gone: its group may still have members, and killpg is safe
 
 
-async def kill_tree(pid: int, grace_s: float, *, create_time: float | None = None) -> None:
+async def kill_tree(
+    pid: int,
+    grace_s: float,
+    *,
+    create_time: float | None = None,
+    log_path: Path | None = None,
+    on_signalled: Callable[[], None] | None = None,
+) -> None:
     """Stop a job and everything it started: SIGTERM (and SIGCONT, so a suspended job can act on
     it) to the process group and every process of the job, SIGKILL after ``grace_s`` to whatever
     is left, including daemonized grandchildren outside the group. Returns when all are gone (or,
     for a process the kernel cannot kill, after a bounded wait).
 
-    Pass ``create_time`` (the job's) to make sure a reused pid is never signalled."""
+    Pass ``create_time`` (the job's) to make sure a reused pid is never signalled, and
+    ``log_path`` (the job's log) to find its daemons by their stdout once the wrapper is gone.
+    ``on_signalled`` is called once SIGTERM is sent: a caller that need not wait out the grace
+    (``gtui kill``) answers from there."""
     if _pid_reused(pid, create_time):
         return
-    procs = await asyncio.to_thread(_collect, pid)
+    log = await asyncio.to_thread(_log_file, pid, log_path)
+    procs = await asyncio.to_thread(_collect, pid, log)
     _send(pid, procs.values(), _signal.SIGTERM)
     _send(pid, procs.values(), _signal.SIGCONT)
+    if on_signalled is not None:
+        on_signalled()
     await _wait_all_gone(procs.values(), max(0.0, grace_s))
     for _round in range(5):
-        found = await asyncio.to_thread(_collect, pid)
+        found = await asyncio.to_thread(_collect, pid, log)
         found.update({q: p for q, p in procs.items() if _still_there(p)})
         if not found:
             return
