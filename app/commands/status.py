@@ -103,6 +103,8 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
         return 0
     print(f"{status['queue']}{'  (queue paused)' if status['paused'] else ''}")
     print(_scheduler_line(status.get("scheduler") or {}))
+    for problem in status.get("problems") or []:
+        print(f"problem: {problem}")
     for g in status["gpus"]:
         used = format_mib(g["mem_used_mib"])
         total = format_mib(g["mem_total_mib"])

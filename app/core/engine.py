@@ -161,6 +161,7 @@ class Engine:
         self._wake: asyncio.Event | None = None
         self._queue_watch = QueueWatch(self.queue_path)
         self._queue_error: str | None = None  # what is wrong with the file now, said once
+        self._queue_problem: str | None = None  # ... and how it was said
         self._recheck: asyncio.TimerHandle | None = None  # a settling file's next look
         # Records of ended jobs the file no longer names: kept as history, so a job put back
         # (or a file that was empty for a moment) never runs a finished job again.
@@ -245,7 +246,18 @@ class Engine:
     def status_json(self) -> dict[str, Any]:
         gpus = [g.to_json() for g in self._snapshot.gpus]
         scheduler = {"running": self._scheduler, "pid": os.getpid(), "since": self._started_at}
-        return status_dict(self.queue_path, self._paused, gpus, self.jobs(), scheduler)
+        doc = status_dict(self.queue_path, self._paused, gpus, self.jobs(), scheduler)
+        # What is wrong right now, in words: a full disk, a broken queue file.
+        problems = []
+        if self._unsaved and self._store_error:
+            problems.append(
+                f"cannot save the job states ({len(self._unsaved)} change(s) waiting): "
+                f"{self._store_error}; no job starts until they are saved"
+            )
+        if self._queue_error and self._queue_problem:
+            problems.append(self._queue_problem)
+        doc["problems"] = problems
+        return doc
 
     # ------------------------------------------------------------------ subscription
     def subscribe(self, sink: EventSink) -> Callable[[], None]:
@@ -644,6 +656,7 @@ class Engine:
 
     def _say_once(self, key: str, text: str) -> None:
         """Tell the user what is wrong with the queue file, once per distinct problem."""
+        self._queue_problem = text
         if self._queue_error != key:
             self._queue_error = key
             self._publish(Notice("error", text))

@@ -569,6 +569,11 @@ def test_state_dir_disk_full(tmp_path: Path) -> None:
                     what=f"a poll that reads {used}G used, while the disk is full",
                 )
             assert "saved again" not in run.text, run.text
+            # `gtui status` says it in words, at the top (issue 14.3).
+            text = gtui("status", str(queue))
+            assert text.returncode == 0, text.stderr
+            problem = next(ln for ln in text.stdout.splitlines() if ln.startswith("problem: "))
+            assert "cannot save the job states" in problem and "the disk is full" in problem, problem
             log.unlink()  # free the space
             out = run.finish()
             jobs = status(queue)
