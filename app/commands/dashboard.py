@@ -114,6 +114,9 @@ async def _run_app(paths: QueuePaths, opts: GlobalOptions, note: str | None) -> 
     from gtui.ui.app import GtuiApp
 
     engine = Engine(paths.queue, fake_gpus=opts.fake_gpus)
+    # The app (which subscribes to the engine) before the engine starts: what the start says
+    # (a GPU warning, no control socket) waits for the screen instead of being lost.
+    app = GtuiApp(engine, in_tmux=tmux.inside(), startup_notice=note)
     try:
         await engine.start()
     except LockedError:
@@ -122,7 +125,6 @@ async def _run_app(paths: QueuePaths, opts: GlobalOptions, note: str | None) -> 
         if session is not None:
             return session
         raise
-    app = GtuiApp(engine, in_tmux=tmux.inside(), startup_notice=note)
     try:
         rc = await app.run_async()
     finally:

@@ -2,10 +2,17 @@
 
 Engine events are folded into a buffer (gtui.ui.events) and applied at most every FLUSH_S, so a
 storm of JobChanged / LogGrew costs a few repaints, not one per event.
+
+The engine may publish from a task that knows nothing of the app: ``gtui QUEUE.toml`` starts the
+engine (and its control socket, its re-adopted jobs' watchers) before the app runs, so a
+`gtui kill` from another shell is served outside it. Textual's timers need the app's context,
+so a flush is scheduled on the event loop and handed to the app as a message, which works from
+any task; events that come before the app runs wait in the buffer until it does.
 """
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -55,8 +62,11 @@ class GtuiApp(App[int]):
         self.startup_notice = startup_notice
         self.buffer = EventBuffer()
         self._flush_pending = False
-        self._unsubscribe: Callable[[], None] | None = None
+        self._events_loop: asyncio.AbstractEventLoop | None = None  # set once the app runs
         self._thread = threading.get_ident()
+        # Subscribed now, not once the app runs: what the engine says meanwhile (a notice of
+        # its start, a refused reload) waits in the buffer instead of being lost.
+        self._unsubscribe: Callable[[], None] | None = engine.subscribe(self._sink)
         self._shut_down = False
         self.flushes = 0  # batches applied (the benchmark reads it)
         self.engine_error: str | None = None
@@ -77,7 +87,8 @@ class GtuiApp(App[int]):
     async def start_engine(self) -> bool:
         """Called by the main screen once it is composed: subscribe, start, show, run."""
         self._thread = threading.get_ident()
-        self._unsubscribe = self.engine.subscribe(self._sink)
+        if self._unsubscribe is None:
+            self._unsubscribe = self.engine.subscribe(self._sink)
         if not getattr(self.engine, "started", False):
             try:
                 await self.engine.start()
@@ -86,6 +97,10 @@ class GtuiApp(App[int]):
                 self.exit(e.exit_code, return_code=e.exit_code, message=f"gtui: {e}")
                 return False
         self.main.populate()
+        # From now on events flush to the screen; what came before is flushed now (applied
+        # after the full read it is no older than it: the buffer folds every event in order).
+        self._events_loop = asyncio.get_running_loop()
+        self._schedule_flush()
         self.run_worker(self._run_engine(), name="engine", group="engine", exit_on_error=False)
         if self.startup_notice:
             self.notify(self.startup_notice, severity="warning", timeout=20, markup=False)
@@ -108,13 +123,31 @@ class GtuiApp(App[int]):
             )
 
     def _sink(self, event: Event) -> None:
-        """Called by the engine (on this loop's thread, synchronously): buffer and schedule."""
+        """Called by the engine (on this loop's thread, synchronously, from any task, before
+        or while the app runs): buffer and schedule."""
         if threading.get_ident() != self._thread:
             self.call_from_thread(self._sink, event)
             return
-        if self.buffer.add(event) and not self._flush_pending:
-            self._flush_pending = True
-            self.set_timer(FLUSH_S, self._apply_events)
+        self.buffer.add(event)
+        self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        """One flush FLUSH_S from now, unless one is due. Not ``set_timer``: a Textual timer
+        made in a task outside the app dies on its first tick, and the flag stayed set."""
+        loop = self._events_loop
+        if self._flush_pending or loop is None or not self.buffer:
+            return  # one is due, or the app does not run yet (start_engine flushes), or no news
+        self._flush_pending = True
+        try:
+            loop.call_later(FLUSH_S, self._deliver_flush)
+        except BaseException:
+            self._flush_pending = False  # the loop is closing: nothing will flush
+            raise
+
+    def _deliver_flush(self) -> None:
+        """On the loop, in whatever task context: have the app apply the batch in its own."""
+        if not self.call_later(self._apply_events):
+            self._flush_pending = False  # the app is closing: it takes no more messages
 
     def _apply_events(self) -> None:
         self._flush_pending = False

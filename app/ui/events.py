@@ -78,6 +78,10 @@ class EventBuffer:
             b.summary = event.text
         return first
 
+    def __bool__(self) -> bool:
+        """Whether anything came since the last ``take``."""
+        return bool(self._batch)
+
     def take(self) -> Batch:
         """The batch so far; the buffer starts empty again."""
         b, self._batch = self._batch, Batch()
