@@ -41,9 +41,15 @@ DANGEROUS: dict[str, str] = {
     "save_cursor": f"{ESC}7",
     "c1_csi": "\x9b2J",
     "c1_osc": "\x9d0;PWNED-TITLE\x07",
-    "lone_esc_at_end": ESC,
+}
+
+# Cut off by the end of the line (a line cut at max_line, a log still being written): the
+# rest of the line is the sequence's own, so only what comes before it stays.
+TRUNCATED: dict[str, str] = {
+    "lone_esc": ESC,
     "unfinished_csi": f"{ESC}[12;",
     "unfinished_osc": f"{ESC}]0;PWNED-TITLE",
+    "unfinished_dcs": f"{ESC}Pq#0;2",
 }
 
 # What must never reach the terminal: ESC, BEL, C1 controls, other C0 controls but the tab.
@@ -56,6 +62,11 @@ def test_each_dangerous_family_is_dropped_and_the_text_around_it_kept(family: st
     assert not FORBIDDEN.search(out), (family, out)
     assert out.startswith("before") and out.endswith("after"), (family, out)
     assert "PWNED-TITLE" not in out and "cm0gLXJmIH4K" not in out, (family, out)
+
+
+@pytest.mark.parametrize("family", sorted(TRUNCATED))
+def test_a_sequence_cut_off_by_the_end_of_the_line_is_dropped(family: str) -> None:
+    assert safe_text(f"before{TRUNCATED[family]}") == "before"
 
 
 @pytest.mark.parametrize(
@@ -71,7 +82,7 @@ def test_tabs_stay_and_plain_text_is_unchanged() -> None:
 
 
 def test_the_log_panel_line_cleaner_uses_it() -> None:
-    raw = "x".join(DANGEROUS.values()) + f"{ESC}[32mok{ESC}[0m\n"
+    raw = "x".join(DANGEROUS.values()) + f"{ESC}[32mok{ESC}[0m" + TRUNCATED["lone_esc"] + "\n"
     cleaned = clean_line(raw)
     assert cleaned.endswith(f"{ESC}[32mok{ESC}[0m"), repr(cleaned)
     assert not FORBIDDEN.search(cleaned.replace(f"{ESC}[32m", "").replace(f"{ESC}[0m", ""))
@@ -80,6 +91,7 @@ def test_the_log_panel_line_cleaner_uses_it() -> None:
 def hostile_log(path: Path) -> None:
     """A log with every family, each on its own line between visible markers, and a red word."""
     lines = [f"line-{name} <{seq}> end-{name}" for name, seq in sorted(DANGEROUS.items())]
+    lines += [f"cut-{name} <{seq}" for name, seq in sorted(TRUNCATED.items())]
     lines.append(f"{ESC}[31mREDWORD{ESC}[0m")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
@@ -111,12 +123,14 @@ async def test_the_rendered_log_panel_holds_no_escape_but_keeps_colours(tmp_path
         rendered = "".join(seg.text for seg in segments)
         for name in DANGEROUS:  # every line was shown, the visible text around the escape kept
             assert f"line-{name} <" in rendered and f"> end-{name}" in rendered, name
+        for name in TRUNCATED:
+            assert f"cut-{name} <" in rendered, name
         bad = sorted({repr(c) for c in rendered if FORBIDDEN.search(c)})
         assert not bad, bad
         assert "PWNED-TITLE" not in rendered
         red = [seg for seg in segments if seg.text == "REDWORD"]
         assert red and red[0].style is not None and red[0].style.color is not None
-        assert red[0].style.color.name == "red"
+        assert red[0].style.color.number == 1  # ANSI red
 
 
 @pytest.mark.tmux
@@ -138,19 +152,41 @@ def test_the_dashboard_in_tmux_shows_a_hostile_log_and_the_screen_stays_intact(
         cmd = "cat hostile.txt; while [ ! -e release ]; do sleep 0.05; done"
         """,
     )
-    # A server with a session the test holds, told to take the clipboard from its panes (the
-    # default, "external", would ignore OSC 52 and make the buffer check below vacuous).
-    assert sh("new-session", "-d", "-s", "hold", "sleep 600").returncode == 0
-    assert sh("set-option", "-g", "set-clipboard", "on").returncode == 0
-    command = f"{sys.executable} -m gtui q.toml --no-tmux --fake-gpus 2x80G; sleep 60"
-    sh("new-session", "-d", "-x", "160", "-y", "45", "-s", "dash", "-c", str(tmp_path), command)
+    # The server reads a config that lets panes set the clipboard (the default, "external",
+    # ignores OSC 52 from panes and would make the paste-buffer check below vacuous).
+    conf = tmp_path / "tmux.conf"
+    conf.write_text("set -g set-clipboard on\n")
+    # COLUMNS / LINES from the test's environment would make Textual lay out 80x24 in the
+    # 160x60 pane, and the log panel would not show every line.
+    command = (
+        f"env -u COLUMNS -u LINES {sys.executable} -m gtui q.toml --no-tmux --fake-gpus 2x80G;"
+        " sleep 60"
+    )
+    r = sh(
+        "-f",
+        str(conf),
+        "new-session",
+        "-d",
+        "-x",
+        "160",
+        "-y",
+        "60",
+        "-s",
+        "dash",
+        "-c",
+        str(tmp_path),
+        command,
+    )
+    assert r.returncode == 0, r.stderr
+    assert sh("show-options", "-gv", "set-clipboard").stdout.strip() == "on"
     target = "=dash:"
     title_before = sh("display", "-p", "-t", target, "#{pane_title}").stdout.strip()
     assert "PWNED" not in title_before
     try:
-        screen = wait_screen(target, "REDWORD", timeout=30)
+        wait_screen(target, "REDWORD", timeout=30)
+        screen = wait_screen(target, "Fake A800 80G", timeout=30)  # the GPU panel, read
         for name in DANGEROUS:
-            assert f"> end-{name}" in screen, (name, screen)
+            assert f"> end-{name}" in screen, f"{name}; the screen:\n{screen}"
         assert "SIMULATED GPUs" in screen, screen
         assert "EEEEEEEEEE" not in screen, screen  # DECALN fills the screen with E's
         title = sh("display", "-p", "-t", target, "#{pane_title}").stdout.strip()
