@@ -44,6 +44,9 @@ from gtui.core.units import format_mib
 TAIL_BYTES = 65536
 """How much of a log's end :func:`read_log_tail` reads by default."""
 
+USER_LINE_MAX = 2000
+"""Placeholder for the cap on what user patterns see (the test comes first)."""
+
 LINE_MAX = 300
 """``Diagnosis.line`` is cut to about this many characters."""
 
