@@ -33,16 +33,22 @@ import math
 import os
 import re
 import signal as _signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from gtui.core.model import Diagnosis, DiagnosisRule
+from gtui.core.rulematch import PatternOverrun
 from gtui.core.units import format_mib
 
 TAIL_BYTES = 65536
 """How much of a log's end :func:`read_log_tail` reads by default."""
+
+USER_LINE_MAX = 2000
+"""User patterns see each line cut to this many characters: with a backtracking pattern the
+time grows with the line (polynomially or worse), so the cap keeps a sane-but-sloppy pattern
+fast on a 50 KB tqdm line. It does not bound a catastrophic one: the deadline does."""
 
 LINE_MAX = 300
 """``Diagnosis.line`` is cut to about this many characters."""
@@ -392,7 +398,7 @@ def _status_sets(exit_code: int | None, sig: int | None) -> tuple[set[int], set[
 class _Hit:
     rule: DiagnosisRule
     index: int  # the line it matched (-1: matched by exit status only)
-    match: re.Match[str] | None
+    start: int | None  # where in that line the match starts (a user rule's comes by pipe)
 
 
 def _match(
@@ -410,8 +416,41 @@ def _match(
     for i in range(len(lines) - 1, -1, -1):
         m = rx.search(lines[i])
         if m:
-            return _Hit(rule, i, m)
+            return _Hit(rule, i, m.start())
     return None
+
+
+Matcher = Callable[[str, Sequence[str]], "tuple[int, int] | None"]
+"""Runs one user pattern over lines: (last line matched, match start) or None; may raise
+:class:`PatternOverrun` (gtui.core.rulematch.PatternWorker.search bounds it in time)."""
+
+
+def local_search(pattern: str, lines: Sequence[str]) -> tuple[int, int] | None:
+    """A :data:`Matcher` in this process, with no deadline: for callers that trust the rules."""
+    rx = _compile(pattern)
+    if rx is None:
+        return None
+    for i in range(len(lines) - 1, -1, -1):
+        m = rx.search(lines[i])
+        if m:
+            return i, m.start()
+    return None
+
+
+def _user_match(
+    rule: DiagnosisRule, lines: Sequence[str], codes: set[int], sigs: set[int], matcher: Matcher
+) -> _Hit | None:
+    """Like :func:`_match` for a user's rule: its pattern sees lines cut to USER_LINE_MAX and
+    runs through ``matcher`` (a worker with a deadline in the engine)."""
+    has_status = bool(rule.exit_codes or rule.signals)
+    if has_status and not (codes.intersection(rule.exit_codes) or sigs.intersection(rule.signals)):
+        return None
+    if rule.pattern is None:
+        return _Hit(rule, -1, None) if has_status else None
+    found = matcher(rule.pattern, [line[:USER_LINE_MAX] for line in lines])
+    if found is None:
+        return None
+    return _Hit(rule, found[0], found[1])
 
 
 def _latest(
@@ -457,15 +496,15 @@ _BOILERPLATE_RE = re.compile(
 )
 
 
-def _shown(line: str, match: re.Match[str] | None = None) -> str:
+def _shown(line: str, match_start: int | None = None) -> str:
     """A line fit for the diagnosis panel: stripped, PyTorch's boilerplate advice cut, short."""
     text = _BOILERPLATE_RE.sub("", line).strip()
     if len(text) <= LINE_MAX:
         return text
     start = 0
-    if match is not None:
+    if match_start is not None:
         offset = len(line) - len(line.lstrip())
-        start = max(0, min(match.start() - offset, len(text)) - 40)
+        start = max(0, min(match_start - offset, len(text)) - 40)
     if start == 0:
         return text[: LINE_MAX - 1] + "…"
     return "…" + text[start : start + LINE_MAX - 2] + "…"
@@ -782,9 +821,9 @@ def _signal_name(sig: int) -> str:
 
 
 def _diagnosis(
-    kind: str, lines: Sequence[str], index: int, match: re.Match[str] | None, hint: str
+    kind: str, lines: Sequence[str], index: int, match_start: int | None, hint: str
 ) -> Diagnosis:
-    line = _shown(lines[index], match) if index >= 0 else ""
+    line = _shown(lines[index], match_start) if index >= 0 else ""
     return Diagnosis(kind=kind, line=line, hint=hint)
 
 
@@ -796,13 +835,13 @@ def _from_hit(hit: _Hit, lines: Sequence[str], *, default: bool) -> Diagnosis:
     suggest a cause the status contradicts.
     """
     rule = hit.rule
-    index, match = hit.index, hit.match
+    index, start = hit.index, hit.start
     if index < 0:
         if default:
             same_kind = [r for r in _SPECIFIC + _CONSEQUENTIAL if r.kind == rule.kind]
             text_hit = _latest(same_kind, lines, set(), set())
             if text_hit is not None:
-                index, match = text_hit.index, text_hit.match
+                index, start = text_hit.index, text_hit.start
         if index < 0:
             index = (
                 _last_nonempty_index(lines) if rule in _SIGNAL_DEATHS else _fallback_index(lines)
@@ -815,7 +854,7 @@ def _from_hit(hit: _Hit, lines: Sequence[str], *, default: bool) -> Diagnosis:
     hint = _refine(rule.kind, text, rule.hint) if default else rule.hint
     if text != lines[index]:
         return Diagnosis(kind=rule.kind, line=_shown(text), hint=hint)
-    return _diagnosis(rule.kind, lines, index, match, hint)
+    return _diagnosis(rule.kind, lines, index, start, hint)
 
 
 _NCCL_INFO_RE = re.compile(r"\bNCCL INFO\b")
@@ -897,13 +936,17 @@ def diagnose(
     rules: Sequence[DiagnosisRule] = (),
     timed_out: bool = False,
     killed_by_user: bool = False,
+    matcher: Matcher = local_search,
+    on_overrun: Callable[[DiagnosisRule], None] | None = None,
 ) -> Diagnosis | None:
     """Why a job ended badly, or ``None`` if it succeeded (exit 0, no signal, not stopped).
 
     ``signal`` is the signal that killed it, if any (a negative ``exit_code``, Popen's
     convention, means the same); exit 128+N from a shell counts as signal N for rules.
     ``log_tail`` is the end of its log, raw or already cleaned. ``rules`` are the user's
-    ``[[diagnose]]`` rules, tried first. See the module docstring for the precedence.
+    ``[[diagnose]]`` rules, tried first, through ``matcher``: a rule whose pattern runs past
+    its deadline (:class:`PatternOverrun`) is skipped and given to ``on_overrun``, and the
+    next rules decide. See the module docstring for the precedence.
     """
     lines = clean_log(log_tail).split("\n")
     if killed_by_user:
@@ -918,7 +961,12 @@ def diagnose(
         return None
     codes, sigs = _status_sets(exit_code, signal)
     for rule in rules:
-        hit = _match(rule, lines, codes, sigs)
+        try:
+            hit = _user_match(rule, lines, codes, sigs, matcher)
+        except PatternOverrun:
+            if on_overrun is not None:
+                on_overrun(rule)
+            continue
         if hit is not None:
             return _from_hit(hit, lines, default=False)
     found = _from_log(lines, codes, sigs)

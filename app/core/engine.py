@@ -43,6 +43,7 @@ from gtui.core.gpus.snapshot import GpuBackend, GpuSnapshot, JobUsage
 from gtui.core.model import (
     FINAL_STATES,
     Diagnosis,
+    DiagnosisRule,
     JobRecord,
     JobSpec,
     JobState,
@@ -68,6 +69,7 @@ from gtui.core.queuewatch import (
     Unchanged,
     Unreadable,
 )
+from gtui.core.rulematch import PatternWorker, WorkerFailed
 from gtui.core.status import ended_at, status_dict, unknown_diagnosis
 from gtui.core.store import Store, StoreError
 
@@ -149,6 +151,11 @@ class Engine:
         self._timeouts: dict[str, asyncio.TimerHandle] = {}
         self._killing: set[str] = set()
         self._timed_out: set[str] = set()
+        # Users' [[diagnose]] patterns run in a worker killed at a deadline; a rule that ran
+        # over is off until this scheduler ends (issue 14.17).
+        self._pattern_worker = PatternWorker()
+        self._rules_off: set[DiagnosisRule] = set()
+        self._pattern_worker_failed = False
         self._sinks: list[EventSink] = []
         self._store: Store | None = None
         self._lock: Any = None
@@ -419,6 +426,7 @@ class Engine:
             with contextlib.suppress(Exception):
                 await self._control.close()
             self._control = None
+        self._pattern_worker.close()
         self._save_unsaved()
         self._save_reasons()
         if self._scheduler and self._store is not None:
@@ -1341,8 +1349,10 @@ class Engine:
                 status.exit_code,
                 status.signal,
                 tail,
-                rules=self._settings.diagnose,
+                rules=[r for r in self._settings.diagnose if r not in self._rules_off],
                 timed_out=timed_out,
+                matcher=self._user_pattern_search,
+                on_overrun=self._rule_overran,
             )
             if diagnosis is not None and diagnosis.kind == "error" and rec.log:
                 diagnosis = full_disk(Path(rec.log)) or diagnosis  # its error was not written
@@ -1387,6 +1397,30 @@ class Engine:
             self._kick()
 
         asyncio.get_running_loop().call_later(max(0.0, delay), due)
+
+    def _user_pattern_search(self, pattern: str, lines: Sequence[str]) -> tuple[int, int] | None:
+        """A user's [[diagnose]] pattern, run in the worker under its deadline. If no worker
+        runs (the system refuses a process), the user rules are skipped, said once."""
+        try:
+            return self._pattern_worker.search(pattern, lines)
+        except WorkerFailed as e:
+            if not self._pattern_worker_failed:
+                self._pattern_worker_failed = True
+                self._publish(Notice("warning", f"[[diagnose]] rules skipped: {e}"))
+            return None
+
+    def _rule_overran(self, rule: DiagnosisRule) -> None:
+        """A user's rule ran past the deadline: off for this scheduler, and the user told."""
+        self._rules_off.add(rule)
+        self._publish(
+            Notice(
+                "warning",
+                f"[[diagnose]] rule `{rule.kind}` (pattern {rule.pattern!r}) took longer than "
+                f"{self._pattern_worker.deadline:g} s on a log and is switched off until gtui "
+                "restarts: a nested quantifier such as (a+)+ backtracks without end; simplify "
+                "the pattern",
+            )
+        )
 
     def _retry_left(self, spec: JobSpec, rec: JobRecord) -> bool:
         return spec.retries < 0 or rec.attempt - rec.first_attempt < spec.retries

@@ -11,20 +11,14 @@ No Textual here: the widget turns these raw lines into Rich text (ANSI, carriage
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from gtui.core.termtext import safe_text
+
 BLOCK = 64 * 1024
 MAX_LINE = 8 * 1024  # longer lines are cut: a screen shows a few hundred columns at most
-
-# Everything that is not SGR (colour) is dropped: cursor moves (tqdm's multi-bar ``ESC[A``), erase
-# line, OSC titles. SGR sequences stay for Rich's ANSI decoder.
-_NON_SGR = re.compile(
-    r"\x1b\[[0-9;?]*[A-Za-ln-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z0-9]"
-)
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x0c\x0e-\x1a\x1c-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -47,9 +41,9 @@ def clean_line(raw: str) -> str:
     if "\r" in raw:
         parts = [p for p in raw.split("\r") if p]
         raw = parts[-1] if parts else ""
-    if "\x1b" in raw:
-        raw = _NON_SGR.sub("", raw)
-    return _CONTROL.sub("", raw)  # tabs stay: the widget expands them after the colours
+    # Only SGR (colours) stays, for Rich's decoder: cursor moves (tqdm's multi-bar ``ESC[A``),
+    # resets, titles, clipboard writes would act on the user's terminal (issue 14.10).
+    return safe_text(raw)  # tabs stay: the widget expands them after the colours
 
 
 def _decode(data: bytes) -> str:

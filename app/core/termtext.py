@@ -1,0 +1,44 @@
+"""Text written by a job, made safe to put on the user's terminal (issue 14.10).
+
+A log is written by a program gtui does not control. Passed to a terminal as is, its escape
+sequences act on that terminal: ``ESC c`` resets it, ``ESC #8`` fills it with E's, OSC 0/2 set
+its title, OSC 52 writes the clipboard, ``CSI ?1049h`` switches screens, cursor moves draw over
+the dashboard. Only colours and styles (SGR, ``ESC [ params m``) carry meaning worth keeping;
+everything else is dropped. Pure and in the core: the dashboard's log panel uses it, and a
+command that prints a log to a terminal will too.
+"""
+
+from __future__ import annotations
+
+import re
+
+# One alternative per ECMA-48 shape, longest first; a sequence cut off by the end of the text
+# (a line cut at max_line, a log still being written) is dropped too.
+_ESCAPE = re.compile(
+    r"\x1b\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"  # CSI: SGR is kept, cursor moves etc. not
+    r"|\x1b[\]PX^_][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC, DCS, SOS, PM, APC up to BEL or ST
+    r"|\x1b[\x20-\x2f]+[\x30-\x7e]?"  # nF: ESC # 8 (DECALN), ESC ( 0 (charsets)
+    r"|\x1b[\x30-\x7e]?"  # Fp / Fe / Fs: ESC c (reset), ESC 7 / 8, ESC M; a lone ESC
+    r"|\x9b[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"  # the same as 8-bit C1 controls
+    r"|[\x90\x98\x9d\x9e\x9f][^\x07\x1b\x9c]*(?:\x07|\x9c|\x1b\\)?"
+)
+_START = re.compile(r"[\x1b\x90\x98\x9b\x9d-\x9f]")
+_SGR = re.compile(r"\x1b\[[0-9;:]*m")
+# C0 controls but tab, DEL, and C1 controls (U+0080-U+009F: some terminals read U+009B as CSI).
+# ESC is not here: after _ESCAPE, every ESC left starts a kept SGR.
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1a\x1c-\x1f\x7f-\x9f]")
+
+
+def _keep_sgr(m: re.Match[str]) -> str:
+    seq = m.group(0)
+    return seq if _SGR.fullmatch(seq) else ""
+
+
+def safe_text(text: str) -> str:
+    """``text`` with every escape sequence but SGR removed, and every control but tab.
+
+    Newlines and carriage returns go too: call it on one line (after resolving ``\\r``).
+    """
+    if _START.search(text):
+        text = _ESCAPE.sub(_keep_sgr, text)
+    return _CONTROL.sub("", text)
