@@ -26,7 +26,7 @@ from gtui.core.model import JobRecord, JobState
 from gtui.core.paths import queue_paths
 from gtui.core.store import Store
 from tests.conftest import gtui, write_queue
-from tests.reliability.live import LiveOutput
+from tests.reliability.live import start_live
 from tests.waiting import wait_for as wait_until
 
 FAKE = "2x80G"
@@ -305,14 +305,8 @@ def test_kill_and_pause_the_queue_with_no_scheduler(quick_queue: Path) -> None:
     assert (r.returncode, r.stdout) == (0, "paused the queue\n")
     # A scheduler started on the paused queue honours the pause and waits for a resume
     # (issue 14.16): it says so, starts nothing, and the resume reaches it live.
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gtui", "run", str(q), "--fake-gpus", FAKE],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    live = LiveOutput(proc)
+    live = start_live("run", str(q), "--fake-gpus", FAKE)
+    proc = live.proc
     try:
         assert "gtui resume q.toml" in live.wait_for("queue paused: no new starts")
         wait_until(lambda: live_job(q, "after-bad") is not None, what="the scheduler to answer")

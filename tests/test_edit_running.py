@@ -5,14 +5,12 @@ edit applies from the job's next attempt: done if the running one succeeds, run 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import gtui, write_queue
-from tests.reliability.live import LiveOutput
+from tests.reliability.live import start_live
 
 CMD = "echo run >> runs.txt; while [ ! -e release ]; do sleep 0.05; done; exit $(cat code)"
 
@@ -29,14 +27,8 @@ def test_editing_a_running_unnamed_job_never_starts_a_second_copy(
 ) -> None:
     (tmp_path / "code").write_text(f"{code}\n")
     q = write_queue(tmp_path, f'[[jobs]]\ngpus = 0\ncmd = "{CMD}"\n')
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gtui", "run", str(q)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    live = LiveOutput(proc)
+    live = start_live("run", str(q))
+    proc = live.proc
     try:
         live.wait_for("] start ")
         (old,) = _jobs(q)

@@ -4,12 +4,10 @@ job can ever start again."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from tests.conftest import gtui, write_queue
-from tests.reliability.live import LiveOutput
+from tests.reliability.live import start_live
 
 QUEUE = """
 [settings]
@@ -29,14 +27,8 @@ cmd = "echo run >> b.runs"
 
 def test_a_paused_headless_queue_waits_for_resume(tmp_path: Path) -> None:
     q = write_queue(tmp_path, QUEUE)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gtui", "run", str(q)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    live = LiveOutput(proc)
+    live = start_live("run", str(q))
+    proc = live.proc
     try:
         live.wait_for("start a")
         paused = gtui("pause", str(q))

@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,7 +20,7 @@ from gtui.core.engine import Engine
 from gtui.core.queuewatch import SETTLE_S, Changed, QueueWatch, Settling, Unchanged
 from tests.conftest import gtui, write_queue
 from tests.reliability.helpers import state_of, wait_for
-from tests.reliability.live import LiveOutput
+from tests.reliability.live import LiveOutput, start_live
 from tests.waiting import until as _until
 
 QUEUE = """
@@ -52,14 +50,7 @@ def _runs(tmp_path: Path, name: str) -> int:
 
 
 def _start(q: Path) -> LiveOutput:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gtui", "run", str(q)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    return LiveOutput(proc)
+    return start_live("run", str(q))
 
 
 def _overwrite(path: Path, text: str) -> None:

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 from tests.conftest import gtui, write_queue
-from tests.reliability.live import LiveOutput
+from tests.reliability.live import start_live
 from tests.waiting import wait_for
 
 
@@ -32,14 +30,8 @@ def test_a_job_that_fails_at_once_backs_off_and_can_be_stopped(tmp_path: Path) -
         tmp_path,
         '[[jobs]]\nname = "flaky"\ngpus = 0\nretries = -1\ncmd = "echo run >> runs.txt; exit 1"\n',
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gtui", "run", str(q)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    live = LiveOutput(proc)
+    live = start_live("run", str(q))
+    proc = live.proc
     try:
         seen: dict[str, object] = {}
 

@@ -54,3 +54,17 @@ class LiveOutput:
         self.proc.wait(timeout)
         self._thread.join(timeout)
         return self.text()
+
+
+def start_live(*args: str) -> LiveOutput:
+    """`gtui ARGS...` (e.g. `run`, the queue file) as a real subprocess, its output read live."""
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gtui", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    return LiveOutput(proc)
