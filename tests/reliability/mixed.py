@@ -233,7 +233,8 @@ def crash_run(directory: Path, seed: int, n_jobs: int = 12) -> RunResult:
     mixed = make_mixed(directory, rng, n_jobs)
     plan = CrashPlan.random(seed)
     result = RunResult(seed, plan.describe())
-    for (delay, point), pause in zip(plan.kills, plan.downtime, strict=True):
+    renames = random.Random(seed + 1)  # its own draws: the plan stays what the seed made it
+    for i, ((delay, point), pause) in enumerate(zip(plan.kills, plan.downtime, strict=True)):
         proc = start_run(mixed.queue, point)
         out = kill_after(proc, delay)
         result.outputs.append(out)
@@ -241,7 +242,14 @@ def crash_run(directory: Path, seed: int, n_jobs: int = 12) -> RunResult:
             result.kills_landed += 1
         elif proc.returncode not in (0, 1):
             result.problems.append(f"a killed run exited {proc.returncode}: {out[-400:]}")
-        time.sleep(pause)
+        time.sleep(pause)  # the downtime of the plan (jobs run on meanwhile), not a wait
+        if renames.random() < 0.3:
+            # Issue 14.4: the queue file renamed while its jobs run on; the restart under the
+            # new name must be the same queue (every check below then holds across it).
+            moved = mixed.queue.with_name(f"renamed{i}.toml")
+            mixed.queue.rename(moved)
+            mixed.queue = moved
+            result.plan += f"; renamed to {moved.name}"
     proc = start_run(mixed.queue)
     try:
         out, _ = proc.communicate(timeout=120)
@@ -375,7 +383,10 @@ def queue_processes(queue: Path) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter():
         try:
-            mine = proc.environ().get("GTUI_QUEUE") == str(queue.resolve())
+            # By folder: a crash run may rename its queue file, and jobs started under the
+            # old name carry that one (each run has a folder of its own).
+            env_queue = proc.environ().get("GTUI_QUEUE")
+            mine = env_queue is not None and Path(env_queue).parent == queue.resolve().parent
             if mine and proc.status() != psutil.STATUS_ZOMBIE:
                 found.append(proc)
         except (psutil.Error, OSError):
