@@ -139,12 +139,23 @@ async def test_stdout_and_stderr_both_logged_stdin_is_devnull(tmp_path: Path) ->
 
 
 async def test_job_gets_normal_signal_dispositions(tmp_path: Path) -> None:
-    """The wrapper traps TERM with a handler, so the job must not inherit it as ignored."""
-    code = (
-        "import signal as s; print(s.getsignal(s.SIGINT) is s.default_int_handler, "
-        "s.getsignal(s.SIGTERM) is s.SIG_DFL, s.getsignal(s.SIGHUP) is s.SIG_DFL)"
-    )
-    launched, _ = await run_job(tmp_path, f'{sys.executable} -c "{code}"')
+    """The wrapper traps TERM with a handler, so the job must not inherit it as ignored.
+
+    Precondition, set here: gtui's own SIGINT is a handler, as `gtui run` and the dashboard
+    install one. pytest started from a non-interactive shell's `&` begins with SIGINT ignored,
+    which a job would inherit; the test must not depend on what ran before it."""
+    import signal
+
+    saved = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        code = (
+            "import signal as s; print(s.getsignal(s.SIGINT) is s.default_int_handler, "
+            "s.getsignal(s.SIGTERM) is s.SIG_DFL, s.getsignal(s.SIGHUP) is s.SIG_DFL)"
+        )
+        launched, _ = await run_job(tmp_path, f'{sys.executable} -c "{code}"')
+    finally:
+        signal.signal(signal.SIGINT, saved)
     assert launched.log_path.read_text().split() == ["True", "True", "True"]
 
 
