@@ -173,6 +173,7 @@ class Engine:
         # Records of ended jobs the file no longer names: kept as history, so a job put back
         # (or a file that was empty for a moment) never runs a finished job again.
         self._retired: dict[str, JobRecord] = {}
+        self._edits: dict[str, str] = {}  # running job -> the held job that is its edit
         self._started_at: float | None = None
         # Waiting reasons change at every pass and are not worth a commit each; they are saved
         # at most every REASON_SAVE_S and at shutdown, so `gtui status` with no scheduler
@@ -547,7 +548,9 @@ class Engine:
         self._names = self._order + [n for n in records if n not in in_file]
         self._index = {n: i for i, n in enumerate(self._order)}
         self._version += 1
-        if not initial:
+        if initial:  # links made by an earlier scheduler (after_edit_of is saved)
+            self._edits = {r.after_edit_of: n for n, r in records.items() if r.after_edit_of}
+        else:
             self._link_edits_of_running_jobs(changed)
         if changed:
             self._store.save_many(changed)
@@ -571,7 +574,7 @@ class Engine:
         running_gone = {
             self._specs[n].entry: n
             for n, r in self._records.items()
-            if r.active and n not in self._order and _derived(self._specs[n])
+            if r.active and n not in self._index and _derived(self._specs[n])
         }
         if not running_gone:
             return
@@ -584,6 +587,7 @@ class Engine:
                 continue
             rec.state = JobState.HELD
             rec.after_edit_of = old
+            self._edits[old] = rec.name
             rec.reason = (
                 f"edit of {old}, which is still running: applies from its next attempt "
                 "(runs if that one fails; done if it succeeds)"
@@ -591,10 +595,11 @@ class Engine:
             rec.reason_at = time.time()
 
     def _take_over_from_edit(self, old: JobRecord) -> None:
-        """``old`` ended: the job that is its edit goes on from there."""
-        for name, rec in self._records.items():
-            if rec.after_edit_of != old.name or rec.state != JobState.HELD:
-                continue
+        """``old`` ended: the job that is its edit goes on from there (a dict lookup: this is
+        on every job's end)."""
+        name = self._edits.pop(old.name, None)
+        rec = self._records.get(name) if name is not None else None
+        if rec is not None and rec.after_edit_of == old.name and rec.state == JobState.HELD:
             rec.after_edit_of = None
             if old.state in (JobState.QUEUED, JobState.HELD):
                 old.state = JobState.FAILED  # its retry is the edit's first run
@@ -608,7 +613,7 @@ class Engine:
                 rec.queued_since = time.time()
             rec.reason = ""
             self._commit(rec)
-            self._publish(JobChanged(self._view(name)))
+            self._publish(JobChanged(self._view(rec.name)))
 
     async def reload(self) -> None:
         """Read the queue file again now (the control socket's ``reload``, after ``gtui add``)."""
