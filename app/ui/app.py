@@ -30,6 +30,7 @@ from gtui.ui.events import EventBuffer
 from gtui.ui.keys import KEYS
 from gtui.ui.port import EnginePort
 from gtui.ui.screens.main import MainScreen
+from gtui.ui.widgets.job_table import JobTable
 
 FLUSH_S = 0.05  # coalescing window for engine events (20 repaints a second at most)
 
@@ -151,11 +152,15 @@ class GtuiApp(App[int]):
 
     def _apply_events(self) -> None:
         self._flush_pending = False
-        batch = self.buffer.take()
-        if not batch or not self.screen_stack or not isinstance(self.screen_stack[0], MainScreen):
+        if not self.buffer or not self.screen_stack:
             return  # nothing new, or the app is closing
+        main = self.screen_stack[0]
+        if not isinstance(main, MainScreen) or not main.query(JobTable):
+            # Its widgets are not there (not composed yet, or torn down as the app leaves):
+            # the events stay in the buffer, and the next event's flush delivers them.
+            return
         self.flushes += 1
-        self.main.apply(batch)
+        main.apply(self.buffer.take())
 
     def on_unmount(self) -> None:
         if self._unsubscribe is not None:
