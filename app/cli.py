@@ -10,9 +10,9 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from gtui import __version__
+from gtui.commands.options import GlobalOptions
 from gtui.core.errors import EXIT_BAD_INPUT, GtuiError
 
 SUBCOMMANDS = (
@@ -29,12 +29,6 @@ SUBCOMMANDS = (
     "attach",
     "ls",
 )
-
-
-@dataclass(frozen=True)
-class GlobalOptions:
-    fake_gpus: str | None
-    no_tmux: bool
 
 
 def split_global_options(argv: Sequence[str]) -> tuple[GlobalOptions, list[str]]:

@@ -129,7 +129,7 @@ def _record_frames(app: Any) -> list[tuple[float, str]]:
 
 
 async def idle(workdir: Path, seconds: float) -> dict[str, Any]:
-    from gtui.core.engine import Engine
+    from gtui.core.sched.engine import Engine
 
     queue = workdir / "idle.toml"
     write_queue(queue, load=False)
@@ -154,7 +154,7 @@ async def idle(workdir: Path, seconds: float) -> dict[str, Any]:
 
 
 async def loaded(workdir: Path, presses: int, big_log: int) -> dict[str, Any]:
-    from gtui.core.engine import Engine
+    from gtui.core.sched.engine import Engine
 
     queue = workdir / "load.toml"
     names = write_queue(queue, load=True, big_log=big_log)

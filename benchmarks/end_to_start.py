@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Row, Section, fmt_ms, median, pct, read_stamps, spread, stamp_cmd
-from gtui.core.engine import Engine
+from gtui.core.sched.engine import Engine
 
 
 def gaps_ms(stamps: Path) -> list[float]:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Row, Section, read_stamps, stamp_cmd, toml_str
-from gtui.core.engine import Engine
+from gtui.core.sched.engine import Engine
 
 JOBS, MEM_G, GPUS, GPU_G = 100, 10, 4, 80
 

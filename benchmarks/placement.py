@@ -1,4 +1,5 @@
-"""One placement pass (``gtui.core.policy.place``) over 1k / 10k / 100k waiting jobs on 8 GPUs.
+"""One placement pass (``gtui.core.sched.policy.place``) over 1k / 10k / 100k waiting jobs on
+8 GPUs.
 
 A hard case for a pass: almost nothing fits, so every job needs a reason. 8 fake 80G GPUs,
 others use 50-75G of each; the jobs ask 1, 2, 4 or 8 GPUs and 5-75G in 5G steps (60 request
@@ -20,7 +21,7 @@ from typing import Any
 from benchmarks.common import Row, Section, median
 from gtui.core.gpus.snapshot import GpuInfo, GpuSnapshot
 from gtui.core.model import Mode, Settings
-from gtui.core.policy import Candidate, place
+from gtui.core.sched.policy import Candidate, place
 
 GIB = 1024
 
@@ -130,7 +131,7 @@ def run(quick: bool) -> Section:
     section = Section(
         title="One placement pass",
         method=(
-            "`gtui.core.policy.place` on 8 fake 80G GPUs with others using 50-75G of each; "
+            "`gtui.core.sched.policy.place` on 8 fake 80G GPUs with others using 50-75G of each; "
             "waiting jobs of 1/2/4/8 GPUs x 5-75G (60 request shapes); almost none fit, so "
             "nearly every job gets a reason. Typical: one priority, no `after`. Worst: "
             "priorities 0-3 (the rank order is then not the queue's, nor memory's) and 10 % "

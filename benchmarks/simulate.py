@@ -5,7 +5,7 @@ memory changes). At every event the simulator does what the engine does: it read
 through the real fake backend (``@FILE`` spec, rewritten as other users come and go, our
 running jobs placed on it by the backend), builds the policy's inputs as the engine does
 (candidates in queue order, allocations with the memory observed per GPU) and calls
-``gtui.core.policy.place``; the jobs it starts end ``duration`` later.
+``gtui.core.sched.policy.place``; the jobs it starts end ``duration`` later.
 
 Figures per run: makespan (the last job's end), GPU-hours used by our jobs (integral over time
 of the number of GPUs holding at least one of our jobs: what the queue takes from a shared
@@ -37,8 +37,8 @@ from benchmarks.common import Row, Section, median
 from gtui.core.gpus.fake import FakeBackend
 from gtui.core.gpus.snapshot import JobUsage
 from gtui.core.model import Mode, Placement, Settings
-from gtui.core.policy import Allocation, Candidate, place
-from gtui.core.queuefile import load_queue
+from gtui.core.queue.queuefile import load_queue
+from gtui.core.sched.policy import Allocation, Candidate, place
 
 GIB = 1024
 REPO = Path(__file__).resolve().parent.parent
@@ -266,7 +266,8 @@ def run(quick: bool) -> Section:
         title="Placement quality: most-available-first vs best-fit (pack mode)",
         method=(
             "A discrete-event simulation (benchmarks/simulate.py) over the real policy "
-            "(`gtui.core.policy.place`) and the real fake-GPU backend (an `@FILE` spec rewritten "
+            "(`gtui.core.sched.policy.place`) and the real fake-GPU backend (an `@FILE` spec "
+            "rewritten "
             "as other users come and go): no processes, jobs have durations, and at every job "
             "end or change of other users' memory the simulator builds the policy's inputs as "
             "the engine does and starts what the policy starts. GPU-hours used = the integral "

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Row, Section, median, spread
-from gtui.core.engine import Engine
+from gtui.core.sched.engine import Engine
 
 PARALLEL = 8
 

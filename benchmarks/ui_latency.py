@@ -62,7 +62,7 @@ def pct(values: list[float], q: float) -> float:
 
 async def in_process(queue: Path, presses: int) -> dict[str, Any]:
     from gtui.core.api import JobChanged
-    from gtui.core.engine import Engine
+    from gtui.core.sched.engine import Engine
     from gtui.ui.app import GtuiApp
     from gtui.ui.widgets.log_view import LogView
 

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 from benchmarks.common import Row, Section, median, spread
-from gtui.core import queuefile
-from gtui.core.queuefile import load_queue
+from gtui.core.queue import queuefile
+from gtui.core.queue.queuefile import load_queue
 
 N = 10_000
 
@@ -67,7 +67,9 @@ def run(quick: bool) -> Section:
         write_queue(queue)
         jobs = len(load_queue(queue).jobs)
         cli = time_cli([sys.executable, "-m", "gtui", "validate", str(queue)], repeats)
-        floor = time_cli([sys.executable, "-c", "import gtui.cli, gtui.core.queuefile"], repeats)
+        floor = time_cli(
+            [sys.executable, "-c", "import gtui.cli, gtui.core.queue.queuefile"], repeats
+        )
         loads = []
         for _ in range(repeats):
             queuefile._last_parse = None  # a first load: scan, parse and expansion included

@@ -19,12 +19,12 @@ import psutil
 import pytest
 
 from gtui import cli
-from gtui.commands import _jobcmd
-from gtui.core.control import request
-from gtui.core.lock import QueueLock
+from gtui.core.control import client
+from gtui.core.control.server import request
 from gtui.core.model import JobRecord, JobState
 from gtui.core.paths import queue_paths
-from gtui.core.store import Store
+from gtui.core.state.lock import QueueLock
+from gtui.core.state.store import Store
 from tests.conftest import gtui, write_queue
 from tests.reliability.live import start_live
 from tests.waiting import wait_for as wait_until
@@ -380,12 +380,12 @@ def test_an_orphaned_job_is_paused_and_killed_with_no_scheduler(long_queue: Path
 def test_a_scheduler_that_holds_the_lock_but_does_not_answer(
     quick_queue: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(_jobcmd, "ANSWER_WAIT_S", 0.3)
+    monkeypatch.setattr(client, "ANSWER_WAIT_S", 0.3)
     holder = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            "import sys, time; from gtui.core.lock import QueueLock; "
+            "import sys, time; from gtui.core.state.lock import QueueLock; "
             "lock = QueueLock(sys.argv[1]); lock.acquire(); print('ok', flush=True); time.sleep(60)",
             str(quick_queue),
         ],

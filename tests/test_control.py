@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from gtui.core.control import MAX_LINE, ControlServer, call, request
+from gtui.core.control.server import MAX_LINE, ControlServer, call, request
 from gtui.core.errors import GtuiError
 from gtui.core.paths import queue_paths
 
@@ -149,7 +149,7 @@ async def test_errors_are_replies_and_the_server_survives(
     assert await ask(queue, "frobnicate") == {
         "ok": False,
         "error": "unknown request 'frobnicate'; this scheduler knows: kill, pause, resume, "
-        "retry, pause_queue, resume_queue, reload, add, status, ping",
+        "retry, pause_queue, resume_queue, reload, add, edit, remove, move, status, ping, watch",
         "exit": 2,
     }
     reply = await ask(queue, "kill", names=[])

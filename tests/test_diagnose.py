@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from gtui.core import diagnose as diagnose_module
-from gtui.core.diagnose import (
+from gtui.core.diagnosis import diagnose as diagnose_module
+from gtui.core.diagnosis.diagnose import (
     DEFAULT_RULES,
     LINE_MAX,
     clean_line,

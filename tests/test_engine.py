@@ -14,9 +14,9 @@ import psutil
 import pytest
 
 from gtui.core.api import Event, GpusRead, JobChanged, Notice
-from gtui.core.engine import Engine
 from gtui.core.errors import GtuiError
 from gtui.core.model import JobState
+from gtui.core.sched.engine import Engine
 from tests.conftest import write_queue
 from tests.waiting import until as wait_for
 
@@ -361,7 +361,7 @@ async def test_on_failure_pause_stops_new_starts_until_resumed(tmp_path: Path) -
     """on_failure = "pause": a job's failure pauses the queue (stored, so a restart keeps it),
     the next job waits with the reason "queue paused" through later passes, and resuming the
     queue starts it."""
-    from gtui.core.store import Store
+    from gtui.core.state.store import Store
 
     q = write_queue(
         tmp_path,
@@ -406,7 +406,7 @@ async def test_on_failure_pause_stops_new_starts_until_resumed(tmp_path: Path) -
 
 
 async def test_events_are_committed_before_they_are_published(tmp_path: Path) -> None:
-    from gtui.core.store import Store
+    from gtui.core.state.store import Store
 
     q = write_queue(
         tmp_path,
@@ -548,7 +548,7 @@ async def test_gpu_processes_are_matched_to_jobs_through_their_trees(tmp_path: P
     GPU and one on a GPU not assigned to it. The second is a warning on the job; the memory
     seen is its peak, kept when the use drops, and saved with its end."""
     from gtui.core.gpus.nvml import NvmlBackend
-    from gtui.core.store import Store
+    from gtui.core.state.store import Store
 
     nv = load_fake_pynvml()
     nv.fake_reset([nv.FakeGpu(), nv.FakeGpu()])
@@ -614,7 +614,7 @@ async def test_gpu_processes_are_matched_to_jobs_through_their_trees(tmp_path: P
 
 
 async def test_shutdown_with_kill_records_the_jobs_as_killed(tmp_path: Path) -> None:
-    from gtui.core.store import Store
+    from gtui.core.state.store import Store
 
     q = write_queue(
         tmp_path,
@@ -666,7 +666,7 @@ async def test_a_job_that_leaves_a_daemon_behind_gets_a_warning(tmp_path: Path) 
         assert "left 1 process(es) running" in warning
         assert engine.view("clean").record.warnings == []
     finally:
-        from gtui.core import runner
+        from gtui.core.exec import runner
 
         for pid in runner.processes_with_env("GTUI_TOKEN", str(engine.view("server").record.token)):
             os.kill(pid, 9)

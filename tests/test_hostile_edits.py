@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from gtui.core.api import Event, Notice
-from gtui.core.engine import Engine
-from gtui.core.queuewatch import SETTLE_S, Changed, QueueWatch, Settling, Unchanged
+from gtui.core.queue.queuewatch import SETTLE_S, Changed, QueueWatch, Settling, Unchanged
+from gtui.core.sched.engine import Engine
 from tests.conftest import gtui, write_queue
 from tests.reliability.helpers import state_of, wait_for
 from tests.reliability.live import LiveOutput, start_live

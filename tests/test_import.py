@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gtui.core.importer import import_text, split_entry, to_gtui_cmd
 from gtui.core.model import Mode
-from gtui.core.placeholders import substitute
-from gtui.core.queuefile import QueueFile, load_queue
+from gtui.core.queue.importer import import_text, split_entry, to_gtui_cmd
+from gtui.core.queue.placeholders import substitute
+from gtui.core.queue.queuefile import QueueFile, load_queue
 from tests.conftest import gtui
 
 CASES = Path(__file__).parent / "import_cases"

@@ -1,6 +1,6 @@
 """Killing a job reaches what it double-forked with ``env -i`` (issue 14.12).
 
-``env -i`` drops the run id that :func:`gtui.core.runner.kill_tree` looks for in a process's
+``env -i`` drops the run id that :func:`gtui.core.exec.runner.kill_tree` looks for in a process's
 environment, and a double fork takes the grandchild out of the job's tree. What is left to find
 it by: its process group (a plain background child), its session (a child that made a process
 group of its own, ``set -m``), and, for one that left the session too (``setsid``), the job's log,
@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gtui.core.engine import Engine
+from gtui.core.sched.engine import Engine
 from tests.conftest import write_queue
 
 DEADLINE_S = 30.0  # generous: only a hang (or a survivor) reaches it

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
+
+APP = Path(__file__).resolve().parent.parent / "app"
 
 # Modules the walk must find: if it found none of them, the check below would pass vacuously.
 SOME_CORE_MODULES = {
-    "gtui.core.engine",
+    "gtui.core.sched.engine",
     "gtui.core.gpus.nvml",
-    "gtui.core.importer",
-    "gtui.core.offline",
+    "gtui.core.queue.importer",
+    "gtui.core.control.offline",
     "gtui.core.tmux",
-    "gtui.core.writeback",
+    "gtui.core.queue.writeback",
 }
 
 BLOCK_TEXTUAL = (
@@ -50,3 +54,101 @@ def test_blocking_textual_really_blocks() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
     assert "textual is blocked in this test" in out.stderr
+
+
+# The layers of gtui.core, lowest first: a module may import its own layer and those below, never
+# one above (the folder layout shows the architecture; ARCHITECTURE.md draws it).
+LAYERS = [
+    {"model", "errors", "units", "paths", "atomic", "termtext", "tmux"},
+    {"exec", "gpus", "diagnosis", "queue", "api", "bus"},
+    {"state"},
+    {"sched"},
+    {"control"},
+]
+# Upward imports with a reason. The engine serves its own control socket (serve and the
+# refusal to run a queue another live gtui serves); the server knows the engine only by a
+# Protocol, so this is no cycle.
+ALLOWED_UP = {("gtui.core.sched.engine", "gtui.core.control.server")}
+
+
+# The placement policy sits in sched/ with the scheduler that runs it, but it is a pure function
+# of the model and a GPU snapshot: the queue file's pool check asks its reserve rule too.
+PURE = {"gtui.core.sched.policy": 1}
+
+
+def _layer(module: str) -> int | None:
+    if module in PURE:
+        return PURE[module]
+    parts = module.split(".")
+    if parts[:2] != ["gtui", "core"] or len(parts) < 3:
+        return None
+    return next((i for i, names in enumerate(LAYERS) if parts[2] in names), None)
+
+
+def test_core_imports_only_downward() -> None:
+    from tests.test_import_cycles import import_graph
+
+    graph, _lines, _files = import_graph()
+    checked = 0
+    wrong = []
+    for src, dests in graph.items():
+        low = _layer(src)
+        if low is None:
+            continue
+        for dst in dests:
+            high = _layer(dst)
+            if high is None:
+                continue
+            checked += 1
+            if high > low and (src, dst) not in ALLOWED_UP:
+                wrong.append(f"{src} (layer {low}) imports {dst} (layer {high})")
+    assert checked > 100, checked  # the graph really holds gtui.core's imports
+    assert not wrong, "\n".join(wrong)
+    every_core_dir = {
+        p.name for p in (APP / "core").iterdir() if p.is_dir() and p.name != "__pycache__"
+    }
+    assert every_core_dir <= set().union(*LAYERS), every_core_dir - set().union(*LAYERS)
+
+
+def test_the_executor_seam_is_the_only_way_to_processes() -> None:
+    """Placement, retries and transitions never touch a pid: outside gtui.core.exec (and the GPU
+    layer, which reads NVML's process lists) nothing in the core imports psutil or subprocess
+    or sends a signal."""
+    allowed = {
+        "core/state/lock.py",  # the lock's holder pid: not a job's process
+        "core/tmux.py",  # runs tmux itself
+        "core/diagnosis/rulematch.py",  # the worker that runs users' patterns under a deadline
+        "core/sched/faults.py",  # the crash tests' fault injection kills the scheduler itself
+    }
+    offenders = []
+    for path in (APP / "core").rglob("*.py"):
+        rel = str(path.relative_to(APP))
+        if path.relative_to(APP / "core").parts[0] in {"exec", "gpus"} or rel in allowed:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Attribute) and node.attr in {"kill", "killpg", "waitpid"}:
+                if isinstance(node.value, ast.Name) and node.value.id == "os":
+                    offenders.append(f"{rel}:{node.lineno}: os.{node.attr}")
+                continue
+            else:
+                continue
+            for name in names:
+                if name.split(".")[0] in {"psutil", "subprocess"}:
+                    offenders.append(f"{rel}:{node.lineno}: imports {name}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_big_modules_say_why() -> None:
+    """No module above about 400 lines without a reason at its top (a "Size:" paragraph)."""
+    too_big = []
+    for path in APP.rglob("*.py"):
+        text = path.read_text()
+        if text.count("\n") > 420:
+            head = text[:4000]
+            if "Size:" not in head:
+                too_big.append(f"{path.relative_to(APP)}: {text.count(chr(10))} lines")
+    assert not too_big, "\n".join(too_big)

@@ -15,8 +15,8 @@ import psutil
 import pytest
 
 from gtui.core.errors import EXIT_LOCKED, LockedError
-from gtui.core.lock import QueueLock
 from gtui.core.paths import queue_paths
+from gtui.core.state.lock import QueueLock
 
 # Holds the lock until the test kills it (it waits on its stdin, which the test never closes
 # before). The job it may start inherits every descriptor it can (close_fds=False, as a job
@@ -25,7 +25,7 @@ HOLDER = textwrap.dedent(
     """
     import subprocess, sys
     from pathlib import Path
-    from gtui.core.lock import QueueLock
+    from gtui.core.state.lock import QueueLock
     lock = QueueLock(Path(sys.argv[1]))
     lock.acquire()
     if len(sys.argv) > 2:  # start a job that outlives us, as the engine does

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gtui.core.placeholders import (
+from gtui.core.queue.placeholders import (
     gpu_indices_used,
     is_reserved,
     placeholders_used,

@@ -13,7 +13,7 @@ import pytest
 
 from gtui.core.gpus.snapshot import GpuInfo, GpuSnapshot
 from gtui.core.model import JobState, Placement, Settings
-from gtui.core.policy import (
+from gtui.core.sched.policy import (
     Allocation,
     Candidate,
     Decision,

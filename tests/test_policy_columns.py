@@ -15,7 +15,7 @@ import pytest
 
 from gtui.core.gpus.snapshot import GpuInfo, GpuSnapshot
 from gtui.core.model import Mode, Placement, Settings
-from gtui.core.policy import Allocation, Candidate, Decision, Reasons, _Pass, place
+from gtui.core.sched.policy import Allocation, Candidate, Decision, Reasons, _Pass, place
 
 G = 1024
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from gtui.core.gpus.snapshot import GpuInfo, GpuSnapshot
 from gtui.core.model import Mode, Placement, Settings
-from gtui.core.policy import Allocation, Candidate, Decision, _Pass, place
+from gtui.core.sched.policy import Allocation, Candidate, Decision, _Pass, place
 
 G = 1024
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from gtui.core.errors import QueueFileError
 from gtui.core.model import Mode, Placement, Settings
-from gtui.core.queuefile import (
+from gtui.core.queue.queuefile import (
     derive_name,
     job_from_fields,
     load_queue,
@@ -221,7 +221,7 @@ def test_matrix_without_name_and_with_unsafe_values(tmp_path: Path) -> None:
 
 
 def test_matrix_braces_in_values_reach_the_command_unchanged(tmp_path: Path) -> None:
-    from gtui.core.placeholders import substitute
+    from gtui.core.queue.placeholders import substitute
 
     q = write_queue(
         tmp_path,

@@ -12,8 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gtui.core.exec.runner import is_alive
 from gtui.core.paths import queue_paths
-from gtui.core.runner import is_alive
 from tests.conftest import gtui, write_queue
 from tests.reliability.live import LiveOutput
 from tests.reliability.mixed import kill_queue_processes, load_records, start_run

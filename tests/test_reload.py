@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from gtui.core.api import Event, Notice
-from gtui.core.engine import Engine
+from gtui.core.sched.engine import Engine
 from tests.conftest import write_queue
 from tests.test_engine import states, wait_for
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gtui.core import runner
-from gtui.core.runner import (
+from gtui.core.exec import runner
+from gtui.core.exec.runner import (
     ExitStatus,
     Launched,
     LaunchError,
@@ -321,7 +321,7 @@ async def test_wait_exit_falls_back_to_waitpid_without_status_file(tmp_path: Pat
 _LAUNCHER = """
 import json, sys
 from pathlib import Path
-from gtui.core.runner import LaunchRequest, launch
+from gtui.core.exec.runner import LaunchRequest, launch
 tmp = Path(sys.argv[1])
 l = launch(LaunchRequest("adopted", 1, sys.argv[2], tmp, {}, tmp / "logs", tmp / "run"))
 print(json.dumps({"pid": l.pid, "ct": l.create_time, "log": str(l.log_path),

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from gtui.core.placeholders import placeholders_used
-from gtui.core.queuefile import load_queue
+from gtui.core.queue.placeholders import placeholders_used
+from gtui.core.queue.queuefile import load_queue
 from tests.conftest import gtui
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_queues"

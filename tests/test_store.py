@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gtui.core import store as store_mod
 from gtui.core.model import Diagnosis, JobRecord, JobState
-from gtui.core.store import SCHEMA_VERSION, Store, StoreError, open_store_readonly
+from gtui.core.state import store as store_mod
+from gtui.core.state.store import SCHEMA_VERSION, Store, StoreError, open_store_readonly
 
 
 def full_record(name: str = "train/lr=0.1 “q”") -> JobRecord:

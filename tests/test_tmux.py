@@ -329,46 +329,10 @@ def test_a_second_gtui_reattaches_and_leaving_keeps_jobs(tmux_server: Path, tmp_
 
 
 @pytest.mark.slow
-def test_queue_locked_by_a_scheduler_outside_tmux_exits_3_naming_the_pid(
-    tmux_server: Path, tmp_path: Path
-) -> None:
-    write_queue(tmp_path, QUEUE)
-    headless = subprocess.Popen(
-        [PY, "-m", "gtui", "run", "q.toml", "--fake-gpus", "2x80G"],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait(lambda: job_state(tmp_path / "q.toml", "long") == "running")
-        outer(tmp_path, "term", f"{PY} -m gtui --fake-gpus 2x80G q.toml")
-        screen = wait_screen("=term:", "rc=")
-        flat = screen.replace("\n", "")
-        assert "rc=3" in screen and f"pid {headless.pid}" in flat
-        # No tmux session runs it, so the hint does not send the user to `gtui attach`.
-        assert "gtui attach" not in flat and f"kill {headless.pid}" in flat, screen
-        assert not tmux.has_session("gtui-q")
-        # the same from inside tmux (runs in place)
-        sh(
-            "new-session",
-            "-d",
-            "-x",
-            "120",
-            "-y",
-            "30",
-            "-s",
-            "inside",
-            "-c",
-            str(tmp_path),
-            f"{PY} -m gtui --fake-gpus 2x80G q.toml; echo rc=$?; sleep 60",
-        )
-        screen = wait_screen("=inside:", "rc=")
-        assert "rc=3" in screen and f"pid {headless.pid}" in screen.replace("\n", "")
-    finally:
-        headless.terminate()
-        headless.wait(timeout=20)
-        for p in job_processes(tmp_path / "q.toml", "long"):
-            p.kill()
+
+
+# A queue run by a headless scheduler outside tmux: `gtui QUEUE.toml` opens the dashboard on
+# it over its socket (tests/test_remote_dashboard.py, in tmux too).
 
 
 @pytest.mark.slow

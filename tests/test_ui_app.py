@@ -18,8 +18,8 @@ from textual.command import Command, CommandList, CommandPalette
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from gtui.core.engine import Engine
 from gtui.core.model import JobState
+from gtui.core.sched.engine import Engine
 from gtui.ui.app import GtuiApp
 from gtui.ui.keys import KEYS
 from gtui.ui.screens.confirm import ConfirmScreen

@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from gtui.core.engine import Engine
 from gtui.core.model import JobState
+from gtui.core.sched.engine import Engine
 from gtui.ui.app import GtuiApp
 from tests.conftest import gtui, write_queue
 from tests.test_ui_app import shows_toast, state, until

@@ -18,8 +18,8 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
 
-from gtui.core.engine import Engine
 from gtui.core.model import JobState
+from gtui.core.sched.engine import Engine
 from gtui.ui.app import GtuiApp
 from gtui.ui.screens.confirm import ConfirmScreen
 from gtui.ui.screens.help import HelpScreen

@@ -12,9 +12,9 @@ import json
 import time
 from pathlib import Path
 
-from gtui.core.diagnose import USER_LINE_MAX, diagnose
+from gtui.core.diagnosis.diagnose import USER_LINE_MAX, diagnose
+from gtui.core.diagnosis.rulematch import PatternWorker
 from gtui.core.model import DiagnosisRule
-from gtui.core.rulematch import PatternWorker
 from tests.conftest import gtui, write_queue
 
 SLOW = DiagnosisRule(kind="regex bomb", hint="never", pattern="(a+)+b")

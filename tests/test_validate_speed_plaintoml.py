@@ -1,4 +1,4 @@
-"""The fast reader of plain queue files (gtui.core.plaintoml) against tomllib and the scanner.
+"""The fast reader of plain queue files (gtui.core.queue.plaintoml) against tomllib and the scanner.
 
 ``parse_plain`` must return exactly ``(tomllib.loads(text), scan(text))`` or None: these tests
 generate many texts, plain and tricky (escapes, multi-line strings, inline tables, arrays of
@@ -21,10 +21,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from gtui.core import placeholders, queuefile
 from gtui.core.errors import QueueFileError
-from gtui.core.plaintoml import parse_plain
-from gtui.core.tomlscan import Scan, scan
+from gtui.core.queue import placeholders, queuefile
+from gtui.core.queue.plaintoml import parse_plain
+from gtui.core.queue.tomlscan import Scan, scan
 
 # Generated examples per property: enough for CI's few seconds; GTUI_PLAIN_EXAMPLES=20000 for a
 # deeper run (a change to plaintoml.py deserves one).

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from gtui.core.errors import GtuiError, QueueFileError
-from gtui.core.queuefile import load_queue
-from gtui.core.writeback import append_job, move_job, remove_job, update_job
+from gtui.core.queue.queuefile import load_queue
+from gtui.core.queue.writeback import append_job, move_job, remove_job, update_job
 
 QUEUE = """\
 # My experiments -- keep this header
@@ -385,7 +385,7 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     path.write_text("# shared\n")
     code = (
         "import sys\n"
-        "from gtui.core.writeback import append_job\n"
+        "from gtui.core.queue.writeback import append_job\n"
         "for i in range(15):\n"
         "    append_job(sys.argv[1], {'name': f'{sys.argv[2]}-{i}', 'cmd': 'true', 'gpus': 0})\n"
     )

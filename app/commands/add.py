@@ -17,9 +17,9 @@ import shlex
 import sys
 from pathlib import Path
 
-from gtui.cli import GlobalOptions
 from gtui.commands._jobcmd import queue_file
-from gtui.core.control import request
+from gtui.commands.options import GlobalOptions
+from gtui.core.control.server import request
 from gtui.core.errors import GtuiError
 from gtui.core.paths import QueuePaths
 
@@ -67,7 +67,7 @@ def current_pool(paths: QueuePaths, opts: GlobalOptions) -> list[int | None] | N
     """The usable GPUs' totals, as `gtui validate` reads them, so that a job no GPU can take is
     refused now rather than written into the file (where it would stop the next `gtui run`)."""
     from gtui.commands.validate import read_machine
-    from gtui.core.queuefile import load_queue, pool_from_machine
+    from gtui.core.queue.queuefile import load_queue, pool_from_machine
 
     settings = load_queue(paths.queue).settings
     machine, _ = read_machine(opts.fake_gpus or settings.fake_gpus, paths.queue.parent)
@@ -75,7 +75,7 @@ def current_pool(paths: QueuePaths, opts: GlobalOptions) -> list[int | None] | N
 
 
 def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
-    from gtui.core.writeback import append_job
+    from gtui.core.queue.writeback import append_job
 
     paths = queue_file(ns.queue)
     fields = fields_of(ns, paths, list(ns.cmd or []))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from gtui.cli import GlobalOptions
+from gtui.commands.options import GlobalOptions
 from gtui.core import tmux
 from gtui.core.errors import GtuiError
 from gtui.core.paths import queue_paths
@@ -26,7 +26,7 @@ def find_session(queue: str | None) -> str:
         if tmux.has_session(paths.tmux_session) and not tmux.session_queue(paths.tmux_session):
             return paths.tmux_session
         # A scheduler for it may run in some other tmux session (gtui --no-tmux in a window).
-        from gtui.core.lock import QueueLock
+        from gtui.core.state.lock import QueueLock
 
         pid = QueueLock(paths).holder() if paths.queue.exists() else None
         if pid:

@@ -2,8 +2,14 @@
 
 Outside tmux (and tmux installed): start or re-attach the session ``gtui-<stem>`` that runs
 ``gtui --no-tmux QUEUE.toml``, so an SSH drop loses nothing. Inside tmux or with ``--no-tmux``:
-run in place. A queue already run by a gtui in some tmux session: attach to that session; by one
-outside tmux: exit 3 naming its pid.
+run in place.
+
+A queue already run by another gtui: in some tmux session, attach to that session. Outside tmux
+(a headless ``gtui run``, a ``--no-tmux`` dashboard in a plain terminal): open the dashboard here,
+in place, on that scheduler (gtui.core.control.remote: its control socket's ``watch`` and
+commands). It holds nothing of the queue, so it needs no tmux session of its own, and quitting
+it, with jobs running or not, leaves the scheduler and its jobs running: it asks nothing. Only a
+holder that does not answer on its socket still exits 3 naming its pid.
 """
 
 from __future__ import annotations
@@ -14,11 +20,18 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gtui.cli import GlobalOptions
+from gtui.commands.options import GlobalOptions
 from gtui.core import tmux
 from gtui.core.errors import GtuiError, LockedError
 from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths
+
+if TYPE_CHECKING:
+    from gtui.core.control.remote import RemoteEngine
+    from gtui.ui.app import GtuiApp
+
+ATTACH_WAIT_S = 5.0  # a scheduler that holds the lock may still be opening its socket
 
 NO_TMUX_NOTE = (
     "tmux is not installed: if your SSH connection drops, this dashboard stops (running jobs "
@@ -43,35 +56,104 @@ def require_terminal(what: str = "the dashboard") -> None:
 
 
 def _lock_holder(paths: QueuePaths) -> int | None:
-    from gtui.core.lock import QueueLock
+    from gtui.core.state.lock import QueueLock
 
     return QueueLock(paths).holder()
 
 
-def _locked_outside_tmux(paths: QueuePaths, pid: int) -> LockedError:
+def _locked_outside_tmux(paths: QueuePaths, pid: int, why: str = "") -> LockedError:
     who = f"gtui (pid {pid})" if pid else "another gtui"
     return LockedError(
-        f"{who} already runs {paths.queue}, and not in a tmux session: nothing to attach to.\n"
+        f"{who} already runs {paths.queue}, not in a tmux session, and does not answer on its "
+        f"control socket{f' ({why})' if why else ''}: nothing to attach to.\n"
         f"wait for it to finish, or stop it (kill {pid or 'PID'}); its jobs keep running and the "
         "next gtui re-adopts them"
     )
 
 
-def _attach_to_holder(paths: QueuePaths) -> str | None:
-    """The tmux session that runs the scheduler holding this queue's lock, if any."""
+def _holder(paths: QueuePaths) -> tuple[int, str | None] | None:
+    """Who holds this queue's lock: its pid (0: not written yet) and the tmux session it runs
+    in (None: not in one, or no tmux); None when nobody holds it."""
     pid = _lock_holder(paths)
     if pid is None:
         return None
-    if pid and tmux.available():
-        session = tmux.session_of_pid(pid)
-        if session:
-            return session
-    raise _locked_outside_tmux(paths, pid)
+    session = tmux.session_of_pid(pid) if pid and tmux.available() else None
+    return pid, session or None
+
+
+async def _attach_remote(paths: QueuePaths, pid: int) -> RemoteEngine:
+    """A RemoteEngine attached to the scheduler that holds the lock (given ATTACH_WAIT_S to
+    open its socket); exit 3 when it does not answer."""
+    import time
+
+    from gtui.core.control.remote import RemoteEngine
+
+    deadline = time.monotonic() + ATTACH_WAIT_S
+    while True:
+        remote = RemoteEngine(paths.queue)
+        try:
+            await remote.start()
+        except GtuiError as e:
+            if time.monotonic() < deadline and _lock_holder(paths) is not None:
+                await asyncio.sleep(0.2)
+                continue
+            raise _locked_outside_tmux(paths, pid, str(e).splitlines()[0]) from None
+        return remote
+
+
+def remote_app(
+    engine: RemoteEngine,
+    *,
+    host: str | None = None,
+    in_tmux: bool = False,
+    startup_notice: str | None = None,
+) -> GtuiApp:
+    """The dashboard on a scheduler that runs elsewhere: ``q`` leaves at once, and never kills
+    (the jobs are that scheduler's, whatever ``kill_jobs`` a quit asks for)."""
+    from gtui.ui.app import GtuiApp
+    from gtui.ui.screens.main import MainScreen
+
+    class RemoteMainScreen(MainScreen):
+        def action_quit(self) -> None:
+            # Nothing of the queue runs here: leaving changes nothing, so nothing to ask.
+            app = self.app
+            assert isinstance(app, GtuiApp)
+            app.shutdown_and_exit(kill_jobs=False)
+
+    class RemoteApp(GtuiApp):
+        def get_default_screen(self) -> MainScreen:
+            return RemoteMainScreen(
+                self.engine, host=self.host, clock=self.clock, in_tmux=self.in_tmux
+            )
+
+        def shutdown_and_exit(self, *, kill_jobs: bool = False) -> None:
+            super().shutdown_and_exit(kill_jobs=False)
+
+        async def stop_engine(self, *, kill_jobs: bool = False) -> None:
+            await super().stop_engine(kill_jobs=False)
+
+    # The EnginePort parameter is also where mypy checks that a RemoteEngine is one.
+    return RemoteApp(engine, host=host, in_tmux=in_tmux, startup_notice=startup_notice)
+
+
+async def _run_remote(paths: QueuePaths, pid: int) -> int:
+    """The dashboard here, on the scheduler (pid ``pid``) that runs the queue elsewhere."""
+    remote = await _attach_remote(paths, pid)
+    notice = (
+        f"attached to the scheduler (pid {remote.pid}) that runs {paths.queue.name}: quitting "
+        "this screen leaves it and its jobs running"
+    )
+    app = remote_app(remote, in_tmux=tmux.inside(), startup_notice=notice)
+    try:
+        rc = await app.run_async()
+    finally:
+        await app.stop_engine()
+    return int(rc or 0)
 
 
 def _prevalidate(paths: QueuePaths, opts: GlobalOptions) -> None:
     """Check what would make the session die at once, while this terminal can still show it."""
-    from gtui.core.queuefile import load_queue
+    from gtui.core.queue.queuefile import load_queue
 
     queue = load_queue(paths.queue)
     spec = opts.fake_gpus or queue.settings.fake_gpus
@@ -91,9 +173,13 @@ def _via_tmux(paths: QueuePaths, opts: GlobalOptions) -> int:
                 f"rename {paths.queue.name}, or run it in your own tmux window with --no-tmux"
             )
         return tmux.attach(name)
-    holder_session = _attach_to_holder(paths)
-    if holder_session is not None:
-        return tmux.attach(holder_session)
+    holder = _holder(paths)
+    if holder is not None:
+        pid, session = holder
+        if session is not None:
+            return tmux.attach(session)
+        # Run by a gtui outside tmux: its dashboard, here (it holds nothing an SSH drop loses).
+        return asyncio.run(_run_remote(paths, pid))
     _prevalidate(paths, opts)
     ensure_private_dir(paths.state_dir)
     script = paths.state_dir / f"{paths.stem}.tmux.sh"
@@ -110,7 +196,7 @@ def _via_tmux(paths: QueuePaths, opts: GlobalOptions) -> int:
 
 async def _run_app(paths: QueuePaths, opts: GlobalOptions, note: str | None) -> int | str:
     """Run the dashboard here. Returns the exit code, or a tmux session name to attach to."""
-    from gtui.core.engine import Engine
+    from gtui.core.sched.engine import Engine
     from gtui.ui.app import GtuiApp
 
     engine = Engine(paths.queue, fake_gpus=opts.fake_gpus)
@@ -120,11 +206,15 @@ async def _run_app(paths: QueuePaths, opts: GlobalOptions, note: str | None) -> 
     try:
         await engine.start()
     except LockedError:
-        # A second `gtui QUEUE.toml` (in tmux, or --no-tmux): go to the session that runs it.
-        session = _attach_to_holder(paths)
+        # A second `gtui QUEUE.toml` (in tmux, or --no-tmux): go to the session that runs it,
+        # or, when it runs outside tmux, show it here.
+        holder = _holder(paths)
+        if holder is None:
+            raise
+        pid, session = holder
         if session is not None:
             return session
-        raise
+        return await _run_remote(paths, pid)
     try:
         rc = await app.run_async()
     finally:

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from gtui.cli import GlobalOptions
+from gtui.commands.options import GlobalOptions
 from gtui.core.gpus.backend import open_backend
 from gtui.core.gpus.snapshot import GpuInfo, GpuSnapshot
 from gtui.core.units import format_mib

@@ -10,8 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from gtui.cli import GlobalOptions
-from gtui.core.importer import import_file
+from gtui.commands.options import GlobalOptions
+from gtui.core.queue.importer import import_file
 
 
 def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:

@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from gtui.cli import GlobalOptions
+from gtui.commands.options import GlobalOptions
 from gtui.core import tmux
 
 
@@ -14,7 +14,7 @@ def _scheduler(queue: str) -> str:
     """The pid holding the queue's lock, or why there is none."""
     if not queue:
         return "?"
-    from gtui.core.lock import QueueLock
+    from gtui.core.state.lock import QueueLock
 
     path = Path(queue)
     if not path.exists():

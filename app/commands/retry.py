@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from gtui.cli import GlobalOptions
 from gtui.commands import _jobcmd
+from gtui.commands.options import GlobalOptions
 
 
 def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:

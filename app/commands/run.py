@@ -9,7 +9,7 @@ import sys
 import time
 from typing import TextIO
 
-from gtui.cli import GlobalOptions
+from gtui.commands.options import GlobalOptions
 from gtui.core.api import (
     Event,
     JobChanged,
@@ -17,8 +17,8 @@ from gtui.core.api import (
     QueuePaused,
     WaitingSummary,
 )
-from gtui.core.engine import Engine
 from gtui.core.model import JobState
+from gtui.core.sched.engine import Engine
 from gtui.core.units import format_duration, format_mib
 
 

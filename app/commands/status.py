@@ -3,76 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import time
-from pathlib import Path
 from typing import Any
 
-from gtui.cli import GlobalOptions
-from gtui.core.api import JobView
+from gtui.commands.options import GlobalOptions
+from gtui.core.control.client import perform
 from gtui.core.errors import GtuiError
-from gtui.core.model import JobRecord, JobSpec
 from gtui.core.paths import queue_paths
-from gtui.core.policy import format_wait
-from gtui.core.queuefile import load_queue
-from gtui.core.status import settled, status_dict
+from gtui.core.sched.policy import format_wait
 from gtui.core.units import format_duration, format_mib
 
 
-def status_from_store(queue: Path) -> dict[str, Any]:
-    """What the last scheduler left: the queue file's jobs with their stored records, each as
-    it really stands (a job recorded as running whose process ended is shown ended)."""
-    from gtui.core.lock import QueueLock
-    from gtui.core.store import open_store_readonly
-
-    paths = queue_paths(queue)
-    qf = load_queue(paths.queue)
-    store = open_store_readonly(paths.db)
-    records: dict[str, JobRecord] = store.load() if store else {}
-    meta = {
-        k: (store.get_meta(k) if store else None)
-        for k in ("paused", "gpus", "scheduler_pid", "scheduler_since", "scheduler_stopped")
-    }
-    if store:
-        store.close()
-    holder = QueueLock(paths).holder()
-    scheduler: dict[str, Any] = {
-        "running": bool(holder),
-        "pid": holder or _number(meta["scheduler_pid"], int),
-        "since": _number(meta["scheduler_since"], float),
-        "stopped": None if holder else _number(meta["scheduler_stopped"], float),
-    }
-    views = []
-    for i, spec in enumerate(qf.jobs):
-        rec = records.get(spec.name) or JobRecord(name=spec.name, mem_mib=spec.mem_mib)
-        views.append(JobView(spec=spec, record=rec if holder else settled(rec), order=i))
-    in_file = {s.name for s in qf.jobs}
-    for name, rec in records.items():
-        if rec.active and name not in in_file:
-            shown = rec if holder else settled(rec)
-            views.append(JobView(spec=JobSpec(name=name, cmd=""), record=shown, order=len(views)))
-    gpus = json.loads(meta["gpus"] or "[]")
-    return status_dict(paths.queue, meta["paused"] == "1", gpus, views, scheduler)
-
-
-def _number(text: str | None, kind: type[int] | type[float]) -> Any:
-    try:
-        return kind(text) if text else None
-    except ValueError:
-        return None
-
-
 def get_status(queue: str) -> dict[str, Any]:
+    """From the running scheduler if one answers, else from the store (the one client API)."""
     paths = queue_paths(queue)
     if not paths.queue.exists():
         raise GtuiError(f"{queue}: no such queue file")
-    from gtui.core.control import request
-
-    reply = request(paths.queue, "status")
-    if reply and reply.get("ok") and isinstance(reply.get("status"), dict):
-        result: dict[str, Any] = reply["status"]
-        return result
-    return status_from_store(paths.queue)
+    status, _live = asyncio.run(perform(paths, "status"))
+    result: dict[str, Any] = status
+    return result
 
 
 def _scheduler_line(sched: dict[str, Any]) -> str:

@@ -13,11 +13,11 @@ import json
 import sys
 from pathlib import Path
 
-from gtui.cli import GlobalOptions
+from gtui.commands.options import GlobalOptions
 from gtui.core.errors import GtuiError
 from gtui.core.gpus.snapshot import GpuSnapshot
 from gtui.core.model import JobSpec, Settings
-from gtui.core.queuefile import (
+from gtui.core.queue.queuefile import (
     QueueFile,
     isolated,
     job_to_json,

@@ -1,1 +1,1 @@
-"""The Textual dashboard. It talks to the engine only through ``gtui.core.engine``'s API."""
+"""The Textual dashboard. It talks to the engine only through ``gtui.core.sched.engine``'s API."""

@@ -3,6 +3,9 @@
 Kept apart from the widgets so they can be tested on values built by hand, and so the rules that
 give colour a meaning live in one place. Colour always doubles something written: the state word
 beside its glyph, the numbers beside a bar, so the screen still reads with NO_COLOR.
+
+Size: every text the dashboard shows, as pure functions in one place; split per widget they
+would repeat the units, the colours and the truncation rules.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What the dashboard needs from the engine: the one small interface of DESIGN.md 1.
 
-``gtui.core.engine.Engine`` satisfies it structurally. Naming it here keeps the UI honest (no
+``gtui.core.sched.engine.Engine`` satisfies it structurally. Naming it here keeps the UI honest (no
 process or NVML access sneaks in) and lets the widgets be typed without importing the engine.
 """
 

@@ -29,7 +29,7 @@ import tomli_w
 from hypothesis import strategies as st
 
 from gtui.cli import main as cli_main
-from gtui.core.queuefile import JOB_KEYS, SETTINGS_KEYS
+from gtui.core.queue.queuefile import JOB_KEYS, SETTINGS_KEYS
 
 REPO = Path(__file__).resolve().parent.parent.parent
 SAMPLES = sorted((REPO / "sample_queues").glob("*.toml"))
@@ -539,7 +539,7 @@ def check_wrong_command_line(case: tuple[list[str], str | None]) -> None:
         assert snapshot(d) == before, f"gtui {argv} changed a file"
         db = d / ".gtui" / "q.db"
         if db.exists():  # a refused command may have opened the state: every job still queued
-            from gtui.core.store import Store
+            from gtui.core.state.store import Store
 
             with Store(db, readonly=True) as store:
                 states = {r.state.value for r in store.load().values()}

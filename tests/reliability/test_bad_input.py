@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gtui.core.engine import Engine
 from gtui.core.errors import GtuiError
+from gtui.core.sched.engine import Engine
 from tests.reliability import fuzz
 
 EXAMPLES = int(os.environ.get("GTUI_FUZZ_EXAMPLES", "150"))

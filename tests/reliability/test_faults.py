@@ -26,15 +26,15 @@ import psutil
 import pytest
 
 from gtui.cli import main as cli_main
-from gtui.core import control
-from gtui.core import store as store_mod
 from gtui.core.api import Event, GpusRead, JobChanged, Notice
-from gtui.core.engine import Engine
+from gtui.core.control import server as control
 from gtui.core.errors import GtuiError
 from gtui.core.gpus.nvml import NvmlBackend
 from gtui.core.gpus.snapshot import GpuSnapshot
 from gtui.core.model import JobState
 from gtui.core.paths import queue_paths
+from gtui.core.sched.engine import Engine
+from gtui.core.state import store as store_mod
 from tests.conftest import gtui, write_queue
 from tests.reliability.helpers import (
     finish,

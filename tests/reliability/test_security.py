@@ -21,8 +21,8 @@ from typing import Any
 import psutil
 import pytest
 
+from gtui.core.exec.runner import is_alive
 from gtui.core.paths import queue_paths
-from gtui.core.runner import is_alive
 from tests.conftest import gtui, write_queue
 from tests.reliability.helpers import finish, start_run, state_of, status, wait_for
 from tests.reliability.live import LiveOutput
@@ -190,7 +190,7 @@ def test_nothing_listens_on_a_network_port(tmp_path: Path) -> None:
 
 
 async def test_the_dashboard_opens_no_network_socket(tmp_path: Path) -> None:
-    from gtui.core.engine import Engine
+    from gtui.core.sched.engine import Engine
     from gtui.ui.app import GtuiApp
     from gtui.ui.widgets.log_view import LogView
 

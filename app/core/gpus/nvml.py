@@ -15,6 +15,8 @@ total is ``used + free`` (the memory jobs can have; a little less than the marke
 Without v2, NVML's v1 ``total`` and ``used`` are used as they are. In both, total - used = free.
 
 ``read`` may block while the driver is slow; call it from a thread (``asyncio.to_thread``).
+
+Size: one wrapper per NVML call (NOT_SUPPORTED becomes n/a, a lost GPU a state) is most of it.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from gtui.core.model import Settings
+
 
 @dataclass(frozen=True)
 class GpuProcess:
@@ -85,8 +87,22 @@ class GpuStaticInfo:
 class GpuBackend(Protocol):
     """Reads the GPUs. ``read`` must never raise: failures become ``error`` / ``lost``."""
 
-    source: Literal["nvml", "fake", "none"]
+    @property
+    def source(self) -> Literal["nvml", "fake", "none"]: ...
 
     def read(self, ours: Sequence[JobUsage] = ()) -> GpuSnapshot: ...
 
     def close(self) -> None: ...
+
+
+def pool_totals(settings: Settings, snapshot: GpuSnapshot) -> list[int | None] | None:
+    """Total memory of each GPU in the pool, for the queue file's pool checks (None: unknown)."""
+    if not snapshot.gpus:
+        return None
+    by_index = snapshot.by_index()
+    indices = sorted(by_index) if settings.gpus == "all" else list(settings.gpus)
+    return [
+        by_index[i].mem_total_mib if i in by_index else None
+        for i in indices
+        if i not in settings.exclude
+    ]

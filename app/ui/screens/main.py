@@ -2,6 +2,9 @@
 
 Engine events arrive through ``apply`` already coalesced (gtui.ui.events); the actions call the
 engine's commands in workers, so a kill that waits out ``kill_grace`` never freezes the screen.
+
+Size: the main screen's actions, one per key of DESIGN.md 6, each with its worker; the
+widgets it holds are in gtui.ui.widgets.
 """
 
 from __future__ import annotations
@@ -531,7 +534,9 @@ class MainScreen(Screen[None]):
         if quit_ is None:  # pragma: no cover - always a GtuiApp
             self.app.exit()
             return
-        if not active:
+        if not active or getattr(self.engine, "remote", False):
+            # Attached to a scheduler that runs elsewhere: quitting this screen leaves it and
+            # its jobs running; there is nothing of ours to kill.
             quit_(kill_jobs=False)
             return
         n = len(active)

@@ -8,6 +8,22 @@ engine command, so the CLI, the socket and the dashboard share one implementatio
 Requests: ``{"op": OP, "names": [...]}`` (``"fields": {...}`` for ``add``, ``"wait": false``
 for a ``kill`` that answers once SIGTERM is sent), one per line.
 Replies: ``{"ok": true, ...}`` or ``{"ok": false, "error": "message"}``, one per line.
+
+The queue file's edits: ``{"op": "edit", "name": N, "fields": {...}}``, ``{"op": "remove",
+"name": N}``, ``{"op": "move", "name": N, "where": "up" | "down" | "top"}``.
+
+``{"op": "watch"}`` turns the connection into a stream (a dashboard attached to a scheduler that
+runs elsewhere: gtui.core.control.remote). The server answers ``{"ok": true, "hello": HELLO}``,
+the whole state at one moment (gtui.core.control.wire.Hello: jobs, paused, GPUs, settings,
+fake, pid, queue), then one line per engine event after it, ``{"event": TYPE, "data": {...}}``
+(wire.encode_event), and ``{"settings": {...}}`` before the QueueChanged of a reload that
+changed them. The watcher may send ``{"op": "sync", "id": N}``: ``{"sync": N}`` comes back after
+every event published before it, so a client that has its command's reply can wait until its
+view has caught up. A watcher is never dropped for being idle; one that falls WATCH_BUFFER events
+behind is (the scheduler never waits for a slow reader), and reconnects for a fresh hello.
+
+Size: the server and its one-request client share the wire format and the socket's security
+checks (owner, mode, SO_PEERCRED); they stay together so both sides change at once.
 """
 
 from __future__ import annotations
@@ -21,11 +37,16 @@ import os
 import socket
 import stat
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, TypeAlias
 
-from gtui.core.errors import GtuiError
+from gtui.core.api import Event, EventSink, GpusRead, JobView, QueueChanged
+from gtui.core.bus import EventBus
+from gtui.core.control.wire import Hello, encode_event, to_json
+from gtui.core.errors import GtuiError, LockedError
+from gtui.core.model import Settings
 from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths
 
 log = logging.getLogger("gtui.control")
@@ -36,15 +57,29 @@ IDLE_TIMEOUT_S = 60.0  # a client that sends nothing for this long is dropped
 CONNECT_TIMEOUT_S = 2.0
 BUSY_WAIT_S = 30.0  # how long close() lets requests in progress finish
 DEFAULT_TIMEOUT_S = 30.0
+WATCH_BUFFER = 10_000  # events a watcher may fall behind before it is dropped
 
 NAME_OPS = ("kill", "pause", "resume", "retry")
-OPS = (*NAME_OPS, "pause_queue", "resume_queue", "reload", "add", "status", "ping")
+OPS = (
+    *NAME_OPS,
+    "pause_queue",
+    "resume_queue",
+    "reload",
+    "add",
+    "edit",
+    "remove",
+    "move",
+    "status",
+    "ping",
+    "watch",
+)
+MOVES = ("up", "down", "top")
 
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
 class ControlledEngine(Protocol):
-    """The engine commands the socket exposes (app/core/engine.py implements them)."""
+    """The engine commands the socket exposes (app/core/sched/engine.py implements them)."""
 
     queue_path: Path
 
@@ -56,7 +91,22 @@ class ControlledEngine(Protocol):
     async def resume_queue(self) -> None: ...
     async def reload(self) -> None: ...
     async def add(self, fields: dict[str, object]) -> str: ...
+    async def edit(self, name: str, fields: dict[str, object]) -> None: ...
+    async def remove(self, name: str) -> None: ...
+    async def move(self, name: str, where: Literal["up", "down", "top"]) -> None: ...
     def status_json(self) -> dict[str, Any]: ...
+
+    # What a watcher is sent (``watch``): the state now, then every event.
+    def subscribe(self, sink: EventSink) -> Callable[[], None]: ...
+    def jobs(self) -> list[JobView]: ...
+    @property
+    def paused(self) -> bool: ...
+    @property
+    def gpus(self) -> GpusRead | None: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def fake(self) -> bool: ...
 
 
 def peer_uid(sock: socket.socket) -> int:
@@ -77,6 +127,28 @@ def _names(req: dict[str, Any]) -> list[str]:
     if not names:
         raise GtuiError(f"{req['op']}: name at least one job")
     return names
+
+
+def _name(req: dict[str, Any]) -> str:
+    name = req.get("name")
+    if not isinstance(name, str) or not name:
+        raise GtuiError(f"bad request: {req['op']} needs the name of a job")
+    return name
+
+
+def _fields(req: dict[str, Any]) -> dict[str, object]:
+    fields = req.get("fields")
+    if not isinstance(fields, dict):
+        raise GtuiError(f"bad request: {req['op']} needs fields")
+    return fields
+
+
+def _is_watch(line: bytes) -> bool:
+    try:
+        req = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(req, dict) and req.get("op") == "watch"
 
 
 async def dispatch(engine: ControlledEngine, req: object) -> dict[str, Any]:
@@ -104,10 +176,24 @@ async def dispatch(engine: ControlledEngine, req: object) -> dict[str, Any]:
             await engine.reload()
             return {"ok": True}
         if op == "add":
-            fields = req.get("fields")
-            if not isinstance(fields, dict):
-                raise GtuiError("bad request: add needs fields")
-            return {"ok": True, "name": await engine.add(fields)}
+            return {"ok": True, "name": await engine.add(_fields(req))}
+        if op == "edit":
+            name = _name(req)
+            await engine.edit(name, _fields(req))
+            return {"ok": True, "name": name}
+        if op == "remove":
+            name = _name(req)
+            await engine.remove(name)
+            return {"ok": True, "name": name}
+        if op == "move":
+            name = _name(req)
+            where = req.get("where")
+            if where == "up" or where == "down" or where == "top":
+                await engine.move(name, where)
+                return {"ok": True, "name": name}
+            raise GtuiError(f"bad request: move needs where: {', '.join(MOVES)}")
+        if op == "watch":
+            raise GtuiError("bad request: watch takes over a connection of the socket server")
         if op == "status":
             return {"ok": True, "status": engine.status_json()}
         if op == "ping":
@@ -298,6 +384,10 @@ class ControlServer:
                 return
             if not line.strip():
                 continue
+            if _is_watch(line):
+                # A stream from here on: never idle-dropped, never "busy" (close() ends it).
+                await self._watch(reader, writer)
+                return
             task = asyncio.current_task()
             if task is not None:
                 self._busy.add(task)
@@ -315,6 +405,121 @@ class ControlServer:
                     self._busy.discard(task)
             if self._closing:
                 return
+
+    async def _watch(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """The state now, then every event, until the client goes away or falls behind."""
+        engine = self._engine
+        assert engine is not None
+        # Bounded; the one place above the bound is for the marker that ends the watcher.
+        queue: asyncio.Queue[_WatchItem] = asyncio.Queue(maxsize=WATCH_BUFFER + 1)
+        dropped = False
+        settings = engine.settings
+
+        def push(item: _WatchItem) -> None:
+            nonlocal dropped
+            if dropped:
+                return
+            if queue.qsize() >= WATCH_BUFFER:
+                # Too slow a reader: drop it rather than hold the scheduler or grow without end.
+                dropped = True
+                unsubscribe()
+                queue.put_nowait(_DROP)
+                return
+            queue.put_nowait(item)
+
+        def sink(event: Event) -> None:  # on the scheduler's turn: keep it cheap
+            nonlocal settings
+            if isinstance(event, QueueChanged) and engine.settings != settings:
+                settings = engine.settings
+                push(_Settings(settings))
+            push(event)
+
+        # Subscribed and the state read in one step (no await between): no event is lost or
+        # applied twice; every event from here on is newer than the hello.
+        unsubscribe = engine.subscribe(sink)
+        try:
+            hello = Hello(
+                pid=os.getpid(),
+                queue=str(engine.queue_path),
+                jobs=tuple(engine.jobs()),
+                paused=engine.paused,
+                gpus=engine.gpus,
+                settings=engine.settings,
+                fake=engine.fake,
+            )
+            writer.write(_encode({"ok": True, "hello": to_json(hello)}))
+            del hello
+            await writer.drain()
+            tasks = {
+                asyncio.create_task(_watch_requests(reader, push)),
+                asyncio.create_task(_watch_send(writer, queue)),
+            }
+            try:
+                await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in tasks:
+                    task.cancel()
+                for task in tasks:
+                    with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+                        await task
+        finally:
+            unsubscribe()
+
+
+@dataclass(frozen=True)
+class _Settings:
+    settings: Settings
+
+
+@dataclass(frozen=True)
+class _Sync:
+    id: object
+
+
+@dataclass(frozen=True)
+class _Drop:
+    """The end of a watcher that fell behind."""
+
+
+_DROP = _Drop()
+_WatchItem: TypeAlias = Event | _Settings | _Sync | _Drop
+
+
+async def _watch_requests(reader: asyncio.StreamReader, push: Callable[[_WatchItem], None]) -> None:
+    """A watcher's own lines (``sync``); returns when it goes away."""
+    while True:
+        try:
+            line = await reader.readline()
+        except (ValueError, asyncio.LimitOverrunError, ConnectionError):
+            return
+        if not line:
+            return
+        try:
+            req = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(req, dict) and req.get("op") == "sync":
+            push(_Sync(req.get("id")))
+
+
+async def _watch_send(writer: asyncio.StreamWriter, queue: asyncio.Queue[_WatchItem]) -> None:
+    """Writes what the watcher was sent, as fast as it reads; returns when it fell behind."""
+    while True:
+        item = await queue.get()
+        while True:
+            if isinstance(item, _Drop):
+                log.info("a watcher fell %d events behind: dropped", WATCH_BUFFER)
+                return
+            if isinstance(item, _Sync):
+                writer.write(_encode({"sync": item.id}))
+            elif isinstance(item, _Settings):
+                writer.write(_encode({"settings": to_json(item.settings)}))
+            else:
+                writer.write(_encode(encode_event(item)))
+            if queue.empty():
+                break
+            item = queue.get_nowait()
+        await writer.drain()
 
 
 def _check_owner(path: Path) -> None:
@@ -406,3 +611,26 @@ def call(queue: Path | QueuePaths, op: str, **kw: Any) -> dict[str, Any] | None:
             code if isinstance(code, int) and code > 0 else None,
         )
     return reply
+
+
+def refuse_if_served(paths: QueuePaths) -> None:
+    """Another live gtui may serve this queue without holding the lock just taken (its
+    ``.gtui/`` was deleted under it): then this one must not run the queue a second time."""
+    pid = answering_pid(paths.socket)
+    if pid is not None and pid != os.getpid():
+        raise LockedError(
+            f"another gtui (pid {pid}) already runs this queue: {paths.queue}\n"
+            f"its state directory was replaced under it; stop it first (`kill {pid}`)"
+        )
+
+
+async def serve(engine: ControlledEngine, bus: EventBus) -> ControlServer | None:
+    """The engine's control socket, or None (said on the bus) when it cannot be opened: the
+    queue still runs, only the other commands cannot reach it."""
+    server = ControlServer()
+    try:
+        await server.start(engine)
+    except GtuiError as e:
+        bus.notice("warning", f"control socket unavailable: {e}")
+        return None
+    return server

@@ -4,6 +4,8 @@
 not a parser: it follows strings, comments and brackets well enough to find, for valid TOML, every
 table header, every key written at the start of a line, and the start of each inline table of an
 inline array (``jobs = [ {...}, {...} ]``). It never raises; on odd input it finds less.
+
+Size: one scanner of TOML's line structure; splitting it would split one state machine.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ class Scan:
     @classmethod
     def from_text(cls, text: str, tables: list[Table]) -> Scan:
         """The scan of ``text`` with its ``tables`` found by another reader
-        (:mod:`gtui.core.plaintoml`), for a text whose only line breaks are LF and CRLF: the
+        (:mod:`gtui.core.queue.plaintoml`), for a text whose only line breaks are LF and CRLF: the
         lines are split only when asked for."""
         sc = cls([], tables)
         sc._lines = None

@@ -1,9 +1,10 @@
 """Read and check a queue file (DESIGN.md 3): ``[settings]``, ``[[jobs]]``, ``[[diagnose]]``.
 
 Every mistake is a :class:`QueueFileError` naming ``file:line``, the key, and how to fix it. Line
-numbers come from :mod:`gtui.core.tomlscan`, since ``tomllib`` keeps none; a plain file (nearly
-every queue file) is read, lines included, by the faster :mod:`gtui.core.plaintoml`, which gives
-exactly what ``tomllib`` and the scanner give, or leaves the file to them.
+numbers come from :mod:`gtui.core.queue.tomlscan`, since ``tomllib`` keeps none; a plain file
+(nearly every queue file) is read, lines included, by the faster
+:mod:`gtui.core.queue.plaintoml`, which gives exactly what ``tomllib`` and the
+scanner give, or leaves the file to them.
 
 Choices where DESIGN.md is silent (also in the README):
 
@@ -23,6 +24,9 @@ Choices where DESIGN.md is silent (also in the README):
 - Without a machine to check against, only the pool the file itself fixes (a list in
   ``settings.gpus``) is checked; with one, also that listed GPUs exist, that ``gpus`` fits the pool
   and the reserve, and that ``mem`` fits on enough GPUs.
+
+Size: every key of DESIGN.md 3 with its check and its message, in one place so that the
+messages stay consistent.
 """
 
 from __future__ import annotations
@@ -44,15 +48,15 @@ from typing import Any
 
 from gtui.core.errors import QueueFileError
 from gtui.core.model import DiagnosisRule, JobSpec, Mode, Placement, Settings
-from gtui.core.placeholders import (
+from gtui.core.queue.placeholders import (
     gpu_indices_in,
     is_reserved,
     placeholders_used,
     substitute_matrix,
 )
-from gtui.core.plaintoml import parse_plain
-from gtui.core.policy import reserve_allows
-from gtui.core.tomlscan import Entry, Scan, scan
+from gtui.core.queue.plaintoml import parse_plain
+from gtui.core.queue.tomlscan import Entry, Scan, scan
+from gtui.core.sched.policy import reserve_allows
 from gtui.core.units import UnitError, format_mib, parse_duration_s, parse_size_mib
 
 SETTINGS_KEYS = (
@@ -1286,7 +1290,7 @@ def _load_queue(
     raw_jobs = data.get("jobs", [])
     jobs_where = _Where(
         shown,
-        root.line_of("jobs") or (sc.table("jobs").line if sc.table("jobs") else None),
+        root.line_of("jobs") or _table_line(sc.table("jobs")),
         {},
         "the top level",
     )
@@ -1370,3 +1374,8 @@ def job_to_json(job: JobSpec) -> dict[str, Any]:
         "env": dict(job.env),
         "isolate": job.isolate,
     }
+
+
+def _table_line(table: Any) -> int | None:
+    """The line of a scanned table, if the scanner found one."""
+    return table.line if table is not None else None

@@ -32,6 +32,9 @@ Why these choices:
   that way: the job's session (the wrapper's pid: a grandchild that made a group of its own is
   still in it) and, for one that left the session too, the job's log open for writing (a
   daemon inherits its stdout; reading it, as ``tail -f`` does, does not count).
+
+Size: a job's process life on Linux (the wrapper, pidfd waits, killing trees with their
+daemons) shares the /proc readers below; the why of each part is above.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gtui.core.errors import QueueFileError
-from gtui.core.queuefile import decode_queue, read_queue_bytes
+from gtui.core.queue.queuefile import decode_queue, read_queue_bytes
 
 SETTLE_S = 0.25  # the same content seen twice this far apart is taken as written
 # A file modified this close to our last read may change again within its mtime's granularity

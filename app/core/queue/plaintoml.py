@@ -1,11 +1,12 @@
 """A fast reader for the plain shape of a queue file, exact or nothing.
 
 ``tomllib`` is pure Python and reads a 10,000-job queue file (70,000 lines) in ~0.35 s, then
-:mod:`gtui.core.tomlscan` looks for the lines again. Nearly every queue file is plain: blank and
+:mod:`gtui.core.queue.tomlscan` looks for the lines
+again. Nearly every queue file is plain: blank and
 comment lines, ``[name]`` / ``[[name]]`` headers of one bare key, and ``key = value`` lines of one
 bare key whose value fits on its line. :func:`parse_plain` reads such a text line by line with
 string methods and returns what ``tomllib.loads`` returns, with the line of every table and key
-(a :class:`~gtui.core.tomlscan.Scan` equal to ``scan(text)``'s) in the same pass.
+(a :class:`~gtui.core.queue.tomlscan.Scan` equal to ``scan(text)``'s) in the same pass.
 
 It never guesses: a line it does not read exactly (a dotted or quoted key, a multi-line value, a
 key set twice, a table defined twice, a control character...) makes it return None, and the
@@ -21,7 +22,7 @@ import re
 import tomllib
 from typing import Any
 
-from gtui.core.tomlscan import Scan, Table, scan
+from gtui.core.queue.tomlscan import Scan, Table, scan
 
 # Characters TOML refuses outside multi-line strings (the ASCII controls but tab and newline; a
 # CR only as part of CRLF), and those ``str.splitlines`` takes as line breaks but TOML does not

@@ -293,6 +293,10 @@ class Store:
                     conn.execute("ROLLBACK")
                 raise
 
+    @property
+    def closed(self) -> bool:
+        return self._conn is None
+
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:

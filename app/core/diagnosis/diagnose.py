@@ -24,6 +24,9 @@ been caught and printed; the last one ended the job); two rules matching the sam
 the one listed first (``cuda_oom`` before ``cuda_error`` before ``runtime_error``). Across
 steps the earlier step wins even when its line is older: in a DDP cascade the root cause
 (an OOM on one rank) comes first and the NCCL errors of the other ranks follow it.
+
+Size: most of it is the diagnosis table (patterns and hints, seed 003) and the refinements
+of its hints; the matching itself is short.
 """
 
 from __future__ import annotations
@@ -38,8 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from gtui.core.diagnosis.rulematch import PatternOverrun
 from gtui.core.model import Diagnosis, DiagnosisRule
-from gtui.core.rulematch import PatternOverrun
 from gtui.core.units import format_mib
 
 TAIL_BYTES = 65536
@@ -422,7 +425,7 @@ def _match(
 
 Matcher = Callable[[str, Sequence[str]], "tuple[int, int] | None"]
 """Runs one user pattern over lines: (last line matched, match start) or None; may raise
-:class:`PatternOverrun` (gtui.core.rulematch.PatternWorker.search bounds it in time)."""
+:class:`PatternOverrun` (gtui.core.diagnosis.rulematch.PatternWorker.search bounds it in time)."""
 
 
 def local_search(pattern: str, lines: Sequence[str]) -> tuple[int, int] | None:

@@ -9,9 +9,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gtui.core import runner
 from gtui.core.api import JobView
-from gtui.core.diagnose import read_log_tail
+from gtui.core.diagnosis.diagnose import read_log_tail
+from gtui.core.exec.base import Executor, handle_of
+from gtui.core.exec.local import LocalExecutor
 from gtui.core.model import Diagnosis, JobRecord, JobState
 
 
@@ -88,15 +89,17 @@ def unknown_diagnosis(rec: JobRecord) -> Diagnosis:
     )
 
 
-def settled(rec: JobRecord) -> JobRecord:
+def settled(rec: JobRecord, executor: Executor | None = None) -> JobRecord:
     """What a record really says while no scheduler runs: a job recorded as running whose
     process is gone ended meanwhile, and its status file says how (the next scheduler records
     exactly this). The stored record is not changed."""
     if not rec.active or rec.pid is None:
         return rec
-    if rec.create_time is not None and runner.is_alive(rec.pid, rec.create_time):
+    executor = executor or LocalExecutor()
+    handle = handle_of(rec)
+    if rec.create_time is not None and executor.alive(handle):
         return rec
-    status = runner.read_status_file(Path(rec.status_file)) if rec.status_file else None
+    status = executor.exit_status(handle)
     out = dataclasses.replace(rec, warnings=[*rec.warnings, ENDED_UNRECORDED])
     out.ended_at = ended_at(rec)
     if status is None:

@@ -46,6 +46,9 @@ GPU free of our jobs can make room (the reserve does not limit GPUs holding our 
 failed is forgotten, and if a job failed before that start the pass sweeps the waiting jobs
 again, so nothing that could start waits for the next poll. ``run_each`` is the same pass one
 job at a time: the reference the tests hold ``run`` to.
+
+Size: the placement policy is one pure function with the words for every wait; one place for
+each rule (DESIGN.md 4), shared by the engine, the tests, the simulator and the dashboard.
 """
 
 from __future__ import annotations

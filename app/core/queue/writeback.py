@@ -25,6 +25,9 @@ Jobs expanded from a ``matrix`` entry share one table, so:
   and a standalone ``[[jobs]]`` with the job's concrete name, command and fields (plus the edit)
   is written right after the entry, so the edit applies to that job only and its name (its run
   state) is kept. With several keys it refuses, as for remove.
+
+Size: every edit of the queue file (append, update, remove, move) shares the format-keeping
+parse and the atomic write; one module keeps them consistent.
 """
 
 from __future__ import annotations
@@ -47,8 +50,8 @@ from gtui.core.atomic import write_atomically
 from gtui.core.errors import GtuiError, QueueFileError
 from gtui.core.model import JobSpec
 from gtui.core.paths import ensure_private_dir, queue_paths
-from gtui.core.queuefile import JOB_KEYS, QueueFile, load_queue, read_queue_text, scalar_text
-from gtui.core.tomlscan import Scan, scan
+from gtui.core.queue.queuefile import JOB_KEYS, QueueFile, load_queue, read_queue_text, scalar_text
+from gtui.core.queue.tomlscan import Scan, scan
 
 Where = Literal["up", "down", "top"]
 _Container = Table | InlineTable

@@ -18,6 +18,8 @@ would read (``{{``, ``}}``, ``{word}``) are escaped. The script never set
 job gets ``isolate = false`` with a comment saying why (with isolation, CUDA numbers the
 job's GPUs from 0); the others stay isolated (seed 004). ``reserve_rule = "seed"`` keeps the
 script's reserve rule (DESIGN.md 4.2). Jobs get explicit names made from their commands.
+
+Size: one translator from the seed script's queue format; its sections follow that format's.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gtui.core.errors import GtuiError
-from gtui.core.queuefile import cmd_slug, name_problem, passes_gpu_numbers
+from gtui.core.queue.queuefile import cmd_slug, name_problem, passes_gpu_numbers
 from gtui.core.units import UnitError, parse_size_mib
 
 SCRIPT_VARS = (
@@ -430,7 +432,7 @@ def _names(jobs: list[ImportedJob]) -> list[str]:
 
 
 def render(imp: Imported) -> str:
-    """The queue file, as text (it loads with :func:`gtui.core.queuefile.load_queue`)."""
+    """The queue file, as text (it loads with :func:`gtui.core.queue.queuefile.load_queue`)."""
     kind = "quick_start_serial.sh-style script" if imp.script else "command list"
     out = [
         f"# Imported by `gtui import` from {imp.source} ({kind}).",

@@ -1,0 +1,203 @@
+"""The client for a queue that no scheduler runs: the same operations, on the state store.
+
+``gtui kill / pause / resume / retry`` and ``gtui status`` reach a running scheduler through its
+socket (gtui.core.control.client). With none running they still work, with no scheduler built:
+under the queue lock, the store's records are brought up to date (a job that ended meanwhile is
+recorded, as the next scheduler would), the transition is applied by the very functions the
+scheduler uses (gtui.core.sched.transitions, .outcome), and the change is committed. A job that
+still runs is signalled through the local executor and left running unless it is killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from gtui.core.api import JobView
+from gtui.core.bus import EventBus
+from gtui.core.errors import GtuiError
+from gtui.core.exec.base import Executor, ExitStatus, handle_of
+from gtui.core.exec.local import LocalExecutor
+from gtui.core.gpus.snapshot import GpuSnapshot
+from gtui.core.model import JobRecord, JobSpec, Settings
+from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths, register_queue
+from gtui.core.queue.queuefile import check_trusted, load_queue
+from gtui.core.sched import outcome, transitions
+from gtui.core.sched.recovery import recover
+from gtui.core.state.book import JobBook
+from gtui.core.state.lock import QueueLock
+from gtui.core.state.status import settled, status_dict
+from gtui.core.state.store import Store, open_store_readonly
+
+
+class StoreClient:
+    """Operations on the saved state of ``queue`` while no scheduler runs it. Each takes the
+    queue lock for its own duration: LockedError if a scheduler holds it."""
+
+    live = False  # what it changes applies when a scheduler starts
+
+    def __init__(self, queue: Path | QueuePaths, executor: Executor | None = None) -> None:
+        self.paths = queue if isinstance(queue, QueuePaths) else queue_paths(queue)
+        self.queue_path = self.paths.queue
+        self._executor = executor or LocalExecutor()
+
+    # ------------------------------------------------------------------ reading
+    async def status(self) -> dict[str, Any]:
+        return status_from_store(self.paths.queue)
+
+    # ------------------------------------------------------------------ operations
+    async def kill(self, names: Sequence[str], *, wait: bool = True) -> None:
+        with self._book() as (book, settings):
+            transitions.check_kill(book.require, names)
+            for name in names:
+                rec = book.records[name]
+                if not rec.active:
+                    transitions.kill_waiting(rec)
+                    book.commit(rec)
+                    continue
+                # This process sends the KILL after the grace: it always waits.
+                handle = handle_of(rec)
+                await self._executor.kill(handle, settings.kill_grace_s)
+                status = self._executor.exit_status(handle) or ExitStatus(None, None)
+                self._conclude(book, settings, name, status, killed=True)
+
+    async def pause(self, names: Sequence[str]) -> None:
+        await self._switch(names, transitions.PAUSE)
+
+    async def resume(self, names: Sequence[str]) -> None:
+        await self._switch(names, transitions.RESUME)
+
+    async def _switch(self, names: Sequence[str], how: transitions.Switch) -> None:
+        with self._book() as (book, _settings):
+            transitions.check_switch(book.require, names, how)
+            for name in names:
+                rec = book.records[name]
+                if transitions.switch(rec, how):
+                    if how is transitions.PAUSE:
+                        self._executor.suspend(handle_of(rec))
+                    else:
+                        self._executor.resume(handle_of(rec))
+                book.commit(rec)
+
+    async def retry(self, names: Sequence[str]) -> None:
+        with self._book() as (book, _settings):
+            transitions.check_retry(book.require, names)
+            for name in names:
+                rec = book.records[name]
+                transitions.retry(rec)
+                book.commit(rec)
+                for drec in transitions.unblocked_by(name, book.order, book.specs, book.records):
+                    book.commit(drec)
+
+    async def pause_queue(self) -> None:
+        with self._book() as (book, _settings):
+            book.store.set_meta("paused", "1")
+
+    async def resume_queue(self) -> None:
+        with self._book() as (book, _settings):
+            book.store.set_meta("paused", "0")
+
+    async def add(self, fields: dict[str, object]) -> str:
+        """With no scheduler, adding is writing the file; nothing else to tell."""
+        from gtui.core.queue.writeback import append_job
+
+        return append_job(self.queue_path, dict(fields))
+
+    # ------------------------------------------------------------------ the store, locked
+    @contextlib.contextmanager
+    def _book(self) -> Iterator[tuple[JobBook, Settings]]:
+        check_trusted(self.queue_path)
+        queue = load_queue(self.queue_path)
+        ensure_private_dir(self.paths.state_dir)
+        self.paths = register_queue(self.paths)
+        lock = QueueLock(self.paths)
+        lock.acquire()
+        try:
+            with Store(self.paths.db) as store:
+                book = JobBook(store, EventBus(), self.queue_path.name)
+                book.apply(queue, initial=True)
+                # What a scheduler would record first: the jobs that ended meanwhile.
+                log_dir = self.paths.log_dir(queue.settings.log_dir)
+                for name, status in recover(book, self._executor, log_dir).ended:
+                    self._conclude(book, queue.settings, name, status, recovered=True)
+                yield book, queue.settings
+        finally:
+            lock.release()
+
+    def _conclude(
+        self,
+        book: JobBook,
+        settings: Settings,
+        name: str,
+        status: ExitStatus,
+        *,
+        killed: bool = False,
+        recovered: bool = False,
+    ) -> None:
+        rec = book.records[name]
+        if name in book.pending_specs:
+            book.specs[name] = book.pending_specs.pop(name)
+        tail = outcome.log_tail(self._executor, rec.log)
+        snapshot = GpuSnapshot(gpus=(), taken_at=0.0, source="none")
+        outcome.conclude(
+            rec,
+            book.specs[name],
+            status,
+            tail,
+            outcome.Rules(settings),
+            snapshot,
+            killed=killed,
+            recovered=recovered,
+        )
+        book.commit(rec)
+        if rec.final or name not in book.index:
+            book.take_over_from_edit(rec)
+
+
+def status_from_store(queue: Path) -> dict[str, Any]:
+    """What the last scheduler left: the queue file's jobs with their stored records, each as
+    it really stands (a job recorded as running whose process ended is shown ended)."""
+    paths = queue_paths(queue)
+    qf = load_queue(paths.queue)
+    store = open_store_readonly(paths.db)
+    records: dict[str, JobRecord] = store.load() if store else {}
+    meta = {
+        k: (store.get_meta(k) if store else None)
+        for k in ("paused", "gpus", "scheduler_pid", "scheduler_since", "scheduler_stopped")
+    }
+    if store:
+        store.close()
+    holder = QueueLock(paths).holder()
+    scheduler: dict[str, Any] = {
+        "running": bool(holder),
+        "pid": holder or _number(meta["scheduler_pid"], int),
+        "since": _number(meta["scheduler_since"], float),
+        "stopped": None if holder else _number(meta["scheduler_stopped"], float),
+    }
+    views = []
+    for i, spec in enumerate(qf.jobs):
+        rec = records.get(spec.name) or JobRecord(name=spec.name, mem_mib=spec.mem_mib)
+        views.append(JobView(spec=spec, record=rec if holder else settled(rec), order=i))
+    in_file = {s.name for s in qf.jobs}
+    for name, rec in records.items():
+        if rec.active and name not in in_file:
+            shown = rec if holder else settled(rec)
+            views.append(JobView(spec=JobSpec(name=name, cmd=""), record=shown, order=len(views)))
+    try:
+        gpus = json.loads(meta["gpus"] or "[]")
+    except ValueError:
+        gpus = []
+    return status_dict(paths.queue, meta["paused"] == "1", gpus, views, scheduler)
+
+
+def _number(text: str | None, kind: type[int] | type[float]) -> Any:
+    try:
+        return kind(text) if text else None
+    except ValueError:
+        return None
+
+
+__all__ = ["GtuiError", "StoreClient", "status_from_store"]

@@ -1,0 +1,419 @@
+"""A dashboard engine for a scheduler that runs elsewhere: the EnginePort, over the control socket.
+
+``gtui QUEUE.toml`` when a headless ``gtui run QUEUE.toml`` (or a ``--no-tmux`` dashboard in a
+plain terminal) already runs the queue opens the dashboard on a :class:`RemoteEngine`:
+
+- ``start()`` opens a ``watch`` connection (gtui.core.control.server) and takes its hello: the
+  jobs, paused, the last GPU read, the settings, fake or not, the scheduler's pid;
+- ``run()`` reads the events that follow, keeps its own copy of the state (``jobs()``,
+  ``view()``, ``paused``, ``gpus``, ``settings``) and publishes each event to its own
+  subscribers, exactly as the in-process Engine does;
+- the commands (kill, pause, ..., add, edit, remove, move) are one request each on the socket
+  (``server.call``), and return once this copy shows their effect (a ``sync`` on the watch
+  connection), so a screen that reads ``view()`` right after sees what it did;
+- if the scheduler goes away, a Notice says so, and the engine tries again every
+  RECONNECT_EVERY_S for RECONNECT_FOR_S; a scheduler that comes back (the same, or a new one
+  for the same queue) sends a fresh hello, published as QueueChanged.
+
+It owns nothing: ``shutdown()`` closes the connection and nothing else. ``shutdown(kill_jobs=
+True)`` does not kill either: the jobs belong to the scheduler that runs them, whose life this
+screen does not decide; it says so in a Notice instead of raising (a raise would break the
+app's quit). ``gtui kill QUEUE NAME`` (or the ``x`` key) kills a job there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from gtui.core.api import (
+    Event,
+    GpusRead,
+    JobChanged,
+    JobRemoved,
+    JobView,
+    QueueChanged,
+    QueuePaused,
+)
+from gtui.core.bus import EventBus
+from gtui.core.control.server import (
+    CONNECT_TIMEOUT_S,
+    MAX_REPLY,
+    _check_owner,
+    _encode,
+    call,
+    peer_uid,
+)
+from gtui.core.control.wire import Hello, WireError, decode_event, from_json
+from gtui.core.errors import EXIT_LOCKED, GtuiError
+from gtui.core.model import Settings
+from gtui.core.paths import QueuePaths, queue_paths
+
+log = logging.getLogger("gtui.remote")
+
+RECONNECT_EVERY_S = 1.0
+RECONNECT_FOR_S = 600.0  # how long a scheduler that went away is waited for
+HELLO_TIMEOUT_S = 30.0  # a hello of 10,000 jobs is a few MiB
+SYNC_WAIT_S = 10.0  # how long a command waits for its effect to show here
+TIMEOUT_S = 60.0  # one command's answer
+KILL_TIMEOUT_S = 3600.0  # kill waits for TERM, then kill_grace, then KILL
+
+
+class NotAnswering(GtuiError):
+    """No scheduler accepts a watch on the queue's socket."""
+
+    exit_code = EXIT_LOCKED
+
+
+class RemoteEngine:
+    """The EnginePort of a scheduler that runs in another process (see the module docstring)."""
+
+    remote = True  # a front end may ask: nothing of the queue runs in this process
+
+    def __init__(
+        self,
+        queue_path: Path | str | QueuePaths,
+        *,
+        reconnect_every: float = RECONNECT_EVERY_S,
+        reconnect_for: float = RECONNECT_FOR_S,
+    ) -> None:
+        self.paths = queue_path if isinstance(queue_path, QueuePaths) else queue_paths(queue_path)
+        self.queue_path: Path = self.paths.queue
+        self.reconnect_every = reconnect_every
+        self.reconnect_for = reconnect_for
+        self._bus = EventBus()
+        self._jobs: dict[str, JobView] = {}
+        self._paused = False
+        self._gpus: GpusRead | None = None
+        self._settings = Settings()
+        self._fake = False
+        self.pid: int | None = None  # the scheduler's, from its hello
+        self.started = False
+        self.connected = False
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._stopping = False
+        self._stop = asyncio.Event()
+        self._syncs: dict[int, asyncio.Future[None]] = {}
+        self._next_sync = 0
+
+    # ------------------------------------------------------------------ the state, read here
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    @property
+    def gpus(self) -> GpusRead | None:
+        return self._gpus
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    @property
+    def fake(self) -> bool:
+        return self._fake
+
+    def jobs(self) -> list[JobView]:
+        """The jobs in queue order, as the scheduler last said."""
+        return sorted(self._jobs.values(), key=lambda v: v.order)
+
+    def view(self, name: str) -> JobView:
+        try:
+            return self._jobs[name]
+        except KeyError:
+            raise GtuiError(f"no job named {name!r} in {self.queue_path.name}") from None
+
+    def log_path(self, name: str) -> Path | None:
+        log_file = self.view(name).record.log
+        return Path(log_file) if log_file else None
+
+    def subscribe(self, sink: Callable[[Event], None]) -> Callable[[], None]:
+        def deliver(event: Event) -> None:
+            sink(event)
+
+        return self._bus.subscribe(deliver)
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        """Attach: the watch connection and its hello. NotAnswering when no scheduler listens."""
+        if self.started:
+            return
+        self._take_hello(await self._connect())
+        self.started = True
+
+    async def run(self, *, exit_when_idle: bool = False) -> int:
+        """Follow the scheduler until ``shutdown``: 0; 1 when it went away and did not come
+        back. ``exit_when_idle`` is ignored: whether the queue is idle is the scheduler's
+        business, and this screen stays until the user quits it."""
+        await self.start()
+        while not self._stopping:
+            await self._follow()
+            self._lost()
+            if self._stopping:
+                break
+            if not await self._reconnect():
+                return 1
+        return 0
+
+    async def shutdown(self, *, kill_jobs: bool = False) -> None:
+        """Detach: close the connection. The scheduler and its jobs go on (module docstring)."""
+        if kill_jobs and not self._stopping:
+            active = [v.spec.name for v in self._jobs.values() if v.record.active]
+            if active:
+                self._bus.notice(
+                    "warning",
+                    f"not killed: {', '.join(active[:5])}{' ...' if len(active) > 5 else ''} "
+                    f"run under the scheduler (pid {self.pid}) of {self.queue_path.name}, "
+                    f"not this screen; `gtui kill {self.queue_path.name} NAME` kills one",
+                )
+        self._stopping = True
+        self._stop.set()
+        self._close()
+
+    # ------------------------------------------------------------------ commands
+    async def kill(self, names: Sequence[str], *, wait: bool = True) -> None:
+        kw: dict[str, Any] = {"names": list(names)}
+        if not wait:
+            kw["wait"] = False
+        await self._call("kill", timeout=KILL_TIMEOUT_S if wait else TIMEOUT_S, **kw)
+
+    async def pause(self, names: Sequence[str]) -> None:
+        await self._call("pause", names=list(names))
+
+    async def resume(self, names: Sequence[str]) -> None:
+        await self._call("resume", names=list(names))
+
+    async def retry(self, names: Sequence[str]) -> None:
+        await self._call("retry", names=list(names))
+
+    async def pause_queue(self) -> None:
+        await self._call("pause_queue")
+
+    async def resume_queue(self) -> None:
+        await self._call("resume_queue")
+
+    async def reload(self) -> None:
+        await self._call("reload")
+
+    async def add(self, fields: dict[str, object]) -> str:
+        return str((await self._call("add", fields=fields)).get("name", ""))
+
+    async def edit(self, name: str, fields: dict[str, object]) -> None:
+        await self._call("edit", name=name, fields=fields)
+
+    async def remove(self, name: str) -> None:
+        await self._call("remove", name=name)
+
+    async def move(self, name: str, where: Literal["up", "down", "top"]) -> None:
+        await self._call("move", name=name, where=where)
+
+    async def status(self) -> dict[str, Any]:
+        """The scheduler's ``status`` (the shape of ``gtui status --json``)."""
+        status = (await self._call("status", sync=False)).get("status")
+        if not isinstance(status, dict):
+            raise GtuiError("the scheduler sent a status gtui cannot read")
+        return status
+
+    async def _call(
+        self, op: str, *, timeout: float = TIMEOUT_S, sync: bool = True, **kw: Any
+    ) -> dict[str, Any]:
+        """One request on its own connection; GtuiError with the scheduler's message."""
+        try:
+            reply = await asyncio.to_thread(call, self.paths, op, timeout=timeout, **kw)
+        except OSError as e:
+            raise GtuiError(f"cannot reach the scheduler of {self.queue_path.name}: {e}") from None
+        if reply is None:
+            raise NotAnswering(
+                f"the scheduler of {self.queue_path.name} does not answer (it stopped?); "
+                "nothing was done"
+            )
+        if sync:
+            await self._sync()
+        return reply
+
+    async def _sync(self) -> None:
+        """Wait until every event the scheduler published so far is applied here."""
+        writer = self._writer
+        if writer is None or not self.connected:
+            return
+        self._next_sync += 1
+        token = self._next_sync
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._syncs[token] = done
+        try:
+            writer.write(_encode({"op": "sync", "id": token}))
+            await writer.drain()
+            await asyncio.wait_for(done, SYNC_WAIT_S)
+        except (TimeoutError, ConnectionError, OSError):
+            pass  # the events still come (or the loss is told): only the wait is given up
+        finally:
+            self._syncs.pop(token, None)
+
+    # ------------------------------------------------------------------ the connection
+    async def _connect(self) -> Hello:
+        name = self.queue_path.name
+        path = self.paths.socket
+        try:
+            _check_owner(path)
+        except OSError:
+            raise NotAnswering(f"no scheduler runs {name} (no socket at {path})") from None
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_unix_connection(str(path), limit=MAX_REPLY), CONNECT_TIMEOUT_S
+            )
+        except (OSError, TimeoutError) as e:
+            raise NotAnswering(f"no scheduler answers for {name}: {e}") from None
+        try:
+            sock = writer.get_extra_info("socket")
+            if sock is None or peer_uid(sock) != os.getuid():
+                raise GtuiError(f"{path} is served by another user; gtui will not use it")
+            writer.write(_encode({"op": "watch"}))
+            await writer.drain()
+            line = await asyncio.wait_for(reader.readline(), HELLO_TIMEOUT_S)
+            if not line:
+                raise NotAnswering(f"the scheduler of {name} closed the connection")
+            try:
+                reply = json.loads(line)
+            except ValueError:
+                raise GtuiError(f"the scheduler of {name} sent what gtui cannot read") from None
+            if not isinstance(reply, dict) or not reply.get("ok"):
+                why = reply.get("error") if isinstance(reply, dict) else None
+                raise GtuiError(str(why or f"the scheduler of {name} refused to be watched"))
+            try:
+                hello = from_json(Hello, reply.get("hello"))
+            except WireError as e:
+                raise GtuiError(
+                    f"the scheduler of {name} speaks another version of gtui ({e}); "
+                    "restart it with this one"
+                ) from None
+        except (OSError, TimeoutError, ValueError) as e:
+            writer.close()
+            raise NotAnswering(f"the scheduler of {name} did not answer: {e}") from None
+        except BaseException:
+            writer.close()
+            raise
+        self._reader, self._writer = reader, writer
+        self.connected = True
+        return hello
+
+    def _take_hello(self, hello: Hello) -> None:
+        """The whole state, as Engine.start publishes it."""
+        self.pid = hello.pid
+        self._jobs = {v.spec.name: v for v in hello.jobs}
+        self._paused = hello.paused
+        self._gpus = hello.gpus
+        self._settings = hello.settings
+        self._fake = hello.fake
+        self._bus.publish(QueueChanged(tuple(self.jobs())))
+        self._bus.publish(QueuePaused(self._paused))
+        if hello.gpus is not None:
+            self._bus.publish(hello.gpus)
+
+    async def _follow(self) -> None:
+        """Apply and publish what the scheduler sends, until the connection ends."""
+        reader = self._reader
+        if reader is None:
+            return
+        while not self._stopping:
+            try:
+                line = await reader.readline()
+            except (ValueError, asyncio.LimitOverrunError, ConnectionError, OSError):
+                return
+            if not line:
+                return
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                log.warning("unreadable line from the scheduler: %r", line[:80])
+                continue
+            if isinstance(msg, dict):
+                self._take(msg)
+
+    def _take(self, msg: dict[str, Any]) -> None:
+        if "event" in msg:
+            try:
+                event = decode_event(msg)
+            except WireError as e:
+                log.warning("skipped an event: %s", e)
+                return
+            self._apply(event)
+            self._bus.publish(event)
+        elif "settings" in msg:
+            try:
+                self._settings = from_json(Settings, msg["settings"])
+            except WireError as e:
+                log.warning("skipped new settings: %s", e)
+        elif "sync" in msg:
+            done = self._syncs.get(msg["sync"]) if isinstance(msg["sync"], int) else None
+            if done is not None and not done.done():
+                done.set_result(None)
+
+    def _apply(self, event: Event) -> None:
+        if isinstance(event, JobChanged):
+            self._jobs[event.job.spec.name] = event.job
+        elif isinstance(event, JobRemoved):
+            self._jobs.pop(event.name, None)
+        elif isinstance(event, QueueChanged):
+            self._jobs = {v.spec.name: v for v in event.jobs}
+        elif isinstance(event, GpusRead):
+            self._gpus = event
+        elif isinstance(event, QueuePaused):
+            self._paused = event.paused
+
+    def _close(self) -> None:
+        writer, self._writer, self._reader = self._writer, None, None
+        self.connected = False
+        if writer is not None:
+            writer.close()
+
+    def _lost(self) -> None:
+        """The connection ended: close it, and let commands waiting on a sync go on."""
+        self._close()
+        for done in self._syncs.values():
+            if not done.done():
+                done.set_result(None)
+
+    async def _reconnect(self) -> bool:
+        """After the connection ended: attach again, at once (the scheduler drops a watcher
+        that fell behind), else every ``reconnect_every`` for ``reconnect_for`` seconds."""
+        name = self.queue_path.name
+        with contextlib.suppress(GtuiError):
+            self._take_hello(await self._connect())
+            return True
+        self._bus.notice(
+            "error",
+            f"the scheduler of {name} (pid {self.pid}) stopped; jobs it started keep running. "
+            f"Reconnecting every {self.reconnect_every:g}s; or quit and run `gtui {name}` to "
+            "run the queue here (it re-adopts them)",
+        )
+        deadline = time.monotonic() + self.reconnect_for
+        while not self._stopping and time.monotonic() < deadline:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self.reconnect_every)
+            if self._stopping:
+                return True
+            try:
+                hello = await self._connect()
+            except GtuiError:
+                continue
+            self._take_hello(hello)
+            self._bus.notice("info", f"attached again to the scheduler (pid {self.pid}) of {name}")
+            return True
+        if not self._stopping:
+            self._bus.notice(
+                "error",
+                f"no scheduler came back for {name}: this screen shows its last state. "
+                f"Quit and run `gtui {name}` to run the queue here",
+            )
+        return self._stopping
+
+
+__all__ = ["NotAnswering", "RemoteEngine"]

@@ -1,0 +1,128 @@
+"""The executor seam: everything that touches a job's processes, behind one small interface.
+
+The scheduler decides *what* runs *where* and records it; an executor makes it so. Placement,
+retries and state transitions never see a pid: they hold a :class:`Handle` the executor gave
+them (saved in the job's record so that a restarted scheduler can hand it back) and ask the
+executor to wait for it, kill it, suspend it, or say what it left behind.
+
+Two executors exist: :class:`gtui.core.exec.local.LocalExecutor` (real processes on this
+machine, the product) and :class:`gtui.core.exec.memory.MemoryExecutor` (jobs that live in the
+event loop, for the tests and the simulator). A cluster executor (Ray) plugs in here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, TypeAlias
+
+from gtui.core.exec.runner import ExitStatus, Launched, LaunchError, LaunchRequest
+from gtui.core.model import JobRecord
+
+# A handle is what the executor hands back at launch; the record keeps its fields (pid, create
+# time, log, status file) so that it survives a restart of the scheduler.
+Handle: TypeAlias = Launched
+
+__all__ = [
+    "Executor",
+    "ExitStatus",
+    "Found",
+    "Handle",
+    "LaunchError",
+    "LaunchRequest",
+    "handle_of",
+]
+
+
+@dataclass(frozen=True)
+class Found:
+    """A job's process found again by its launch token after a crash (its pid was not saved)."""
+
+    pid: int
+    create_time: float
+
+
+class Executor(Protocol):
+    """What the scheduler needs of a place that runs jobs."""
+
+    name: str  # "local", "memory", ...
+
+    def launch(self, req: LaunchRequest) -> Handle:
+        """Start a job (fast: called on the event loop). Raises LaunchError with a message for
+        a person (a missing cwd, a full disk)."""
+        ...
+
+    async def wait(self, handle: Handle) -> ExitStatus:
+        """Return when the job has ended, with how it ended (unknown when nothing says)."""
+        ...
+
+    async def kill(
+        self,
+        handle: Handle,
+        grace_s: float,
+        on_signalled: Callable[[], None] | None = None,
+    ) -> None:
+        """Stop the job and everything it started: TERM, then KILL after ``grace_s``.
+        ``on_signalled`` is called once TERM is sent."""
+        ...
+
+    def suspend(self, handle: Handle) -> None:
+        """Freeze the job (its GPU memory stays held)."""
+        ...
+
+    def resume(self, handle: Handle) -> None:
+        """Continue a job that :meth:`suspend` froze."""
+        ...
+
+    def alive(self, handle: Handle) -> bool:
+        """Whether the very job of ``handle`` still runs (a reused id does not count)."""
+        ...
+
+    def exit_status(self, handle: Handle) -> ExitStatus | None:
+        """How a job that ended while nobody watched ended, if it left word; else None."""
+        ...
+
+    def find(self, token: str) -> Found | None:
+        """The job launched with ``token`` (GTUI_TOKEN), if it still runs."""
+        ...
+
+    def leftovers(self, tokens: Collection[str]) -> dict[str, list[int]]:
+        """Processes that ended jobs left running, by token (blocking: run it in a thread)."""
+        ...
+
+    def gpu_processes(
+        self,
+        handles: Mapping[str, Handle],
+        on_gpu: Mapping[int, list[tuple[int, int | None]]],
+    ) -> dict[str, list[tuple[int, int, int]]]:
+        """Which of the processes the GPUs report (pid -> [(GPU, MiB)]) belong to which job:
+        job name -> [(pid, GPU, MiB)]. Gives each job's real memory and the isolation check."""
+        ...
+
+    def log_size(self, path: str) -> int | None:
+        """The size of a job's log in bytes (None: not there)."""
+        ...
+
+    def read_log(self, path: str, offset: int, limit: int) -> bytes:
+        """Up to ``limit`` bytes of a job's log from byte ``offset``."""
+        ...
+
+    def status_path(self, run_dir: Path, name: str, attempt: int) -> Path:
+        """Where the attempt's exit status will be kept (saved before the launch)."""
+        ...
+
+    def free_port(self) -> int:
+        """A TCP port for the job's {port} placeholder, free where the job will run."""
+        ...
+
+
+def handle_of(rec: JobRecord) -> Handle:
+    """The handle a record keeps, for the executor that launched it (after a restart too)."""
+    return Launched(
+        pid=int(rec.pid or 0),
+        create_time=float(rec.create_time or 0.0),
+        log_path=Path(rec.log or os.devnull),
+        status_path=Path(rec.status_file or os.devnull),
+    )

@@ -1,0 +1,110 @@
+"""The queue source: the queue file as the scheduler takes it, one complete, valid version at a
+time.
+
+Nothing the file does can delete a record or stop the scheduler: a missing, empty, unreadable
+or broken file is said once (per distinct problem) and ignored, and the last good queue runs
+on. A file still being written is looked at again once it had time to settle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+from gtui.core.bus import EventBus
+from gtui.core.errors import GtuiError
+from gtui.core.queue.queuefile import QueueFile, check_trusted, load_queue, read_queue_text
+from gtui.core.queue.queuewatch import (
+    SETTLE_S,
+    Empty,
+    Missing,
+    QueueWatch,
+    Settling,
+    Unchanged,
+    Unreadable,
+)
+
+Pool = Callable[[], "list[int | None] | None"]  # the GPUs' total memory, for the pool checks
+
+
+class QueueSource:
+    def __init__(self, path: Path, bus: EventBus, pool: Pool) -> None:
+        self.path = path
+        self._bus = bus
+        self._pool = pool
+        self._watch = QueueWatch(path)
+        self.error: str | None = None  # what is wrong with the file now (said once) ...
+        self.problem: str | None = None  # ... and how it was said
+        self._recheck: asyncio.TimerHandle | None = None
+
+    def first(self, pool: list[int | None] | None = None) -> tuple[QueueFile, str]:
+        """The first read, at start: a broken file is an error here (nothing runs yet).
+        Returns the queue and the text it was read from."""
+        check_trusted(self.path)  # no one else may make gtui run a command
+        text = read_queue_text(self.path)
+        return load_queue(self.path, pool=pool, text=text), text
+
+    def taken(self, text: str) -> None:
+        """``text`` is the version the scheduler runs now."""
+        self._watch.taken(self._watch.digest_of(text))
+
+    def check(self, *, force: bool = False, on_settled: Callable[[], None]) -> QueueFile | None:
+        """A new version of the queue file, if there is one that is complete and valid.
+        ``on_settled`` is called later if the file is still being written now."""
+        change = self._watch.check(force=force)
+        if isinstance(change, Unchanged):
+            return None
+        if isinstance(change, Settling):
+            self._recheck_soon(on_settled)
+            return None
+        if isinstance(change, Missing):
+            self._say_once(
+                "missing",
+                f"{self.path} is gone; gtui keeps running the last good version of the "
+                "queue (save the file again to change it)",
+            )
+            return None
+        if isinstance(change, Empty):
+            self._say_once(
+                "empty",
+                f"{self.path.name} is empty: ignored, the last good version of the queue "
+                "runs on and no job's record is touched (a program writing the file may not be "
+                "done; save it again to change the queue)",
+            )
+            return None
+        if isinstance(change, Unreadable):
+            self._say_once(str(change.error), f"queue file ignored: {change.error}")
+            return None
+        try:
+            check_trusted(self.path)
+            queue = load_queue(self.path, pool=self._pool(), text=change.text)
+        except GtuiError as e:
+            self._watch.taken(change.digest)  # judged: not read again until it changes
+            self._say_once(str(e), f"queue file not reloaded, last good version kept: {e}")
+            return None
+        self._watch.taken(change.digest)
+        self.error = None
+        return queue
+
+    def _say_once(self, key: str, text: str) -> None:
+        """Tell the user what is wrong with the queue file, once per distinct problem."""
+        self.problem = text
+        if self.error != key:
+            self.error = key
+            self._bus.notice("error", text)
+
+    def _recheck_soon(self, on_settled: Callable[[], None]) -> None:
+        if self._recheck is not None:
+            return
+
+        def again() -> None:
+            self._recheck = None
+            on_settled()
+
+        self._recheck = asyncio.get_running_loop().call_later(SETTLE_S, again)
+
+    def close(self) -> None:
+        if self._recheck is not None:
+            self._recheck.cancel()
+            self._recheck = None

@@ -1,0 +1,171 @@
+"""The scheduler's operations, as every client calls them (gtui.core.control.client): kill,
+pause, resume, retry, the queue's pause, and the edits of the queue file.
+
+The state flips are gtui.core.sched.transitions (shared with the no-scheduler commands); this
+part adds what only a running scheduler does: signals through the executor, the file rewritten
+and taken in at once, a placement pass right after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from gtui.core.api import JobChanged, QueuePaused
+from gtui.core.bus import EventBus
+from gtui.core.errors import GtuiError
+from gtui.core.exec.base import Executor, handle_of
+from gtui.core.model import Settings
+from gtui.core.sched import transitions
+from gtui.core.state.book import JobBook
+
+Where = Literal["up", "down", "top"]
+
+
+class Commands:
+    """Mixed into the Engine: the attributes below are the engine's parts."""
+
+    queue_path: Path
+    _bus: EventBus
+    _book: JobBook
+    _executor: Executor
+    _settings: Settings
+    _paused: bool
+    _killing: set[str]
+
+    if TYPE_CHECKING:
+
+        def _kick(self) -> None: ...
+
+        def _reload_if_changed(self, *, force: bool = False) -> None: ...
+
+        def _pool(self) -> list[int | None] | None: ...
+
+        def _spawn(self, coro: Awaitable[object]) -> None: ...
+
+        async def _kill_process(
+            self, name: str, signalled: asyncio.Event | None = None
+        ) -> None: ...
+
+    def _changed(self, name: str) -> None:
+        self._bus.publish(JobChanged(self._book.view(name)))
+
+    async def kill(self, names: Sequence[str], *, wait: bool = True) -> None:
+        """Kill running jobs (TERM, KILL after kill_grace); waiting jobs become killed.
+
+        ``wait=False`` returns once TERM is sent (``gtui kill``): the grace and the KILL go on
+        in the background, and the job's end is recorded as killed when it comes."""
+        book = self._book
+        transitions.check_kill(book.require, names)
+        tasks: list[Awaitable[object]] = []
+        for name in names:
+            rec = book.records[name]
+            if rec.active:
+                self._killing.add(name)
+                if wait:
+                    tasks.append(self._kill_process(name))
+                else:
+                    signalled = asyncio.Event()
+                    self._spawn(self._kill_process(name, signalled))
+                    tasks.append(signalled.wait())
+            else:
+                transitions.kill_waiting(rec)
+                book.commit(rec)
+                self._changed(name)
+        await asyncio.gather(*tasks)
+        self._kick()
+
+    async def pause(self, names: Sequence[str]) -> None:
+        """Hold waiting jobs; suspend running ones (their GPU memory stays counted)."""
+        self._switch(names, transitions.PAUSE)
+
+    async def resume(self, names: Sequence[str]) -> None:
+        """Release held jobs; continue suspended ones."""
+        self._switch(names, transitions.RESUME)
+
+    def _switch(self, names: Sequence[str], how: transitions.Switch) -> None:
+        book = self._book
+        transitions.check_switch(book.require, names, how)
+        for name in names:
+            rec = book.records[name]
+            if transitions.switch(rec, how):
+                handle = handle_of(rec)
+                if how is transitions.PAUSE:
+                    self._executor.suspend(handle)
+                else:
+                    self._executor.resume(handle)
+            book.commit(rec)
+            self._changed(name)
+        self._kick()
+
+    async def retry(self, names: Sequence[str]) -> None:
+        """Queue finished jobs again (failed, killed, blocked, or done to run it once more)."""
+        book = self._book
+        transitions.check_retry(book.require, names)
+        for name in names:
+            rec = book.records[name]
+            transitions.retry(rec)
+            book.commit(rec)
+            self._changed(name)
+            for drec in transitions.unblocked_by(name, book.order, book.specs, book.records):
+                book.commit(drec)
+                self._changed(drec.name)
+        self._kick()
+
+    def _set_paused(self, paused: bool) -> None:
+        self._paused = paused
+        self._book.store.set_meta("paused", "1" if paused else "0")
+        self._bus.publish(QueuePaused(paused))
+
+    async def pause_queue(self) -> None:
+        self._set_paused(True)
+        self._kick()
+
+    async def resume_queue(self) -> None:
+        self._set_paused(False)
+        self._kick()
+
+    # ------------------------------------------------------------------ the queue file
+    async def add(self, fields: dict[str, object]) -> str:
+        """Append a job to the queue file (validated like the file) and take it in at once."""
+        from gtui.core.queue.writeback import append_job
+
+        before = set(self._book.specs)
+        # Checked against the GPUs too: a job none can take would make the file unrunnable.
+        await asyncio.to_thread(append_job, self.queue_path, dict(fields), pool=self._pool())
+        self._reload_if_changed(force=True)
+        added = [n for n in self._book.order if n not in before]
+        self._kick()
+        return added[-1] if added else str(fields.get("name", ""))
+
+    async def edit(self, name: str, fields: dict[str, object]) -> None:
+        from gtui.core.queue.writeback import update_job
+
+        rec = self._book.require(name)
+        if not rec.waiting:
+            raise GtuiError(f"{name} is {rec.state.value}: only waiting jobs can be edited")
+        await asyncio.to_thread(update_job, self.queue_path, name, dict(fields), pool=self._pool())
+        self._reload_if_changed(force=True)
+        self._kick()
+
+    async def remove(self, name: str) -> None:
+        from gtui.core.queue.writeback import remove_job
+
+        rec = self._book.require(name)
+        if rec.active:
+            raise GtuiError(f"{name} is {rec.state.value}: kill it first")
+        await asyncio.to_thread(remove_job, self.queue_path, name)
+        self._reload_if_changed(force=True)
+        self._kick()
+
+    async def move(self, name: str, where: Where) -> None:
+        from gtui.core.queue.writeback import move_job
+
+        rec = self._book.require(name)
+        if not rec.waiting:
+            raise GtuiError(f"{name} is {rec.state.value}: only waiting jobs can be moved")
+        await asyncio.to_thread(move_job, self.queue_path, name, where)
+        self._reload_if_changed(force=True)
+        self._kick()

@@ -1,0 +1,420 @@
+"""The scheduler: a thin asyncio orchestrator of parts that each do one job.
+
+- the queue source (gtui.core.queue.source): the file, one valid version at a time;
+- the job book (gtui.core.state.book) over the store: the records, committed before told;
+- the GPU reader (gtui.core.gpus.reader): readings that a hanging driver cannot stop;
+- the planner (gtui.core.sched.planner) around the pure policy: who starts where, and why not;
+- the executor (gtui.core.exec): the only part that touches processes;
+- the event bus (gtui.core.bus): what changed, to every front end.
+
+A placement pass runs whenever a job ends, the queue changes, or ``poll`` elapses. It never
+imports a UI. How a job's run goes is in ``runs``; the operations clients call, in ``commands``.
+
+Size: about 400 lines of lifecycle (start, loop, shutdown) and the wiring of the parts; each
+part's logic lives in its own module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gtui.core.api import EventSink, GpusRead, JobRemoved, JobView, QueueChanged, QueuePaused
+from gtui.core.bus import EventBus
+from gtui.core.control.server import refuse_if_served, serve
+from gtui.core.diagnosis.userrules import UserRules
+from gtui.core.errors import GtuiError
+from gtui.core.exec.base import Executor
+from gtui.core.exec.local import LocalExecutor
+from gtui.core.gpus.backend import open_backend
+from gtui.core.gpus.reader import GpuReader
+from gtui.core.gpus.snapshot import GpuBackend, GpuSnapshot, pool_totals
+from gtui.core.model import JobState, Settings
+from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths, register_queue
+from gtui.core.queue.queuefile import QueueFile
+from gtui.core.queue.source import QueueSource
+from gtui.core.sched.commands import Commands
+from gtui.core.sched.occupancy import Occupancy
+from gtui.core.sched.outcome import Rules
+from gtui.core.sched.planner import Planner
+from gtui.core.sched.recovery import recover
+from gtui.core.sched.runs import UNISOLATED_WARNING, Runs
+from gtui.core.state.book import JobBook
+from gtui.core.state.status import status_dict
+from gtui.core.state.store import Store, StoreError
+
+__all__ = ["UNISOLATED_WARNING", "Engine", "pool_totals"]  # pool_totals: gpus.snapshot
+
+REASON_SAVE_S = 30.0  # waiting reasons are saved at most this often (and at shutdown)
+FAST_POLL_S = 0.2  # after a job ends on real GPUs, poll this often (occupancy.FAST_POLL_FOR_S)
+
+
+class Engine(Runs, Occupancy, Commands):
+    """Owns one queue while it runs it: its parts, the lock, and the control socket."""
+
+    def __init__(
+        self,
+        queue_path: Path | str,
+        *,
+        fake_gpus: str | None = None,
+        backend: GpuBackend | None = None,
+        executor: Executor | None = None,
+        control: bool = True,
+        dispatch: bool = True,
+    ) -> None:
+        self.paths: QueuePaths = queue_paths(queue_path)
+        self.queue_path: Path = self.paths.queue
+        self._fake_opt = fake_gpus
+        self._backend_given = backend
+        self._executor = executor or LocalExecutor()
+        self._control_wanted = control
+        # dispatch=False: a scheduler that starts nothing (tests, the simulator's checks).
+        self._dispatch = dispatch
+        self._scheduler = dispatch  # a scheduler, not an engine that only applies commands
+        self._bus = EventBus()
+        self._source = QueueSource(self.queue_path, self._bus, self._pool)
+        self._book: JobBook = None  # type: ignore[assignment,unused-ignore]  # set by start()
+        self._planner: Planner | None = None
+        self._reader: GpuReader | None = None
+        self._settings = Settings()
+        self._user_rules = UserRules(self._bus)
+        self._rules = Rules(self._settings)
+        self._lock: Any = None
+        self._control: Any = None
+        self._paused = False
+        self._gpus: GpusRead | None = None
+        self._started = False
+        self._stopping = False
+        self._wake: asyncio.Event | None = None
+        self._started_at: float | None = None
+        self._observed: dict[str, dict[int, int]] = {}
+        self._last_gpu_meta = ""
+        self._fresh_pass = False  # a job's end just read the GPUs and ran a pass (see run)
+        self._last_poll = 0.0  # monotonic time of the loop's last GPU read and pass
+        self._fast_until = 0.0
+        self._init_runs()
+
+    # ------------------------------------------------------------------ read-only accessors
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    @property
+    def gpus(self) -> GpusRead | None:
+        return self._gpus
+
+    @property
+    def fake(self) -> bool:
+        reader = self._reader
+        return reader is not None and reader.source == "fake"
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    @property
+    def _snapshot(self) -> GpuSnapshot:
+        if self._reader is None:
+            return GpuSnapshot(gpus=(), taken_at=0.0, source="none")
+        return self._reader.snapshot
+
+    def jobs(self) -> list[JobView]:
+        return self._book.views() if self._book is not None else []
+
+    def _started_book(self) -> JobBook:
+        if self._book is None:
+            raise GtuiError(f"the scheduler of {self.queue_path.name} has not started yet")
+        return self._book
+
+    def view(self, name: str) -> JobView:
+        book = self._started_book()
+        book.require(name)
+        return book.view(name)
+
+    def counts(self) -> dict[str, int]:
+        return self._started_book().counts()
+
+    def log_path(self, name: str) -> Path | None:
+        log = self._started_book().require(name).log
+        return Path(log) if log else None
+
+    def status_json(self) -> dict[str, Any]:
+        gpus = [g.to_json() for g in self._snapshot.gpus]
+        scheduler = {"running": self._scheduler, "pid": os.getpid(), "since": self._started_at}
+        doc = status_dict(self.queue_path, self._paused, gpus, self.jobs(), scheduler)
+        # What is wrong right now, in words: a full disk, a broken queue file.
+        problems = []
+        book = self._book
+        if book is not None and book.unsaved and book.store_error:
+            problems.append(
+                f"cannot save the job states ({len(book.unsaved)} change(s) waiting): "
+                f"{book.store_error}; no job starts until they are saved"
+            )
+        if self._source.error and self._source.problem:
+            problems.append(self._source.problem)
+        doc["problems"] = problems
+        return doc
+
+    async def status(self) -> dict[str, Any]:
+        """The client API's status (gtui.core.control.client): here, in-process."""
+        return self.status_json()
+
+    def subscribe(self, sink: EventSink) -> Callable[[], None]:
+        return self._bus.subscribe(sink)
+
+    @property
+    def _store(self) -> Store | None:
+        return self._book.store if self._book is not None else None
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        """Load the queue, take the lock, open the store, re-adopt running jobs."""
+        if self._started:
+            return
+        self._wake = asyncio.Event()
+        queue, text = self._source.first()
+        from gtui.core.state.lock import QueueLock
+
+        ensure_private_dir(self.paths.state_dir)
+        # The queue's identity, not its file name, keys the lock: after `mv q.toml q2.toml`,
+        # `gtui run q2.toml` meets the scheduler that runs q.toml.
+        self.paths = register_queue(self.paths)
+        lock = QueueLock(self.paths)
+        lock.acquire()
+        self._lock = lock
+        try:
+            if self._control_wanted:
+                refuse_if_served(self.paths)
+            backend = self._backend_given
+            if backend is None:
+                spec = self._fake_opt or queue.settings.fake_gpus
+                backend = open_backend(spec, self.queue_path.parent)
+            self._reader = GpuReader(backend, self._bus)
+            snapshot = backend.read(())
+            queue, text = self._source.first(pool_totals(queue.settings, snapshot))
+            store = Store(self.paths.db)
+            self._book = JobBook(store, self._bus, self.queue_path.name)
+            self._planner = Planner(self._book, self._bus)
+            self._paused = store.get_meta("paused") == "1"
+            store.set_meta("scheduler_pid", str(os.getpid()))
+            self._take_queue(queue, initial=True)
+            self._source.taken(text)
+            self._reader.snapshot = snapshot
+            self._recover()
+            now = time.time()
+            for name, rec in self._book.records.items():  # back-offs under way at the stop
+                if rec.waiting and rec.retry_at is not None and rec.retry_at > now:
+                    self._arm_retry(name, rec.retry_at - now)
+            if self._control_wanted:
+                self._control = await serve(self, self._bus)
+        except BaseException:
+            self._release()
+            raise
+        self._started = True
+        self._started_at = time.time()
+        if self._scheduler:
+            self._book.store.set_meta("scheduler_since", f"{self._started_at:.3f}")
+        self._bus.publish(QueueChanged(tuple(self.jobs())))
+        self._bus.publish(QueuePaused(self._paused))
+        if snapshot.error:
+            self._bus.notice("warning", snapshot.error)
+
+    async def run(self, *, exit_when_idle: bool = False) -> int:
+        """The scheduling loop. Returns 0 if every job is done, else 1 (DESIGN.md 2)."""
+        await self.start()
+        assert self._wake is not None
+        log_task = asyncio.create_task(self._watch_logs())
+        try:
+            while not self._stopping:
+                fresh, self._fresh_pass = self._fresh_pass, False
+                interval = self._poll_interval()
+                if not fresh or time.monotonic() - self._last_poll >= interval:
+                    await self._poll()
+                    self._last_poll = time.monotonic()
+                    self._schedule()
+                # else: woken by a job's end, which has just read the GPUs and run a pass;
+                # another pass now would find the same and take the CPU from the job it started
+                # (end to start: 2 ms of 10 on 2 busy cores, benchmarks/end_to_start.py).
+                self._publish_gpus()
+                if exit_when_idle and self._idle():
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=self._poll_interval())
+                self._wake.clear()
+        finally:
+            log_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await log_task
+        if exit_when_idle:
+            await self.shutdown()
+        book = self._book
+        return 0 if all(book.records[n].state == JobState.DONE for n in book.order) else 1
+
+    def _poll_interval(self) -> float:
+        poll = self._settings.poll_s
+        return min(poll, FAST_POLL_S) if time.monotonic() < self._fast_until else poll
+
+    async def shutdown(self, *, kill_jobs: bool = False) -> None:
+        """Stop scheduling and release the queue; running jobs go on unless ``kill_jobs``."""
+        self._dispatch = False  # nothing new starts from here on
+        if kill_jobs and self._started:
+            # Kill while the watchers still record the ends: the jobs are stored as killed.
+            active = [n for n in self._book.active_names() if self._book.records[n].active]
+            if active:
+                await self.kill(active)
+        self._stopping = True
+        if self._wake is not None:
+            self._wake.set()
+        if self._bg:  # finish what was under way (a timeout's kill, a leftover check)
+            await asyncio.wait(list(self._bg), timeout=15.0)
+        for handle in self._timeouts.values():
+            handle.cancel()
+        self._timeouts.clear()
+        for task in list(self._watchers.values()):
+            task.cancel()
+        for task in list(self._watchers.values()):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._watchers.clear()
+        self._source.close()
+        if self._control is not None:
+            with contextlib.suppress(Exception):
+                await self._control.close()
+            self._control = None
+        self._user_rules.close()
+        book = self._book
+        if book is not None:
+            book.save_unsaved()
+            book.save_reasons()
+            if self._scheduler:
+                with contextlib.suppress(StoreError):
+                    book.store.set_meta("scheduler_stopped", f"{time.time():.3f}")
+            if book.unsaved:
+                self._bus.notice(
+                    "error",
+                    f"{len(book.unsaved)} job change(s) could not be saved; the next start "
+                    "takes the jobs' ends from their exit-status files",
+                )
+        self._release()
+
+    def _release(self) -> None:
+        if self._book is not None:
+            with contextlib.suppress(Exception):
+                self._book.store.close()
+        if self._lock is not None:
+            with contextlib.suppress(Exception):
+                self._lock.release()
+            self._lock = None
+        if self._reader is not None:
+            self._reader.close()
+
+    def _idle(self) -> bool:
+        """Nothing runs and nothing more can start without a person (``gtui run`` exits).
+        A paused queue keeps its scheduler: `gtui resume` must find someone to resume (issue
+        14.16); the user stops it (SIGTERM / Ctrl-C), or resumes it."""
+        return not self._paused and self._book.idle(gpus_known=len(self._snapshot.gpus))
+
+    # ------------------------------------------------------------------ queue file
+    def _pool(self) -> list[int | None] | None:
+        return pool_totals(self._settings, self._snapshot)
+
+    def _take_queue(self, queue: QueueFile, *, initial: bool = False) -> None:
+        self._settings = queue.settings
+        self._rules = Rules(
+            queue.settings,
+            off=self._user_rules.off,
+            matcher=self._user_rules.search,
+            on_overrun=self._user_rules.overran,
+        )
+        removed, back = self._book.apply(queue, initial=initial)
+        for name in removed:
+            self._bus.publish(JobRemoved(name))
+        if back:
+            names = ", ".join(r.name for r in back[:5]) + (" ..." if len(back) > 5 else "")
+            self._bus.notice(
+                "info",
+                f"{names}: back in the queue file, and ended before ({back[0].state.value}"
+                f"{', ...' if len(back) > 1 else ''}): not run again; "
+                f"`gtui retry {self.queue_path.name} NAME` runs one again",
+            )
+
+    async def reload(self) -> None:
+        """Read the queue file again now (the control socket's ``reload``, after ``gtui add``)."""
+        self._reload_if_changed(force=True)
+        self._schedule()
+
+    def _reload_if_changed(self, *, force: bool = False) -> None:
+        """Take a new version of the queue file, if there is one that is complete and valid."""
+        queue = self._source.check(force=force, on_settled=self._settled)
+        if queue is None:
+            return
+        self._take_queue(queue)
+        self._bus.publish(QueueChanged(tuple(self.jobs())))
+        self._bus.notice("info", f"reloaded {self.queue_path.name}")
+
+    def _settled(self) -> None:
+        if not self._stopping:
+            self._reload_if_changed()
+            self._kick()
+
+    # ------------------------------------------------------------------ recovery
+    def _recover(self) -> None:
+        """Re-adopt jobs still running, record those that ended while gtui was down, and never
+        start a job twice (DESIGN.md 5)."""
+        found = recover(self._book, self._executor, self.paths.log_dir(self._settings.log_dir))
+        for name, handle in found.adopt:
+            self._adopt(name, handle)
+        for name, status in found.ended:
+            self._finish(name, status, recovered=True)
+
+    # ------------------------------------------------------------------ GPUs and logs
+    async def _poll(self) -> None:
+        self._book.save_unsaved()
+        if time.monotonic() - self._book.reasons_saved >= REASON_SAVE_S:
+            self._book.save_reasons()
+        self._reload_if_changed()
+        assert self._reader is not None
+        if await self._reader.read(self._usage()):
+            self._match_processes()
+
+    # ------------------------------------------------------------------ scheduling
+    def _schedule(self) -> None:
+        """One placement pass: block what can never run, start what can, explain the rest."""
+        if not self._started or self._stopping or self._planner is None:
+            return
+        self._planner.block_dependents()
+        decision = self._planner.decide(
+            self._snapshot, self._settings, self._observed, paused=self._paused, now=time.time()
+        )
+        for start in decision.starts if self._dispatch and not self._book.unsaved else ():
+            self._start_job(start.name, start.gpus)
+        self._planner.explain(decision)
+
+    def _kick(self) -> None:
+        self._schedule()
+        if self._wake is not None:
+            self._wake.set()
+
+    def _arm_retry(self, name: str, delay: float) -> None:
+        """At the end of a back-off, make the job a candidate again and run a pass."""
+
+        def due() -> None:
+            if self._planner is not None:
+                self._planner.forget(name)
+            self._kick()
+
+        asyncio.get_running_loop().call_later(max(0.0, delay), due)
+
+    def _after_failure(self, rec: Any) -> None:
+        if self._settings.on_failure == "pause" and not self._paused:
+            self._set_paused(True)
+            self._bus.notice("warning", f"{rec.name} failed: queue paused (on_failure)")

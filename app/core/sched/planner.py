@@ -1,0 +1,264 @@
+"""The placement pass as the scheduler runs it: the policy's inputs from the job book, one call
+of the pure policy (gtui.core.sched.policy.place), and the words for the jobs that wait.
+
+A pass runs at every job end, so what it builds is kept while nothing it holds changed: the
+waiting jobs' Candidates (building 2,000 of them was half of a pass: benchmarks/throughput.py),
+the check for jobs whose ``after`` failed, and the reasons last told.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from gtui.core.api import JobChanged, WaitingSummary
+from gtui.core.bus import EventBus
+from gtui.core.gpus.snapshot import GpuSnapshot
+from gtui.core.model import JobRecord, JobState, Settings
+from gtui.core.sched.outcome import backoff_reason
+from gtui.core.sched.policy import Allocation, Candidate, Decision, place
+from gtui.core.state.book import JobBook
+
+BAD_STATES_FOR_AFTER = frozenset(
+    {JobState.FAILED, JobState.KILLED, JobState.BLOCKED, JobState.UNKNOWN}
+)
+
+# name -> (spec, mem, queued_since, state, Candidate, retry_at): see _waiting_candidates
+_CacheEntry = tuple[Any, int | None, float, JobState, Candidate, float | None]
+
+
+class Planner:
+    def __init__(self, book: JobBook, bus: EventBus) -> None:
+        self._book = book
+        self._bus = bus
+        self._cands_at = -1
+        self._cands_list: list[Candidate] = []
+        self._cands_names: set[str] = set()
+        self._candidates: dict[str, _CacheEntry] = {}
+        self._blocked_at = -1
+        self._said: tuple[int, Mapping[str, str]] = (-1, {})  # (version, reasons) last told
+        self.summary = ""
+        self.last: Decision | None = None
+        book.followers.append(self._follow)
+
+    def forget(self, name: str) -> None:
+        """``name``'s back-off is over: its Candidate (held back) must be built anew."""
+        self._book.version += 1
+        self._candidates.pop(name, None)
+
+    def _follow(self, rec: JobRecord, version: int) -> None:
+        """Keep the candidate list and the blocked check current through a commit of ``rec``
+        alone instead of redoing them over every job (see JobBook._follow)."""
+        name = rec.name
+        if self._cands_at == version - 1 and not rec.waiting:
+            if name in self._cands_names:  # it stopped waiting (started, killed, blocked)
+                cands = self._cands_list  # jobs start from the front: found early
+                del cands[next(i for i, c in enumerate(cands) if c.name == name)]
+                self._cands_names.discard(name)
+            self._cands_at = version
+        if (
+            self._blocked_at == version - 1
+            and not rec.waiting
+            and rec.state not in BAD_STATES_FOR_AFTER
+        ):
+            self._blocked_at = version  # nothing new for a waiting job's `after` to fail on
+
+    # ------------------------------------------------------------------ one pass
+    def decide(
+        self,
+        snapshot: GpuSnapshot,
+        settings: Settings,
+        observed: Mapping[str, dict[int, int]],
+        *,
+        paused: bool,
+        now: float,
+    ) -> Decision:
+        """The policy's inputs from the jobs, then one pass. It hands the policy a view of
+        the states instead of a copy."""
+        book = self._book
+        records = book.records
+        candidates = self._waiting_candidates()
+        allocations = []
+        running = 0
+        for name in book.active_names():
+            rec = records[name]
+            if rec.active:
+                running += 1
+                if rec.gpus:
+                    allocations.append(
+                        Allocation(
+                            name=name,
+                            gpus=rec.gpus,
+                            mem_mib=rec.mem_mib,
+                            observed_mib=observed.get(name, {}),
+                        )
+                    )
+        self.last = place(
+            snapshot,
+            candidates,
+            allocations,
+            settings,
+            dep_states=_StateView(records),
+            running_count=running,
+            now=now,
+            queue_paused=paused,
+        )
+        return self.last
+
+    def _waiting_candidates(self) -> list[Candidate]:
+        """The waiting jobs as the policy takes them, in queue order. The list is kept until
+        the next commit or queue change (nothing a Candidate holds changes without one); each
+        Candidate is kept while its job's spec, memory, state and place are the same."""
+        book = self._book
+        if self._cands_at == book.version:
+            return self._cands_list
+        records, specs = book.records, book.specs
+        candidates = []
+        cache = self._candidates
+        queued, held = JobState.QUEUED, JobState.HELD
+        now = time.time()
+        for index, name in enumerate(book.order):
+            rec = records[name]
+            state = rec.state
+            if state is not queued and state is not held:
+                continue
+            spec = specs[name]
+            hit = cache.get(name)
+            if (
+                hit is not None
+                and hit[0] is spec
+                and hit[1] == rec.mem_mib
+                and hit[2] == rec.queued_since
+                and hit[3] is state
+                and hit[4].order == index
+                and hit[5] == rec.retry_at
+            ):
+                candidates.append(hit[4])
+                continue
+            cand = Candidate(
+                name=name,
+                gpus=spec.gpus,
+                mem_mib=rec.mem_mib,
+                priority=spec.priority,
+                order=index,
+                after=spec.after,
+                waiting_since=rec.queued_since,
+                # Backing off after quick failures: out of placement until its time comes.
+                held=state is held or (rec.retry_at is not None and rec.retry_at > now),
+            )
+            cache[name] = (spec, rec.mem_mib, rec.queued_since, state, cand, rec.retry_at)
+            candidates.append(cand)
+        if len(cache) > 2 * len(candidates) + 64:  # jobs that left the queue, or stopped waiting
+            waiting = {c.name for c in candidates}
+            for name in [n for n in cache if n not in waiting]:
+                del cache[name]
+        self._cands_list = candidates
+        self._cands_names = {c.name for c in candidates}
+        self._cands_at = book.version
+        return candidates
+
+    # ------------------------------------------------------------------ words and blocks
+    def explain(self, decision: Decision) -> None:
+        """Give each waiting job its reason and the queue its summary, when they changed."""
+        book = self._book
+        if self._said == (book.version, decision.reasons):
+            return  # the same jobs wait for the same reasons: nothing to tell (a poll at rest)
+        changed = []
+        now = time.time()
+        for name, reason in decision.reasons.items():
+            rec = book.records.get(name)
+            if rec is not None and rec.waiting and rec.reason != reason:
+                if rec.after_edit_of is not None:
+                    continue  # held as the edit of a running job: its own reason says so
+                if rec.retry_at is not None and rec.retry_at > now:
+                    reason = backoff_reason(rec, now)
+                    if rec.reason == reason:
+                        continue
+                rec.reason = reason
+                rec.reason_at = now
+                changed.append(rec)
+                book.reasons_dirty.add(name)
+        for rec in changed:
+            self._bus.publish(JobChanged(book.view(rec.name)))
+        self._summarize(decision.reasons)
+        self._said = (book.version, decision.reasons)
+
+    def _summarize(self, reasons: Mapping[str, str]) -> None:
+        """ "12 waiting: 8 needs 1 GPU with 40G ...; 4 after prep (queued)": the three most
+        common reasons among the queued jobs (held ones are shown as held). It walks the
+        reasons once instead of looking each waiting job up by name (100k lookups at 100k
+        jobs), so ties go to the reason met first in rank order."""
+        records = self._book.records
+        queued = JobState.QUEUED
+        waiting = sum(1 for n in self._book.order if records[n].state == queued)
+        if not waiting:
+            text = ""
+        else:
+            groups: dict[str, int] = {}
+            explained = 0
+            for name, reason in reasons.items():
+                rec = records.get(name)
+                if rec is not None and rec.state == queued:
+                    groups[reason] = groups.get(reason, 0) + 1  # a reason is never empty
+                    explained += 1
+            if waiting > explained:  # queued but without a reason: it starts in this pass
+                groups["starting"] = groups.get("starting", 0) + waiting - explained
+            top = sorted(groups.items(), key=lambda kv: -kv[1])[:3]
+            parts = [f"{count} {reason}" if count > 1 else reason for reason, count in top]
+            text = f"{waiting} waiting: " + "; ".join(parts)
+        if text != self.summary:
+            self.summary = text
+            self._bus.publish(WaitingSummary(text))  # "" once nothing waits: the old is stale
+
+    def block_dependents(self) -> None:
+        """A waiting job whose ``after`` failed or was killed can never run: blocked."""
+        book = self._book
+        if self._blocked_at == book.version:
+            return  # no commit since the last check: no job failed, none started waiting
+        changed = True
+        specs, records = book.specs, book.records
+        while changed:
+            changed = False
+            for name in book.order:
+                if not specs[name].after:  # most jobs: skip them cheaply (runs every pass)
+                    continue
+                rec = records[name]
+                if not rec.waiting:
+                    continue
+                bad = [
+                    d
+                    for d in specs[name].after
+                    if d in records and records[d].state in BAD_STATES_FOR_AFTER
+                ]
+                if bad:
+                    rec.state = JobState.BLOCKED
+                    rec.reason = f"after {bad[0]} ({records[bad[0]].state.value})"
+                    rec.ended_at = time.time()
+                    book.commit(rec)
+                    self._bus.publish(JobChanged(book.view(name)))
+                    changed = True
+        self._blocked_at = book.version
+
+
+class _StateView(Mapping[str, str]):
+    """Job name -> state value, read through to the records: what ``place`` needs of the jobs
+    a waiting job is ``after``, without copying every job's state at every pass."""
+
+    __slots__ = ("_records",)
+
+    def __init__(self, records: dict[str, JobRecord]) -> None:
+        self._records = records
+
+    def __getitem__(self, name: str) -> str:
+        return self._records[name].state.value
+
+    def get(self, name: str, default: Any = None) -> Any:
+        rec = self._records.get(name)
+        return default if rec is None else rec.state.value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._records)
+
+    def __len__(self) -> int:
+        return len(self._records)

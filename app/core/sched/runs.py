@@ -1,0 +1,312 @@
+"""A job's run, from start to end, through the executor: the part of the scheduler that acts.
+
+``start`` commits the intent, has the executor launch, records the handle; ``watch`` waits for
+the end and hands it to ``finish``, which asks ``outcome.conclude`` what it means, commits and
+tells. Timeouts, kills and the check for processes a job left behind live here too. No pid is
+touched: only handles, through the executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gtui.core.api import JobChanged, LogGrew, Notice
+from gtui.core.bus import EventBus
+from gtui.core.errors import GtuiError
+from gtui.core.exec.base import Executor, ExitStatus, Handle, LaunchRequest, handle_of
+from gtui.core.gpus.reader import GpuReader
+from gtui.core.model import JobRecord, JobSpec, JobState, Settings
+from gtui.core.paths import QueuePaths
+from gtui.core.queue.placeholders import placeholders_used, substitute
+from gtui.core.queue.queuefile import isolated
+from gtui.core.sched import outcome
+from gtui.core.sched.faults import crash_point
+from gtui.core.state.book import JobBook
+
+# On a job that runs with isolate = false: the incident of seed 004 starts this way.
+UNISOLATED_WARNING = "runs unisolated (isolate = false): no CUDA_VISIBLE_DEVICES, it sees every GPU"
+LOG_WATCH_S = 0.5  # how often running jobs' logs are checked for growth
+LEFTOVER_BATCH_S = 0.1  # job ends this close together share one scan for leftovers
+
+
+class Runs:
+    """Mixed into the Engine: the attributes below are the engine's parts."""
+
+    paths: QueuePaths
+    queue_path: Path
+    _bus: EventBus
+    _book: JobBook
+    _executor: Executor
+    _reader: GpuReader | None
+    _settings: Settings
+    _rules: outcome.Rules
+    _stopping: bool
+
+    if TYPE_CHECKING:
+
+        def _after_end(self, name: str) -> Any:  # the engine reads the GPUs and runs a pass
+            ...
+
+        def _after_failure(self, rec: JobRecord) -> None: ...
+
+        def _arm_retry(self, name: str, delay: float) -> None: ...
+
+    def _init_runs(self) -> None:
+        self._watchers: dict[str, asyncio.Task[None]] = {}
+        self._timeouts: dict[str, asyncio.TimerHandle] = {}
+        self._killing: set[str] = set()
+        self._timed_out: set[str] = set()
+        self._bg: set[asyncio.Task[Any]] = set()
+        self._log_sizes: dict[str, int] = {}
+        self._leftover_pending: dict[str, str] = {}  # job -> token: see _check_leftovers_soon
+        self._leftover_checking = False
+
+    # ------------------------------------------------------------------ start
+    def _job_env(self, spec: JobSpec, rec: JobRecord, gpus: tuple[int, ...]) -> dict[str, str]:
+        env = dict(self._settings.env)
+        env.update(spec.env)
+        env["PYTHONUNBUFFERED"] = "1"
+        env["GTUI_JOB"] = spec.name
+        env["GTUI_ATTEMPT"] = str(rec.attempt)
+        env["GTUI_QUEUE"] = str(self.queue_path)
+        env["GTUI_TOKEN"] = str(rec.token)
+        # Always: CUDA then numbers GPUs as NVML and nvidia-smi do, so `--gpu 1` in an
+        # unisolated job names the GPU gtui gave it (seed 004).
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        if isolated(spec, self._settings):
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
+        if rec.port is not None:
+            env["GTUI_PORT"] = str(rec.port)
+        return env
+
+    def _start_job(self, name: str, gpus: tuple[int, ...]) -> None:
+        book = self._book
+        spec = book.specs[name]
+        rec = book.records[name]
+        before = dataclasses.replace(rec)
+        rec.attempt += 1
+        rec.state = JobState.RUNNING
+        rec.gpus = tuple(gpus)
+        rec.pid = None
+        rec.create_time = None
+        rec.exit_code = None
+        rec.signal = None
+        rec.diagnosis = None
+        rec.warnings = [] if isolated(spec, self._settings) else [UNISOLATED_WARNING]
+        rec.peak_mib = None
+        rec.started_at = time.time()
+        rec.ended_at = None
+        rec.reason = ""
+        rec.token = uuid.uuid4().hex
+        ex = self._executor
+        rec.port = ex.free_port() if "port" in placeholders_used(spec.cmd) else None
+        try:
+            cmd = substitute(
+                spec.cmd,
+                gpus=gpus,
+                name=name,
+                attempt=rec.attempt,
+                port=rec.port,
+                matrix=spec.matrix,
+            )
+            # Commit the intent first: a crash from here on can never start it twice.
+            rec.status_file = str(ex.status_path(self.paths.run_dir, name, rec.attempt))
+            rec.log = None
+            if not book.commit(rec):
+                vars(rec).update(vars(before))  # not saved, so not started
+                # The commit brought the caches the version guards up to a start now undone
+                # (the job among the running, out of the candidates): work them out again.
+                book.version += 1
+                return
+            crash_point("after_intent")
+            handle = ex.launch(
+                LaunchRequest(
+                    name=name,
+                    attempt=rec.attempt,
+                    cmd=cmd,
+                    cwd=(self.queue_path.parent / os.path.expanduser(spec.cwd)).resolve(),
+                    env=self._job_env(spec, rec, gpus),
+                    log_dir=self.paths.log_dir(self._settings.log_dir),
+                    run_dir=self.paths.run_dir,
+                )
+            )
+        except GtuiError as e:
+            outcome.launch_failed(rec, str(e))
+            book.commit(rec)
+            self._bus.publish(JobChanged(book.view(name)))
+            self._after_failure(rec)
+            return
+        crash_point("after_launch")
+        rec.pid = handle.pid
+        rec.create_time = handle.create_time
+        rec.log = str(handle.log_path)
+        rec.status_file = str(handle.status_path)
+        book.commit(rec)
+        self._bus.publish(JobChanged(book.view(name)))
+        self._adopt(name, handle)
+
+    def _adopt(self, name: str, handle: Handle) -> None:
+        self._watchers[name] = asyncio.create_task(self._watch(name, handle))
+        self._arm_timeout(name)
+
+    # ------------------------------------------------------------------ timeouts, background
+    def _arm_timeout(self, name: str) -> None:
+        spec = self._book.specs.get(name)
+        rec = self._book.records[name]
+        if spec is None or spec.timeout_s is None or rec.started_at is None:
+            return
+        delay = max(0.0, rec.started_at + spec.timeout_s - time.time())
+        loop = asyncio.get_running_loop()
+        self._timeouts[name] = loop.call_later(delay, self._on_timeout, name)
+
+    def _on_timeout(self, name: str) -> None:
+        self._timeouts.pop(name, None)
+        rec = self._book.records.get(name)
+        if rec is None or not rec.active or not rec.pid:
+            return
+        self._timed_out.add(name)
+        self._spawn(self._kill_process(name))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._bg.add(task)
+        task.add_done_callback(self._bg.discard)
+
+    # ------------------------------------------------------------------ the end
+    async def _watch(self, name: str, handle: Handle) -> None:
+        try:
+            status = await self._executor.wait(handle)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # never lose a job to a watcher bug: record it as unknown
+            self._bus.publish(Notice("error", f"lost track of {name}: {e!r}"))
+            status = ExitStatus(None, None)
+        if self._stopping:
+            return
+        crash_point("after_exit")
+        self._finish(name, status)
+        crash_point("after_finish")
+        rec = self._book.records.get(name)
+        if rec is not None and rec.token and rec.final:
+            self._check_leftovers_soon(name, rec.token)
+        await self._after_end(name)
+
+    def _finish(self, name: str, status: ExitStatus, *, recovered: bool = False) -> None:
+        """A job's run ended: decide its state, diagnose, maybe retry; commit; publish."""
+        book = self._book
+        rec = book.records[name]
+        if name in book.pending_specs:
+            book.specs[name] = book.pending_specs.pop(name)
+        self._watchers.pop(name, None)
+        handle = self._timeouts.pop(name, None)
+        if handle is not None:
+            handle.cancel()
+        self._log_sizes.pop(name, None)
+        killed = name in self._killing
+        timed_out = name in self._timed_out
+        self._killing.discard(name)
+        self._timed_out.discard(name)
+        failed = not killed and not (status.exit_code == 0 and status.signal is None)
+        tail = outcome.log_tail(self._executor, rec.log) if killed or failed else ""
+        snapshot = self._reader.snapshot if self._reader is not None else None
+        outcome.conclude(
+            rec,
+            book.specs[name],
+            status,
+            tail,
+            self._rules,
+            snapshot or _NO_GPUS,
+            killed=killed,
+            timed_out=timed_out,
+            recovered=recovered,
+        )
+        if rec.retry_at is not None and rec.state == JobState.QUEUED:
+            self._arm_retry(name, rec.retry_at - time.time())
+        book.commit(rec)
+        self._bus.publish(JobChanged(book.view(name)))
+        if rec.final or name not in book.index:
+            # Ended, or would be retried under a name the file no longer has: its edit (if
+            # any) takes over, as the next attempt.
+            edit = book.take_over_from_edit(rec)
+            if edit is not None:
+                self._bus.publish(JobChanged(book.view(edit.name)))
+        if rec.state == JobState.FAILED:
+            self._after_failure(rec)
+
+    # ------------------------------------------------------------------ left behind
+    def _check_leftovers_soon(self, name: str, token: str) -> None:
+        """Check for what the job left running, together with the other jobs that end in the
+        next moment: one /proc scan for all of them. A scan per job end (2 ms, in a thread that
+        holds the GIL) halved the throughput of short jobs (benchmarks/throughput.py)."""
+        self._leftover_pending[name] = token
+        if not self._leftover_checking:
+            self._leftover_checking = True
+            self._spawn(self._leftover_batches())
+
+    async def _leftover_batches(self) -> None:
+        try:
+            while self._leftover_pending:
+                await asyncio.sleep(LEFTOVER_BATCH_S)
+                batch, self._leftover_pending = self._leftover_pending, {}
+                found = await asyncio.to_thread(self._executor.leftovers, set(batch.values()))
+                for name, token in batch.items():
+                    self._note_leftovers(name, token, found.get(token, []))
+        finally:
+            self._leftover_checking = False
+
+    def _note_leftovers(self, name: str, token: str, pids: list[int]) -> None:
+        rec = self._book.records.get(name)
+        if not pids or rec is None or rec.token != token or self._book.store.closed:
+            return
+        outcome.leftover_warning(rec, pids)
+        self._book.commit(rec)
+        self._bus.publish(JobChanged(self._book.view(name)))
+
+    async def _watch_logs(self) -> None:
+        while True:
+            await asyncio.sleep(LOG_WATCH_S)
+            for name in self._book.active_names():
+                rec = self._book.records[name]
+                if not rec.active or not rec.log:
+                    continue
+                size = self._executor.log_size(rec.log)
+                if size is not None and self._log_sizes.get(name) != size:
+                    self._log_sizes[name] = size
+                    self._bus.publish(LogGrew(name, rec.log, size))
+
+    # ------------------------------------------------------------------ kill
+    async def _kill_process(self, name: str, signalled: asyncio.Event | None = None) -> None:
+        """Kill the job's processes; ``signalled`` is set once TERM is sent (or it is certain
+        none will be: a failure must not leave the caller waiting)."""
+        try:
+            rec = self._book.records[name]
+            if rec.pid is None:
+                return
+            watcher = self._watchers.get(name)
+            await self._executor.kill(
+                handle_of(rec),
+                self._settings.kill_grace_s,
+                on_signalled=signalled.set if signalled is not None else None,
+            )
+            if watcher is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await asyncio.wait_for(asyncio.shield(watcher), timeout=5.0)
+        finally:
+            if signalled is not None:
+                signalled.set()
+
+
+def _no_gpus() -> Any:
+    from gtui.core.gpus.snapshot import GpuSnapshot
+
+    return GpuSnapshot(gpus=(), taken_at=0.0, source="none")
+
+
+_NO_GPUS = _no_gpus()

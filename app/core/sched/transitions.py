@@ -1,0 +1,105 @@
+"""What a person's command does to the jobs' records: one implementation of every transition.
+
+The scheduler and the no-scheduler commands (app/core/control/offline.py) both call these; the
+caller commits what changed and does what needs a process (a signal, a kill) through its
+executor. Every name is checked before anything changes: a typo in the third name of
+``gtui pause a b c`` changes nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from gtui.core.errors import GtuiError
+from gtui.core.model import FINAL_STATES, Diagnosis, JobRecord, JobSpec, JobState
+
+Require = Callable[[str], JobRecord]  # the record of a name, or a GtuiError naming the queue
+
+
+def check_kill(require: Require, names: Sequence[str]) -> None:
+    for name in names:
+        rec = require(name)
+        if not rec.active and not rec.waiting:
+            raise GtuiError(f"{name} is {rec.state.value}: there is nothing to kill")
+
+
+def kill_waiting(rec: JobRecord) -> None:
+    """A job that never started is taken out of the run."""
+    rec.state = JobState.KILLED
+    rec.ended_at = time.time()
+    rec.reason = ""
+    rec.diagnosis = Diagnosis("killed_by_user", "removed from the run by you", "retry")
+
+
+# (waiting from, waiting to, active from, active to, refusal) for pause and resume
+PAUSE = (
+    JobState.QUEUED,
+    JobState.HELD,
+    JobState.RUNNING,
+    JobState.SUSPENDED,
+    "only queued or running jobs pause",
+)
+RESUME = (
+    JobState.HELD,
+    JobState.QUEUED,
+    JobState.SUSPENDED,
+    JobState.RUNNING,
+    "only held or suspended jobs resume",
+)
+Switch = tuple[JobState, JobState, JobState, JobState, str]
+
+
+def check_switch(require: Require, names: Sequence[str], how: Switch) -> None:
+    waiting_from, _, active_from, _, refusal = how
+    for name in names:
+        rec = require(name)
+        if rec.state not in (waiting_from, active_from):
+            raise GtuiError(f"{name} is {rec.state.value}: {refusal}")
+
+
+def switch(rec: JobRecord, how: Switch) -> bool:
+    """Pause or resume one job's record. True: its process must be signalled too."""
+    waiting_from, waiting_to, _active_from, active_to, _ = how
+    if rec.state == waiting_from:
+        rec.state = waiting_to
+        rec.reason = "held by you" if waiting_to == JobState.HELD else ""
+        return False
+    rec.state = active_to
+    return True
+
+
+def check_retry(require: Require, names: Sequence[str]) -> None:
+    for name in names:
+        rec = require(name)
+        if rec.state not in FINAL_STATES:
+            raise GtuiError(f"{name} is {rec.state.value}: only finished jobs can be retried")
+
+
+def retry(rec: JobRecord) -> None:
+    """Queue a finished job again, now, with a fresh retry budget (attempt numbers go on, so
+    log names stay unique)."""
+    rec.state = JobState.QUEUED
+    rec.queued_since = time.time()
+    rec.reason = ""
+    rec.diagnosis = None
+    rec.quick_fails, rec.retry_at = 0, None  # the user asked: now, not after a wait
+    rec.first_attempt = rec.attempt + 1
+
+
+def unblocked_by(
+    name: str,
+    order: Sequence[str],
+    specs: Mapping[str, JobSpec],
+    records: Mapping[str, JobRecord],
+) -> list[JobRecord]:
+    """The blocked jobs that wait on ``name``, queued again now that it is retried."""
+    out = []
+    for dependent in order:
+        drec = records[dependent]
+        if drec.state == JobState.BLOCKED and name in specs[dependent].after:
+            drec.state = JobState.QUEUED
+            drec.reason = ""
+            drec.queued_since = time.time()
+            out.append(drec)
+    return out

@@ -1,0 +1,308 @@
+"""The job book: the scheduler's one source of truth for job records, in queue order.
+
+It joins the queue file (specs, order) with the state store (records), commits every change
+before anyone is told of it, and keeps the few lists that every pass needs (the running jobs)
+current through commits instead of re-deriving them from every job. Records of jobs the file no
+longer names are retired, never deleted: a finished job put back is never run again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterable
+
+from gtui.core.api import JobView, freeze
+from gtui.core.bus import EventBus
+from gtui.core.errors import GtuiError
+from gtui.core.model import JobRecord, JobSpec, JobState
+from gtui.core.queue.queuefile import QueueFile, derive_name
+from gtui.core.state.store import Store, StoreError
+
+Follower = Callable[[JobRecord, int], None]  # (committed record, new version)
+
+
+class JobBook:
+    def __init__(self, store: Store, bus: EventBus, queue_name: str) -> None:
+        self.store = store
+        self._bus = bus
+        self._queue_name = queue_name
+        self.specs: dict[str, JobSpec] = {}
+        self.order: list[str] = []  # the jobs the file names, in its order
+        self.names: list[str] = []  # ... then the running ones it no longer names
+        self.index: dict[str, int] = {}
+        self.records: dict[str, JobRecord] = {}
+        # Records of ended jobs the file no longer names: kept as history, so a job put back
+        # (or a file that was empty for a moment) never runs a finished job again.
+        self.retired: dict[str, JobRecord] = {}
+        self.edits: dict[str, str] = {}  # running job -> the held job that is its edit
+        self.pending_specs: dict[str, JobSpec] = {}  # edits of running jobs: next attempt
+        self.version = 0  # bumped by every commit and queue change: see active_names
+        self._active_at = -1
+        self._active: list[str] = []
+        self.followers: list[Follower] = []
+        self.unsaved: dict[str, JobRecord] = {}  # changes the store refused (locked, full)
+        self.store_error: str | None = None
+        # Waiting reasons change at every pass and are not worth a commit each; they are saved
+        # at most every REASON_SAVE_S and at shutdown.
+        self.reasons_dirty: set[str] = set()
+        self.reasons_saved = 0.0
+
+    # ------------------------------------------------------------------ reading
+    def all_names(self) -> list[str]:
+        return self.names
+
+    def index_of(self, name: str) -> int:
+        return self.index.get(name, len(self.order))
+
+    def view(self, name: str, order: int | None = None) -> JobView:
+        return freeze(
+            self.specs[name], self.records[name], self.index_of(name) if order is None else order
+        )
+
+    def views(self) -> list[JobView]:
+        return [self.view(n, i) for i, n in enumerate(self.names)]
+
+    def counts(self) -> dict[str, int]:
+        out = {s.value: 0 for s in JobState}
+        for name in self.names:
+            out[self.records[name].state.value] += 1
+        return out
+
+    def require(self, name: str) -> JobRecord:
+        rec = self.records.get(name)
+        if rec is None:
+            known = ", ".join(self.order[:8]) + (", ..." if len(self.order) > 8 else "")
+            raise GtuiError(
+                f"no job named {name!r} in {self._queue_name}"
+                + (f" (jobs: {known})" if known else " (the queue is empty)")
+            )
+        return rec
+
+    def active_names(self) -> list[str]:
+        """The running and suspended jobs, in queue order; worked out again only after a
+        commit or a queue change (every state change is committed first). With 10,000 jobs,
+        the per-poll walks over every job for the few running ones were a third of an idle
+        dashboard's CPU (benchmarks/dashboard.py). Callers still check ``rec.active``."""
+        if self._active_at != self.version:
+            records = self.records
+            self._active = [n for n in self.names if records[n].active]
+            self._active_at = self.version
+        return self._active
+
+    def idle(self, gpus_known: int) -> bool:
+        """Nothing runs and no waiting job can start without a person. ``gpus_known`` counts
+        lost GPUs too: they may come back."""
+        if self.unsaved:
+            return False  # exit only once every end is saved (a full disk: until space frees)
+        if self.active_names():
+            return False
+        for name in self.order:
+            rec = self.records[name]
+            if rec.state != JobState.QUEUED or self.waits_on_held(name, set()):
+                continue
+            if self.specs[name].gpus > gpus_known:
+                continue  # can never run here (e.g. GPU jobs on a machine without GPUs)
+            return False
+        return True
+
+    def waits_on_held(self, name: str, seen: set[str]) -> bool:
+        """True if ``name`` can never start without a person: it waits on a held job."""
+        if name in seen:
+            return False
+        seen.add(name)
+        for dep in self.specs[name].after:
+            rec = self.records.get(dep)
+            if rec is None:
+                continue
+            if rec.state == JobState.HELD or self.waits_on_held(dep, seen):
+                return True
+        return False
+
+    # ------------------------------------------------------------------ the queue file
+    def apply(
+        self, queue: QueueFile, *, initial: bool = False
+    ) -> tuple[list[str], list[JobRecord]]:
+        """Take a newly loaded queue: new jobs join, changed waiting jobs change, removed
+        waiting jobs retire; running jobs are never touched. Returns the names that left and
+        the ended jobs the file names again."""
+        new_specs = {j.name: j for j in queue.jobs}
+        stored = self.store.load() if initial else self.records
+        records: dict[str, JobRecord] = {}
+        changed: list[JobRecord] = []
+        back: list[JobRecord] = []  # ended jobs the file names again
+        for spec in queue.jobs:
+            rec = stored.get(spec.name)
+            if rec is None and not initial:
+                rec = self.retired.pop(spec.name, None)
+                if rec is not None and rec.final:
+                    back.append(rec)
+            if rec is None:
+                rec = JobRecord(name=spec.name, mem_mib=spec.mem_mib)
+                changed.append(rec)
+            elif rec.waiting and not initial:
+                old = self.specs.get(spec.name)
+                if old is not None and old.mem_mib != spec.mem_mib:
+                    rec.mem_mib = spec.mem_mib
+                    changed.append(rec)
+            records[spec.name] = rec
+        removed: list[str] = []
+        for name, rec in stored.items():
+            if name in new_specs:
+                continue
+            if rec.active:
+                # Still running: keep following it until it ends, then it leaves.
+                records[name] = rec
+                new_specs[name] = self.specs.get(name) or JobSpec(
+                    name=name,
+                    cmd="(removed from the queue file)",
+                    gpus=len(rec.gpus),
+                    mem_mib=rec.mem_mib,
+                )
+            else:
+                # Retired, never deleted: its history stays in the store (issue 14.2).
+                self.retired[name] = rec
+                if not initial:
+                    removed.append(name)
+        # A running job keeps the spec it was started with; an edit applies to its next attempt.
+        self.pending_specs = {}
+        for name, rec in records.items():
+            old = self.specs.get(name)
+            if rec.active and old is not None and new_specs.get(name) != old:
+                self.pending_specs[name] = new_specs[name]
+                new_specs[name] = old
+        self.specs = new_specs
+        self.order = [j.name for j in queue.jobs]
+        self.records = records
+        in_file = set(self.order)
+        self.names = self.order + [n for n in records if n not in in_file]
+        self.index = {n: i for i, n in enumerate(self.order)}
+        self.version += 1
+        if initial:  # links made by an earlier scheduler (after_edit_of is saved)
+            self.edits = {r.after_edit_of: n for n, r in records.items() if r.after_edit_of}
+        else:
+            self._link_edits_of_running_jobs(changed)
+        if changed:
+            self.store.save_many(changed)
+        return removed, back
+
+    def _link_edits_of_running_jobs(self, new: list[JobRecord]) -> None:
+        """A job with no ``name`` is named after its command, so editing a running one's command
+        looks like a new job beside it. Find those (same ``[[jobs]]`` entry, both names derived)
+        and hold the new one until the old run ends: never a second copy (issue 14.5)."""
+        running_gone = {
+            self.specs[n].entry: n
+            for n in self.active_names()
+            if n not in self.index and self.records[n].active and derived(self.specs[n])
+        }
+        if not running_gone:
+            return
+        for rec in new:
+            spec = self.specs.get(rec.name)
+            if spec is None or not derived(spec) or rec.state != JobState.QUEUED:
+                continue
+            old = running_gone.pop(spec.entry, None)
+            if old is None:
+                continue
+            rec.state = JobState.HELD
+            rec.after_edit_of = old
+            self.edits[old] = rec.name
+            rec.reason = (
+                f"edit of {old}, which is still running: applies from its next attempt "
+                "(runs if that one fails; done if it succeeds)"
+            )
+            rec.reason_at = time.time()
+
+    def take_over_from_edit(self, old: JobRecord) -> JobRecord | None:
+        """``old`` ended: the job that is its edit goes on from there (a dict lookup: this is
+        on every job's end). Returns the edit's record if it changed."""
+        name = self.edits.pop(old.name, None)
+        rec = self.records.get(name) if name is not None else None
+        if rec is None or rec.after_edit_of != old.name or rec.state != JobState.HELD:
+            return None
+        rec.after_edit_of = None
+        if old.state in (JobState.QUEUED, JobState.HELD):
+            old.state = JobState.FAILED  # its retry is the edit's first run
+            self.commit(old)
+        if old.state == JobState.DONE:
+            rec.state = JobState.DONE
+            rec.ended_at = old.ended_at
+            rec.warnings = [f"done as {old.name}, before its command was edited"]
+        else:
+            rec.state = JobState.QUEUED
+            rec.queued_since = time.time()
+        rec.reason = ""
+        self.commit(rec)
+        return rec
+
+    # ------------------------------------------------------------------ saving
+    def commit(self, rec: JobRecord) -> bool:
+        """Save a change before it is shown. When the store refuses (locked by another process,
+        disk full) the change is kept, the user told, no job started, and it is saved again at
+        every poll; the jobs' exit-status files cover a crash meanwhile. False: not saved."""
+        self.version += 1  # every transition passes here: see active_names
+        self._follow(rec)
+        if not self.unsaved:
+            try:
+                self.store.save(rec)
+                return True
+            except StoreError as e:
+                self._store_failed(e)
+        self.unsaved[rec.name] = rec
+        return False
+
+    def _follow(self, rec: JobRecord) -> None:
+        """Keep the running list current through a commit of ``rec`` alone, where that is
+        cheap, instead of redoing it over every job: a job's start, pid and end are three
+        commits, and at 2,000 jobs each redo cost ~0.3 ms (benchmarks/throughput.py)."""
+        version, name = self.version, rec.name
+        if self._active_at == version - 1:
+            active = self._active
+            if rec.active and name not in active:
+                at = self.index_of(name)
+                pos = next((i for i, n in enumerate(active) if self.index_of(n) > at), len(active))
+                self._active = [*active[:pos], name, *active[pos:]]
+            elif not rec.active and name in active:
+                self._active = [n for n in active if n != name]
+            self._active_at = version
+        for follow in self.followers:
+            follow(rec, version)
+
+    def _store_failed(self, e: StoreError) -> None:
+        if str(e) != self.store_error:
+            self.store_error = str(e)
+            self._bus.notice(
+                "error",
+                f"cannot save the job states: {e}\nno job starts until they are saved; "
+                "gtui tries again at every poll (running jobs go on)",
+            )
+
+    def save_reasons(self) -> None:
+        """Save the waiting reasons that changed since the last save (one transaction)."""
+        self.reasons_saved = time.monotonic()
+        if not self.reasons_dirty:
+            return
+        recs = [self.records[n] for n in self.reasons_dirty if n in self.records]
+        self.reasons_dirty = set()
+        with contextlib.suppress(StoreError):  # only words: the next save has them again
+            self.store.save_many(r for r in recs if r.waiting)
+
+    def save_unsaved(self) -> None:
+        if not self.unsaved:
+            return
+        try:
+            self.store.save_many(list(self.unsaved.values()))
+        except StoreError as e:
+            self._store_failed(e)
+            return
+        self.unsaved.clear()
+        self.store_error = None
+        self._bus.notice("info", "job states saved again; jobs start again")
+
+    def save_many(self, recs: Iterable[JobRecord]) -> None:
+        self.store.save_many(recs)
+
+
+def derived(spec: JobSpec) -> bool:
+    """Whether the job's name was made from its command (no ``name``, no matrix)."""
+    return not spec.matrix and spec.name == derive_name(spec.cmd)
