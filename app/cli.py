@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 
 from gtui import __version__
@@ -25,9 +26,24 @@ SUBCOMMANDS = (
     "pause",
     "resume",
     "retry",
+    "log",
+    "follow",
+    "wait",
+    "move",
+    "rm",
+    "clean",
+    "edit",
+    "stop",
+    "events",
+    "quarantine",
     "import",
     "attach",
     "ls",
+)
+
+NAMES_HELP = (
+    "job names; a glob ('train-*', quoted) or a sweep's base name stands for all the jobs it "
+    "matches"
 )
 
 
@@ -63,6 +79,32 @@ def _queue_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("queue", metavar="QUEUE.toml", help="the queue file")
 
 
+def _add(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    text: str,
+    example: str | None = None,
+) -> argparse.ArgumentParser:
+    """A subcommand whose --help ends with an example."""
+    return sub.add_parser(
+        name,
+        help=text,
+        description=textwrap.fill(text[0].upper() + text[1:] + ".", 79),
+        epilog=f"example:\n  {example}" if example else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def _lines(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of lines, got {value!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError("the number of lines cannot be negative")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gtui",
@@ -79,10 +121,28 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="check a queue file and print its expanded jobs")
     _queue_arg(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument(
+        "--all", action="store_true", help="list every job (a long queue shows the first 50)"
+    )
 
-    p = sub.add_parser("status", help="jobs and GPUs as the running (or last) scheduler sees them")
+    p = _add(
+        sub,
+        "status",
+        "jobs and GPUs as the running (or last) scheduler sees them",
+        "gtui status q.toml --state failed,waiting --watch",
+    )
     _queue_arg(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument(
+        "--state",
+        metavar="S,...",
+        help="only jobs in these states: queued, held, running, suspended, done, failed, "
+        "killed, blocked, unknown, or waiting, active, ended, trouble",
+    )
+    p.add_argument("--watch", action="store_true", help="redraw in place, like watch(1)")
+    p.add_argument(
+        "--interval", default="2s", metavar="DURATION", help="with --watch (default 2s)"
+    )
 
     p = sub.add_parser("gpus", help="the GPUs, their memory, utilization and processes")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -99,15 +159,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cwd", help="working directory")
     p.add_argument("cmd", nargs="*", metavar="-- CMD...", help="the command, after --")
 
-    for verb, text in (
-        ("kill", "kill jobs (SIGTERM, then SIGKILL after kill_grace)"),
-        ("pause", "hold waiting jobs / suspend running ones; no NAME: pause the queue"),
-        ("resume", "release held / continue suspended jobs; no NAME: resume the queue"),
-        ("retry", "run failed or killed jobs again"),
+    for verb, text, example in (
+        ("kill", "kill jobs (SIGTERM, then SIGKILL after kill_grace)", "gtui kill q.toml 'lr*'"),
+        (
+            "pause",
+            "hold waiting jobs / suspend running ones; no NAME: pause the queue",
+            "gtui pause q.toml sweep",
+        ),
+        (
+            "resume",
+            "release held / continue suspended jobs; no NAME: resume the queue",
+            "gtui resume q.toml sweep",
+        ),
+        (
+            "retry",
+            "run failed or killed jobs again (a pattern takes those that did not end done)",
+            "gtui retry q.toml 'sweep-*'",
+        ),
     ):
-        p = sub.add_parser(verb, help=text)
+        p = _add(sub, verb, text, example)
         _queue_arg(p)
-        p.add_argument("names", nargs="*" if verb in ("pause", "resume") else "+", metavar="NAME")
+        p.add_argument(
+            "names", nargs="*" if verb in ("pause", "resume") else "+", metavar="NAME",
+            help=NAMES_HELP,
+        )
         if verb == "kill":
             p.add_argument(
                 "--wait",
@@ -115,6 +190,109 @@ def build_parser() -> argparse.ArgumentParser:
                 help="return once the jobs have ended (after kill_grace at most), not once "
                 "SIGTERM is sent",
             )
+
+    p = _add(
+        sub,
+        "log",
+        "print a job's log (its latest attempt); safe for the terminal, raw when piped",
+        "gtui log q.toml train-lr0.1 --attempt 1 -n 50",
+    )
+    _queue_arg(p)
+    p.add_argument("job", metavar="JOB", help="the job (a pattern must match one)")
+    p.add_argument("--attempt", type=int, metavar="N", help="that attempt's log, not the latest")
+    p.add_argument("-n", "--lines", type=_lines, metavar="LINES", help="only the last LINES")
+
+    p = _add(
+        sub,
+        "follow",
+        "print a job's log as it grows until the job ends (waits for it to start); "
+        "exit 0 if it ended done, 1 otherwise",
+        "gtui follow q.toml train-lr0.1 -n 20",
+    )
+    _queue_arg(p)
+    p.add_argument("job", metavar="JOB", help="the job (a pattern must match one)")
+    p.add_argument("-n", "--lines", type=_lines, metavar="LINES", help="start at the last LINES")
+
+    p = _add(
+        sub,
+        "wait",
+        "wait until the jobs (no JOB: the whole queue) have ended; exit 0 if all ended done, "
+        "1 otherwise (a line for each), 124 on --timeout",
+        "gtui wait q.toml 'sweep-*' --timeout 4h && gtui add q.toml -- python eval.py",
+    )
+    _queue_arg(p)
+    p.add_argument("names", nargs="*", metavar="JOB", help=NAMES_HELP)
+    p.add_argument("--timeout", metavar="DURATION", help="give up after this long (90s, 4h)")
+
+    p = _add(
+        sub,
+        "move",
+        "reorder a waiting job in the queue file (a matrix entry moves whole)",
+        "gtui move q.toml eval --before train-lr0.1",
+    )
+    _queue_arg(p)
+    p.add_argument("job", metavar="JOB", help="the waiting job to move")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--top", action="store_true", help="to the top of the queue")
+    where.add_argument("--bottom", action="store_true", help="to the bottom of the queue")
+    where.add_argument("--before", metavar="OTHER", help="right before job OTHER")
+    where.add_argument("--after", metavar="OTHER", help="right after job OTHER")
+
+    p = _add(
+        sub,
+        "rm",
+        "remove waiting or ended jobs from the queue file (their history is kept)",
+        "gtui rm q.toml 'lr0.0*'",
+    )
+    _queue_arg(p)
+    p.add_argument("names", nargs="+", metavar="JOB", help=NAMES_HELP)
+
+    p = _add(
+        sub,
+        "clean",
+        "remove the jobs that ended done from the queue file (--failed: every ended job)",
+        "gtui clean q.toml --failed",
+    )
+    _queue_arg(p)
+    p.add_argument(
+        "--failed", action="store_true", help="also failed, killed, blocked and unknown jobs"
+    )
+
+    p = _add(
+        sub,
+        "edit",
+        "edit a job's table in $EDITOR (then $VISUAL, vi); checked before it is written",
+        "EDITOR=nano gtui edit q.toml train-lr0.1",
+    )
+    _queue_arg(p)
+    p.add_argument("job", metavar="JOB", help="the job (a pattern must match one)")
+
+    p = _add(
+        sub,
+        "stop",
+        "stop the queue's scheduler (headless or a dashboard's) and wait until it has exited; "
+        "running jobs go on (re-adopted next time) unless --kill",
+        "gtui stop q.toml --kill",
+    )
+    _queue_arg(p)
+    p.add_argument("--kill", action="store_true", help="kill the running jobs first")
+
+    p = _add(
+        sub,
+        "events",
+        "print the queue's transitions as JSON lines, one per change, until interrupted",
+        "gtui events q.toml | jq -r 'select(.state == \"failed\") | .name'",
+    )
+    _queue_arg(p)
+
+    p = _add(
+        sub,
+        "quarantine",
+        "list the GPUs taken out of placement after a hardware fault, or give them back",
+        "gtui quarantine q.toml --clear 2",
+    )
+    _queue_arg(p)
+    p.add_argument("--clear", metavar="GPU,...|all", help="give these GPUs back to placement")
 
     p = sub.add_parser("import", help="print a queue.toml made from a bash queue script")
     p.add_argument("file", metavar="FILE")

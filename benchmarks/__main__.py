@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 SUITE = [
     "end_to_start",
     "throughput",
+    "peers",  # gtui beside task-spooler, a bash loop, xargs -P and plain asyncio
     "extreme",
     "placement",
     "validate",

@@ -16,11 +16,13 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(autouse=True)
 def _private_runtime_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Each test session gets its own socket directory, and no fake GPUs leak in from outside."""
+    """Each test session gets its own socket directory and its own board of neighbours' claims
+    (the machine's is not touched, nor read), and no fake GPUs leak in from outside."""
     runtime = tmp_path_factory.getbasetemp() / "xdg-runtime"
     runtime.mkdir(mode=0o700, exist_ok=True)
-    old = {k: os.environ.get(k) for k in ("XDG_RUNTIME_DIR", "GTUI_FAKE_GPUS")}
+    old = {k: os.environ.get(k) for k in ("XDG_RUNTIME_DIR", "GTUI_FAKE_GPUS", "GTUI_CLAIMS_DIR")}
     os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+    os.environ["GTUI_CLAIMS_DIR"] = str(tmp_path_factory.getbasetemp() / "claims")
     os.environ.pop("GTUI_FAKE_GPUS", None)
     yield
     for k, v in old.items():

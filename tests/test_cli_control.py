@@ -20,7 +20,7 @@ import pytest
 
 from gtui import cli
 from gtui.core.control import client
-from gtui.core.control.server import request
+from gtui.core.control.rpc import request
 from gtui.core.model import JobRecord, JobState
 from gtui.core.paths import queue_paths
 from gtui.core.state.lock import QueueLock

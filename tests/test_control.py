@@ -149,7 +149,7 @@ async def test_errors_are_replies_and_the_server_survives(
     assert await ask(queue, "frobnicate") == {
         "ok": False,
         "error": "unknown request 'frobnicate'; this scheduler knows: kill, pause, resume, "
-        "retry, pause_queue, resume_queue, reload, add, edit, remove, move, status, ping, watch",
+        "retry, pause_queue, resume_queue, reload, add, edit, remove, move, status, ping, watch, stop, clear_quarantine",
         "exit": 2,
     }
     reply = await ask(queue, "kill", names=[])

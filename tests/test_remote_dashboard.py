@@ -36,6 +36,7 @@ from gtui.core.api import (
     Notice,
     QueueChanged,
     QueuePaused,
+    ReasonChanged,
     WaitingSummary,
 )
 from gtui.core.bus import EventBus
@@ -724,6 +725,7 @@ SETTINGS = Settings(
 
 EVENTS: list[Event] = [
     JobChanged(VIEW),
+    ReasonChanged(VIEW),
     JobRemoved("gone"),
     QueueChanged((VIEW, OTHER)),
     QueueChanged(()),

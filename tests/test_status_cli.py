@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gtui.core.control.server import request
+from gtui.core.control.rpc import request
 from tests.conftest import gtui, write_queue
 from tests.waiting import wait_for as wait_until
 

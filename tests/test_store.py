@@ -233,3 +233,34 @@ def test_closed_store_says_so(tmp_path: Path) -> None:
     s.close()  # twice is fine
     with pytest.raises(StoreError, match="closed"):
         s.load()
+
+
+def test_records_round_trip_exactly_through_the_fast_paths() -> None:
+    """record_to_json and record_from_json copy a record's fields wholesale when they are all
+    there, in order (a 100,000-job queue's start): the result must equal the slow path's."""
+    import dataclasses as dc
+    import json
+
+    from gtui.core.model import Diagnosis, JobRecord, JobState
+    from gtui.core.state.store import record_from_json, record_to_json
+
+    rec = JobRecord(
+        name="a",
+        state=JobState.FAILED,
+        attempt=2,
+        gpus=(1, 3),
+        mem_mib=1024,
+        diagnosis=Diagnosis("cuda_oom", "CUDA out of memory", "lower the batch size"),
+        warnings=["w1"],
+        reason="needs 1 GPU",
+    )
+    text = record_to_json(rec)
+    assert list(json.loads(text)) == [f.name for f in dc.fields(JobRecord)]
+    back = record_from_json(text)
+    assert back == rec and type(back.gpus) is tuple and type(back.state) is JobState
+    assert back.diagnosis == rec.diagnosis and back.warnings is not rec.warnings
+    # A record written by an older gtui (fewer fields, other order) still reads, by the slow path.
+    old = json.loads(text)
+    del old["retry_at"]
+    older = record_from_json(json.dumps(dict(reversed(list(old.items())))))
+    assert older.name == "a" and older.retry_at is None and older.gpus == (1, 3)

@@ -219,15 +219,17 @@ after = ["long"]
 """
 
 
-def outer(tmp_path: Path, session: str, command: str) -> None:
+def outer(
+    tmp_path: Path, session: str, command: str, size: tuple[int, int] = (120, 30)
+) -> None:
     """A terminal outside tmux ($TMUX unset) in which the user types ``command``."""
     sh(
         "new-session",
         "-d",
         "-x",
-        "120",
+        str(size[0]),
         "-y",
-        "30",
+        str(size[1]),
         "-s",
         session,
         "-c",
@@ -359,3 +361,68 @@ def test_no_terminal_is_a_plain_error(tmp_path: Path) -> None:
     assert r.returncode == 2 and "needs a terminal" in r.stderr and "Traceback" not in r.stderr
     r = gtui(str(tmp_path / "missing.toml"))
     assert r.returncode == 2 and "no such queue file" in r.stderr
+
+
+# -- issue 17: the job detail view, the zoomed log and the pager, in a real 80x24 terminal ------
+
+FAILING = """
+[settings]
+poll = "0.3s"
+
+[[jobs]]
+name = "train"
+gpus = 0
+cmd = "sh train.sh"
+"""
+
+TRAIN_SH = """\
+echo "epoch 1 | loss 0.412 | acc 0.871"
+echo "Traceback (most recent call last):"
+echo '  File "train.py", line 88, in <module>'
+echo '  File "/opt/conda/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1736, in _wrapped_call_impl'
+echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.20 GiB is free."
+exit 1
+"""
+
+
+@pytest.mark.slow
+def test_detail_view_zoomed_log_and_pager_at_80x24(tmux_server: Path, tmp_path: Path) -> None:
+    """enter opens the failed job's details, z zooms its log to the whole 80x24 screen (the
+    traceback wrapped, nothing cut), o shows the whole log in less and q comes back, esc twice
+    returns to the queue."""
+    (tmp_path / "train.sh").write_text(TRAIN_SH)
+    queue = write_queue(tmp_path, FAILING)
+    outer(
+        tmp_path,
+        "term",
+        f"PAGER='less -R' {PY} -m gtui --no-tmux --fake-gpus 1x80G q.toml",
+        size=(80, 24),
+    )
+    target = "=term:"
+    wait(lambda: job_state(queue, "train") == "failed", what="train to fail")
+    wait_screen(target, "✗ train")
+    keys(target, "Enter")
+    screen = wait_screen(target, "gtui · job train")
+    assert "✗ failed" in screen and "diagnosis" in screen and "esc Back" in screen
+    assert all(len(line) <= 80 for line in screen.splitlines())
+    # z: the log alone, the traceback's last frame and message whole, wrapped at 80 columns.
+    keys(target, "z")
+    screen = wait_screen(target, "z Unzoom")
+    assert "gtui · job train" not in screen and "diagnosis" not in screen
+    assert "site-packages/torch/nn/modules/module.py" in screen
+    text = " ".join(screen.replace("│", " ").split())
+    assert "line 1736, in _wrapped_call_impl" in text
+    assert "Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.20 GiB is free." in text
+    # o: the whole log in less; q in less comes back to the zoomed log.
+    keys(target, "o")
+    screen = wait_screen(target, "(END)")
+    assert "epoch 1 | loss 0.412" in screen and "z Unzoom" not in screen
+    keys(target, "q")
+    wait_screen(target, "z Unzoom")
+    # esc unzooms, esc again goes back to the queue.
+    keys(target, "Escape")
+    wait_screen(target, "gtui · job train")
+    keys(target, "Escape")
+    wait_screen(target, "a Add")
+    keys(target, "q")
+    wait_screen(target, "rc=0")

@@ -356,13 +356,13 @@ async def test_retry_runs_a_failed_job_again(queue: Path) -> None:
         await until(pilot, lambda: state(engine, "bad") == JobState.FAILED)
 
 
-async def test_enter_focuses_the_log_f_toggles_follow_escape_goes_back(queue: Path) -> None:
+async def test_l_focuses_the_log_f_toggles_follow_escape_goes_back(queue: Path) -> None:
     async with dashboard(queue) as (app, pilot, engine):
         await until(pilot, lambda: state(engine, "bad") == JobState.FAILED)
         await select(pilot, app, "bad")
         log = app.main.query_one(LogView)
         await until(pilot, lambda: "ModuleNotFoundError" in log.text().plain)
-        await pilot.press("enter")
+        await pilot.press("l")
         assert app.focused is log
         assert log.follow
         await pilot.press("f")
@@ -542,7 +542,7 @@ async def test_log_follows_a_job_that_writes(tmp_path: Path) -> None:
         assert "\r" not in text and "step 400\n" not in text
 
 
-async def test_at_80_columns_a_failed_jobs_diagnosis_takes_the_side_until_enter(
+async def test_at_80_columns_a_failed_jobs_diagnosis_takes_the_side_until_l(
     queue: Path,
 ) -> None:
     from gtui.ui.widgets.diagnosis import DiagnosisPanel
@@ -554,7 +554,7 @@ async def test_at_80_columns_a_failed_jobs_diagnosis_takes_the_side_until_enter(
         diagnosis = app.main.query_one(DiagnosisPanel)
         await until(pilot, lambda: diagnosis.display and not log.display, what="diagnosis only")
         assert "ModuleNotFoundError" in screen_text(app)
-        await pilot.press("enter")  # the log comes back, focused
+        await pilot.press("l")  # the log comes back, focused
         await until(pilot, lambda: log.display and app.focused is log, what="the log, focused")
         await pilot.press("escape")
         await select(pilot, app, "long")  # a running job: the log, no diagnosis

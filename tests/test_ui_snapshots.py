@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -270,3 +270,240 @@ def test_failed_job_shows_diagnosis(snap_compare, make_app) -> None:  # type: ig
         ),
     ]
     assert snap_compare(make_app(), terminal_size=(120, 30), run_before=settled(*steps))
+
+
+# -- issue 17: the job detail view and the zoomed log ---------------------------------------------
+
+DETAIL_QUEUE = """
+[settings]
+poll = "0.2s"
+mode = "shared"
+fake_gpus = "80G:30G@20,80G"
+env = { WANDB_MODE = "offline" }
+
+[[jobs]]
+name = "prep-data"
+cmd = "echo preparing; echo 'wrote 1200 shards'"
+gpus = 0
+
+[[jobs]]
+name = "train-lr0.1"
+cmd = "sh train.sh --lr 0.1 --gpu {gpu}"
+gpus = 1
+mem = "10G"
+retries = 1
+after = ["prep-data"]
+env = { LR = "0.1" }
+
+[[jobs]]
+name = "eval-lr0.1"
+cmd = "echo evaluating"
+gpus = 1
+mem = "8G"
+after = ["train-lr0.1"]
+"""
+
+# A PyTorch CUDA OOM as a training script prints it (a shell script: no Python needed), with a
+# frame longer than 80 columns.
+TRAIN_SH = """\
+echo "epoch 1 | loss 0.412 | acc 0.871"
+echo "Traceback (most recent call last):"
+echo '  File "train.py", line 88, in <module>'
+echo "    main(args)"
+echo '  File "train.py", line 61, in main'
+echo "    loss = model(batch).loss"
+echo '  File "/opt/conda/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1736, in _wrapped_call_impl'
+echo "    return self._call_impl(*args, **kwargs)"
+echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.20 GiB is free."
+exit 1
+"""
+
+DETAIL_FINAL = {
+    "prep-data": JobState.DONE,
+    "train-lr0.1": JobState.FAILED,
+    "eval-lr0.1": JobState.BLOCKED,
+}
+T0 = 1767258000.0  # 2026-01-01 09:00:00 UTC: the pictures show fixed times
+
+
+def _freeze(path: Path) -> None:
+    """Make what the detail view shows of the runs the same at every run: times, pids, tokens,
+    and the GPU memory peaks (sampled, so present or not by chance), in the records and in the
+    attempts history."""
+    import sqlite3
+
+    from gtui.core.paths import queue_paths
+    from gtui.core.state.store import Store
+
+    db = queue_paths(path).db
+    with Store(db) as store:
+        recs = store.load()
+        for i, (name, rec) in enumerate(recs.items()):
+            start = T0 + 60 * i
+            rec.token = f"{i + 1:032x}"
+            rec.queued_since = T0
+            if rec.reason_at is not None:
+                rec.reason_at = start
+            if rec.attempt:
+                rec.pid, rec.create_time = 4000 + i, T0
+                rec.started_at = start + 5 * (rec.attempt - 1)
+                rec.ended_at = rec.started_at + 2
+                rec.peak_mib = 10 * 1024 if rec.gpus else None
+                if name == "train-lr0.1":
+                    rec.mem_mib = 12800
+                    rec.warnings = [
+                        w if not w.startswith("CUDA OOM:") else
+                        "CUDA OOM: the retry asks 12800 MiB instead of 10240"
+                        for w in rec.warnings
+                    ]
+            elif rec.ended_at is not None:
+                rec.ended_at = start
+        store.save_many(recs.values())
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT name, attempt FROM attempts").fetchall()
+        for name, attempt in rows:
+            i = list(recs).index(name)
+            started = T0 + 60 * i + 5 * (attempt - 1)
+            peak = 10 * 1024 if recs[name].gpus else None
+            conn.execute(
+                "UPDATE attempts SET started_at = ?, ended_at = ?, peak_mib = ? "
+                "WHERE name = ? AND attempt = ?",
+                (started, started + 2, peak, name, attempt),
+            )
+
+
+async def _prepare_detail(path: Path) -> None:
+    engine = Engine(path)
+    await engine.start()
+    task = asyncio.create_task(engine.run())
+    try:
+        deadline = time.monotonic() + 30
+        while any(engine.view(n).record.state != s for n, s in DETAIL_FINAL.items()) or (
+            engine.view("train-lr0.1").record.attempt != 2
+        ):
+            assert time.monotonic() < deadline, [v.record for v in engine.jobs()]
+            await asyncio.sleep(0.05)
+    finally:
+        await engine.shutdown()
+        task.cancel()
+
+
+@pytest.fixture
+def make_detail_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], SnapApp]]:
+    (tmp_path / "train.sh").write_text(TRAIN_SH)
+    path = write_queue(tmp_path, DETAIL_QUEUE)
+    asyncio.run(_prepare_detail(path))
+    _freeze(path)
+    monkeypatch.chdir(tmp_path)  # paths show relative to it: `logs/train-lr0.1.2.log`
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+
+    def make() -> SnapApp:
+        return SnapApp(Engine(path), host="lab-3")
+
+    yield make
+    monkeypatch.undo()
+    time.tzset()
+
+
+def _detail_steady(app: GtuiApp) -> bool:
+    main = app.main
+    read = main.query_one(GpuPanel).read if main.ready else None
+    return (
+        main.ready
+        and len(main.table) == 3
+        and read is not None
+        and len(read.snapshot.gpus) == 2
+        and "wrote 1200 shards" in main.log_view.text().plain
+    )
+
+
+def detail_settled(*steps: Step) -> Callable[[Pilot[int]], Awaitable[None]]:
+    """``settled`` for the detail queue: its own steady picture, then the steps."""
+
+    async def run_before(pilot: Pilot[int]) -> None:
+        app = pilot.app
+        assert isinstance(app, GtuiApp)
+        for step in (Until("the engine's state, GPUs and log on screen", _detail_steady), *steps):
+            if isinstance(step, str):
+                await pilot.press(step)
+                continue
+            deadline = time.monotonic() + 30
+            while not step.check(app):
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"timed out waiting for {step.what}")
+                await pilot.pause(0.05)
+        await pilot.wait_for_scheduled_animations()
+
+    return run_before
+
+
+def _detail_of(name: str, attempts: int) -> Until:
+    """The detail view of ``name`` is shown with its ``attempts`` recorded attempts, its log
+    loaded."""
+
+    def check(app: GtuiApp) -> bool:
+        from gtui.ui.screens.detail import DetailScreen
+
+        screen = app.screen
+        if not isinstance(screen, DetailScreen) or screen.job != name:
+            return False
+        log = screen.log_view.text().plain
+        return "torch.OutOfMemoryError" in log and len(screen.history) == attempts
+
+    return Until(f"{name}'s details and log", check)
+
+
+def _zoomed(app: GtuiApp) -> bool:
+    main = app.main
+    return (
+        main.zoomed
+        and not main.query_one("#queue-box").display
+        and main.log_view.region.width == app.size.width
+        and "torch.OutOfMemoryError" in main.log_view.text().plain
+    )
+
+
+TRAIN = ["down", selected("train-lr0.1")]
+
+
+def test_detail_view_at_80x24_leads_with_the_state_diagnosis_and_traceback(  # type: ignore[no-untyped-def]
+    snap_compare, make_detail_app
+) -> None:
+    """enter on a job that failed twice, at 80x24: its state, the diagnosis and its hint on top
+    (every value wrapped), the traceback's last frames in the log below; the rest scrolls."""
+    steps = [*TRAIN, "enter", _detail_of("train-lr0.1", 2)]
+    assert snap_compare(make_detail_app(), terminal_size=(80, 24), run_before=detail_settled(*steps))
+
+
+def test_detail_view_at_120x30_shows_every_attempt(  # type: ignore[no-untyped-def]
+    snap_compare, make_detail_app
+) -> None:
+    """At 120x30 every attempt is on screen under the diagnosis: when it ran, how it ended, it
+    was retried, its peak, GPU, log file, and its own diagnosis."""
+    steps = [*TRAIN, "enter", _detail_of("train-lr0.1", 2)]
+    assert snap_compare(make_detail_app(), terminal_size=(120, 30), run_before=detail_settled(*steps))
+
+
+def test_detail_view_scrolled_shows_the_job_and_its_environment(  # type: ignore[no-untyped-def]
+    snap_compare, make_detail_app
+) -> None:
+    """The rest of the details at 120x30: command after placeholders, cwd, GPUs and memory
+    asked and given, whom it waits for and who waits for it, the environment gtui sets."""
+
+    def at_end(app: GtuiApp) -> bool:
+        box = app.screen.query_one("#detail-box")
+        return box.scroll_y >= box.max_scroll_y > 0
+
+    steps = [*TRAIN, "enter", _detail_of("train-lr0.1", 2), "end", Until("scrolled", at_end)]
+    assert snap_compare(make_detail_app(), terminal_size=(120, 30), run_before=detail_settled(*steps))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 30)], ids=["80x24", "120x30"])
+def test_zoomed_log_fills_the_screen_and_wraps_the_traceback(  # type: ignore[no-untyped-def]
+    snap_compare, make_detail_app, size
+) -> None:
+    """z on a failed job: the log alone, its traceback's last frames wrapped (nothing cut at the
+    right edge), the footer still there."""
+    steps = [*TRAIN, "z", Until("the log, zoomed", _zoomed)]
+    assert snap_compare(make_detail_app(), terminal_size=size, run_before=detail_settled(*steps))

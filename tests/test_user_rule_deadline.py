@@ -51,7 +51,7 @@ def test_the_worker_answers_like_re_for_benign_patterns() -> None:
         assert d is not None and d.kind == "mine" and d.line == "MARKER-1 here"
         # Same worker again (it stays up between diagnoses): no match, the defaults decide.
         d = diagnose(1, None, "Traceback\nValueError: nope\n", rules=(MINE,), matcher=worker.search)
-        assert d is not None and d.kind == "error"
+        assert d is not None and d.kind == "python_exception"
     finally:
         worker.close()
 

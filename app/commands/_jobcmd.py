@@ -2,6 +2,11 @@
 
 The running scheduler is asked through its control socket; with none, the same transitions run
 on the saved state (gtui.core.control.offline) under the queue lock, with no scheduler built.
+
+Names may be globs or a sweep's base name (gtui.commands._names). A job named exactly must be in
+a state the verb applies to (else nothing is done, and the refusal names it); of the jobs a
+pattern matched, those the verb applies to are acted on and the others are counted as skipped
+(``gtui retry q.toml 'sweep-*'`` runs the failed ones again, not the done ones).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import cast
 
+from gtui.commands._names import JobNames, is_pattern
 from gtui.commands.options import GlobalOptions
 from gtui.core.control.client import Op, perform
 from gtui.core.errors import GtuiError
@@ -22,6 +28,13 @@ _DONE = {
     "pause": "paused {}",
     "resume": "resumed {}",
     "retry": "queued {} again",
+}
+# The states each verb applies to, for the jobs a pattern matched.
+APPLIES = {
+    "kill": frozenset({"queued", "held", "running", "suspended"}),
+    "pause": frozenset({"queued", "running"}),
+    "resume": frozenset({"held", "suspended"}),
+    "retry": frozenset({"failed", "killed", "blocked", "unknown"}),
 }
 _KILLING = (
     "killing {}: SIGTERM sent, SIGKILL after kill_grace if it still runs "
@@ -59,10 +72,48 @@ def act(
     return [_DONE[verb].format(n) for n in names], live
 
 
+def resolve(paths: QueuePaths, verb: str, words: list[str]) -> list[str]:
+    """The jobs ``words`` name (module docstring), in queue order."""
+    status, _live = asyncio.run(perform(paths, "status"))
+    got = JobNames.of_status(paths, status).expand(words, strict=False)
+    got.note()
+    if not got.patterns:
+        return got.names
+    states = {str(j["name"]): str(j["state"]) for j in status["jobs"]}
+    exact = set(words)
+    names = [n for n in got.names if n in exact or states.get(n) in APPLIES[verb]]
+    skipped = [n for n in got.names if n not in names]
+    if skipped:
+        by_state: dict[str, int] = {}
+        for n in skipped:
+            by_state[states.get(n, "?")] = by_state.get(states.get(n, "?"), 0) + 1
+        counts = ", ".join(f"{k} {v}" for k, v in by_state.items())
+        print(
+            f"skipped {len(skipped)} job(s) that {verb} does not apply to ({counts})",
+            file=sys.stderr,
+        )
+    return names
+
+
 def main(verb: str, ns: argparse.Namespace, opts: GlobalOptions) -> int:
     paths = queue_file(ns.queue)
-    names = list(dict.fromkeys(ns.names or []))  # a name given twice is acted on once
-    lines, live = act(paths, verb, names, wait=bool(getattr(ns, "wait", True)))
+    wait = bool(getattr(ns, "wait", True))
+    words = list(dict.fromkeys(ns.names or []))  # a name given twice is acted on once
+    if words and not any(is_pattern(w) for w in words):
+        # Names only: straight to the scheduler (no status of every job first). Every name is
+        # checked before anything changes, so a word that is a sweep's base name is refused
+        # with nothing done, and expanded below.
+        try:
+            lines, live = act(paths, verb, words, wait=wait)
+        except GtuiError as first:
+            names = resolve(paths, verb, words)
+            if names == words:
+                raise first from None
+            lines, live = _act_on(paths, verb, names, wait)
+    elif words:
+        lines, live = _act_on(paths, verb, resolve(paths, verb, words), wait)
+    else:
+        lines, live = act(paths, verb, [], wait=wait)
     for line in lines:
         print(line)
     if not live:
@@ -72,3 +123,9 @@ def main(verb: str, ns: argparse.Namespace, opts: GlobalOptions) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _act_on(paths: QueuePaths, verb: str, names: list[str], wait: bool) -> tuple[list[str], bool]:
+    if not names:
+        return [f"nothing to {verb}"], True  # (nothing changed: no note about the saved state)
+    return act(paths, verb, names, wait=wait)

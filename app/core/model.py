@@ -94,6 +94,8 @@ class Settings:
     multi_gpu_first: bool = False
     fake_gpus: str | None = None
     diagnose: tuple[DiagnosisRule, ...] = ()
+    # Publish this queue's claims and count other users' (issue 20, DESIGN.md 4.1).
+    neighbours: bool = True
 
 
 @dataclass(frozen=True)

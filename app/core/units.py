@@ -13,6 +13,9 @@ _SIZE_UNITS_MIB: dict[str, float] = {
     "g": 1024.0,
     "gb": 1024.0,
     "gib": 1024.0,
+    "gi": 1024.0,
+    "mi": 1.0,
+    "ti": 1024.0 * 1024.0,
     "m": 1.0,
     "mb": 1.0,
     "mib": 1.0,
@@ -61,10 +64,18 @@ def parse_duration_s(value: str | int | float) -> float:
         return seconds
     pos = 0
     total = 0.0
+    last = float("inf")  # each unit once, largest first: 1h30m, never 1h1h or 30m1h
     for m in _DURATION_PART_RE.finditer(text):
         if m.start() != pos and text[pos : m.start()].strip():
             break
-        total += float(m.group(1)) * _DURATION_UNITS_S[m.group(2).lower()]
+        unit = _DURATION_UNITS_S[m.group(2).lower()]
+        if unit >= last:
+            raise UnitError(
+                f"{value!r}: each unit once, largest first (as in 1h30m or 2d4h), not "
+                f"{m.group(2)} after a smaller or equal unit"
+            )
+        last = unit
+        total += float(m.group(1)) * unit
         pos = m.end()
     if pos == 0 or text[pos:].strip():
         raise UnitError(f"expected a duration such as 90s, 5m, 4h or 1h30m, got {value!r}")

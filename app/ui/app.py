@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
+from typing import Any
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
@@ -27,10 +28,10 @@ from gtui.core.api import Event
 from gtui.core.errors import GtuiError
 from gtui.styles import stylesheet
 from gtui.ui.events import EventBuffer
-from gtui.ui.keys import KEYS
+from gtui.ui.keys import DETAIL_KEYS, KEYS
 from gtui.ui.port import EnginePort
+from gtui.ui.screens.detail import DetailScreen
 from gtui.ui.screens.main import MainScreen
-from gtui.ui.widgets.job_table import JobTable
 
 FLUSH_S = 0.05  # coalescing window for engine events (20 repaints a second at most)
 
@@ -155,7 +156,7 @@ class GtuiApp(App[int]):
         if not self.buffer or not self.screen_stack:
             return  # nothing new, or the app is closing
         main = self.screen_stack[0]
-        if not isinstance(main, MainScreen) or not main.query(JobTable):
+        if not isinstance(main, MainScreen) or not main.composed:
             # Its widgets are not there (not composed yet, or torn down as the app leaves):
             # the events stay in the buffer, and the next event's flush delivers them.
             return
@@ -212,13 +213,25 @@ class GtuiApp(App[int]):
     # -- command palette ------------------------------------------------------------------
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        for k in KEYS:
+        """The keys of the screen the palette was opened on (the job detail view has its
+        own), each run on that screen; from a dialog, the main screen's."""
+        target: Screen[Any] = screen if isinstance(screen, DetailScreen) else self.main
+        keys = DETAIL_KEYS if isinstance(screen, DetailScreen) else KEYS
+        for k in keys:
             yield SystemCommand(
-                k.palette, f"key {k.shown}: {k.help}", partial(self._palette_action, k.action)
+                k.palette,
+                f"key {k.shown}: {k.help}",
+                partial(self._palette_action, target, k.action),
+            )
+        if not isinstance(screen, DetailScreen):
+            yield SystemCommand(
+                "Give quarantined GPUs back",
+                "GPUs out of placement after a hardware fault (also: gtui quarantine --clear)",
+                partial(self._palette_action, self.main, "clear_quarantine"),
             )
         for cmd in super().get_system_commands(screen):
             if cmd.title not in ("Quit", "Keys"):
                 yield cmd
 
-    def _palette_action(self, action: str) -> None:
-        self.call_later(self.main.run_action, action)
+    def _palette_action(self, screen: Screen[Any], action: str) -> None:
+        self.call_later(screen.run_action, action)

@@ -269,6 +269,7 @@ class GpuMarks:
     excluded: bool = False
     in_pool: bool = True
     reserved: bool = False
+    quarantined: bool = False  # a hardware fault: out until cleared (issue 21)
 
 
 def memory_bar(total: int, others: int, ours: int, width: int) -> Text:
@@ -387,7 +388,9 @@ def gpu_line(
     used_so_far = line.cell_len
     room = max(0, width - used_so_far - 2)
     tail = Text()
-    if marks.excluded:
+    if marks.quarantined:
+        tail.append("QUARANTINED ", style="bold reverse red")
+    elif marks.excluded:
         tail.append("excluded ", style="bold")
     elif not marks.in_pool:
         tail.append("not in pool ", style="bold")

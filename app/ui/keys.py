@@ -85,14 +85,45 @@ KEYS: tuple[Key, ...] = (
     ),
     Key(
         "enter",
+        "details",
+        "Job",
+        "enter",
+        "open the selected job's details: command, environment, every attempt, its log (esc back)",
+        "Show the selected job's details",
+    ),
+    Key(
+        "l",
         "focus_log",
         "Log",
-        "enter",
-        "focus the selected job's log (arrows / pgup / pgdn scroll it, esc goes back)",
+        "l",
+        "focus the selected job's log (arrows / pgup / pgdn scroll it, / searches it, esc back)",
         "Focus the log",
     ),
     Key("f", "follow", "Follow", "f", "follow the log on / off", "Follow the log on or off"),
-    Key("slash", "filter", "Filter", "/", "filter the queue by state or name", "Filter the queue"),
+    Key(
+        "z",
+        "zoom",
+        "Zoom",
+        "z",
+        "zoom the log to the whole screen, and back (esc too)",
+        "Zoom the log to the whole screen",
+    ),
+    Key(
+        "o",
+        "pager",
+        "Pager",
+        "o",
+        "open the whole log in $PAGER (default less -R); quit it to come back",
+        "Open the log in the pager",
+    ),
+    Key(
+        "slash",
+        "filter",
+        "Filter",
+        "/",
+        "filter the queue by state or name (in the focused log: search it)",
+        "Filter the queue",
+    ),
     Key("question_mark", "help", "Help", "?", "this help", "Show the keys"),
     Key(
         "q",
@@ -105,3 +136,34 @@ KEYS: tuple[Key, ...] = (
 )
 
 KEY_BY_ACTION = {k.action: k for k in KEYS}
+
+# Keys of the log wherever it has the focus (the main screen's, zoomed or not, and the job
+# detail view's): for the help screen; the log widget binds them.
+LOG_KEYS: tuple[tuple[str, str], ...] = (
+    ("/", "search the log: enter finds (the last match while following, else the next one)"),
+    ("n  N", "the next match below / the previous one above (every match is highlighted)"),
+    ("↑ ↓ pgup pgdn", "scroll (k j too); scrolling up stops following"),
+    ("g  G  home  end", "the top of the log / its end (following again)"),
+    ("f  z  o", "follow on / off, zoom to the whole screen, open it in $PAGER"),
+    ("esc", "back: from a zoomed log, from the log to the queue, from the details"),
+)
+
+# The job detail view (enter on a job).
+DETAIL_KEYS: tuple[Key, ...] = (
+    Key("escape", "back", "Back", "esc", "back to the queue (a zoomed log unzooms first)", "Back"),
+    Key(
+        "tab",
+        "switch",
+        "Details/Log",
+        "tab",
+        "move between the details and the log (each scrolls with the arrows)",
+        "Move between the details and the log",
+    ),
+    Key("slash", "search", "Search", "/", "search the log", "Search the log"),
+    Key("n", "search_next(1)", "Next", "n", "the next match below", "Next match"),
+    Key("N", "search_next(-1)", "Prev", "N", "the previous match above", "Previous match"),
+    Key("f", "follow", "Follow", "f", "follow the log on / off", "Follow the log on or off"),
+    Key("z", "zoom", "Zoom", "z", "zoom the log to the whole screen, and back", "Zoom the log"),
+    Key("o", "pager", "Pager", "o", "open the whole log in $PAGER", "Open the log in the pager"),
+    Key("question_mark", "help", "Help", "?", "the keys", "Show the keys"),
+)

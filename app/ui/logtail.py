@@ -1,16 +1,30 @@
-"""Read a window of a log file by byte offsets, never the whole file.
+"""Read a window of a log file by byte offsets, never the whole file; search it by chunks.
 
 A job's log can reach gigabytes (tqdm bars, a chatty trainer). The log panel only ever shows a
 screenful, so it keeps byte offsets (like toolong) and reads the lines it shows by ``seek``: the
 tail window backwards from the end while following, a window forward from an offset while the
-user scrolls. Memory is bounded by ``lines x max_line``, whatever the file's size.
+user scrolls. Memory is bounded by ``lines x max_line`` plus a few cached blocks, whatever the
+file's size.
 
-No Textual here: the widget turns these raw lines into Rich text (ANSI, carriage returns).
+A line is what lies between two newlines, shown as a terminal would show it: tqdm redraws its
+bar with ``\\r``, so only the part after the line's last carriage return is shown, however many
+redraws came before (a bar written to a file can run for megabytes before its newline). That
+part, when longer than ``max_line``, comes in pieces of ``max_line`` cut from its end (the
+latest output); the redraws before it are never read, never shown. A line longer than
+``LINE_SCAN`` (no newline in 4 MiB) is taken as ending or starting there.
+
+Search reads the file in chunks from a position, forward or backward, and stops at the first
+line whose shown text holds the pattern; a chunk that cannot hold it is skipped at C speed.
+
+No Textual here: the widget turns these raw lines into Rich text (ANSI colours).
 """
 
 from __future__ import annotations
 
 import os
+import re
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -18,12 +32,15 @@ from typing import BinaryIO
 from gtui.core.termtext import safe_text
 
 BLOCK = 64 * 1024
-MAX_LINE = 8 * 1024  # longer lines are cut: a screen shows a few hundred columns at most
+MAX_LINE = 8 * 1024  # longer shown parts are cut: a screen shows a few hundred columns at most
+LINE_SCAN = 4 * 1024 * 1024  # how far a line's newline is looked for
+CACHE_BLOCKS = 16  # blocks kept while one window is read (1 MiB)
+SEARCH_CHUNK = 1024 * 1024
 
 
 @dataclass(frozen=True)
 class LogLine:
-    """One line of the file: where it starts, where the next one starts, and its text."""
+    """One shown line: where it starts, where the next one starts, and its text."""
 
     start: int
     end: int  # offset just after its newline (or the end of what was read)
@@ -50,6 +67,83 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+class _Blocks:
+    """One open file read by aligned blocks, the last few kept: finding a line's newline, then
+    its last carriage return, then reading its shown part asks for the same bytes again."""
+
+    def __init__(self, f: BinaryIO, size: int) -> None:
+        self.f = f
+        self.size = size
+        self._cache: OrderedDict[int, bytes] = OrderedDict()
+
+    def _block(self, i: int) -> bytes:
+        data = self._cache.get(i)
+        if data is not None:
+            self._cache.move_to_end(i)
+            return data
+        self.f.seek(i * BLOCK)
+        data = self.f.read(max(0, min(BLOCK, self.size - i * BLOCK)))
+        self._cache[i] = data
+        if len(self._cache) > CACHE_BLOCKS:
+            self._cache.popitem(last=False)
+        return data
+
+    def find(self, byte: bytes, lo: int, hi: int) -> int:
+        """The first ``byte`` in [lo, hi), or -1."""
+        pos, hi = max(0, lo), min(hi, self.size)
+        while pos < hi:
+            base = pos - pos % BLOCK
+            data = self._block(base // BLOCK)
+            if not data:
+                break
+            j = data.find(byte, pos - base, hi - base)
+            if j >= 0:
+                return base + j
+            pos = base + len(data)
+        return -1
+
+    def rfind(self, byte: bytes, lo: int, hi: int) -> int:
+        """The last ``byte`` in [lo, hi), or -1."""
+        lo, pos = max(0, lo), min(hi, self.size)
+        while pos > lo:
+            base = (pos - 1) - (pos - 1) % BLOCK
+            data = self._block(base // BLOCK)
+            j = data.rfind(byte, max(lo - base, 0), pos - base)
+            if j >= 0:
+                return base + j
+            pos = base
+        return -1
+
+    def read(self, lo: int, hi: int) -> bytes:
+        parts = []
+        pos, hi = max(0, lo), min(hi, self.size)
+        while pos < hi:
+            base = pos - pos % BLOCK
+            data = self._block(base // BLOCK)
+            if not data:
+                break
+            parts.append(data[pos - base : hi - base])
+            pos = base + len(data)
+        return b"".join(parts)
+
+    def content_end(self, start: int, end: int) -> int:
+        """``end`` less the line's own newline and the carriage returns just before it."""
+        if end > start and self.read(end - 1, end) == b"\n":
+            end -= 1
+        while end > start:
+            tail = self.read(max(start, end - 256), end)
+            kept = tail.rstrip(b"\r")
+            end -= len(tail) - len(kept)
+            if kept:
+                break
+        return end
+
+    def shown_start(self, start: int, content_end: int) -> int:
+        """Where the shown part of a line begins: after its last carriage return."""
+        cr = self.rfind(b"\r", start, content_end)
+        return cr + 1 if cr >= 0 else start
+
+
 class LogTail:
     """Line windows of one file, addressed by byte offsets. Cheap to create; holds no data."""
 
@@ -64,12 +158,15 @@ class LogTail:
         except OSError:
             return 0
 
+    def _text(self, r: _Blocks, lo: int, hi: int) -> str:
+        return clean_line(_decode(r.read(lo, hi)))
+
     def last_lines(self, n: int) -> list[LogLine]:
         """The last ``n`` lines of the file (the tail window while following)."""
         try:
             with self.path.open("rb") as f:
                 end = f.seek(0, os.SEEK_END)
-                return self._lines_before(f, end, n)
+                return self._lines_before(_Blocks(f, end), end, n)
         except OSError:
             return []
 
@@ -77,8 +174,8 @@ class LogTail:
         """The ``n`` lines that end at or before ``offset`` (scrolling up)."""
         try:
             with self.path.open("rb") as f:
-                end = min(offset, f.seek(0, os.SEEK_END))
-                return self._lines_before(f, end, n)
+                size = f.seek(0, os.SEEK_END)
+                return self._lines_before(_Blocks(f, size), min(offset, size), n)
         except OSError:
             return []
 
@@ -88,74 +185,61 @@ class LogTail:
         try:
             with self.path.open("rb") as f:
                 size = f.seek(0, os.SEEK_END)
+                r = _Blocks(f, size)
                 pos = max(0, min(offset, size))
                 while len(out) < n and pos < size:
-                    f.seek(pos)
-                    chunk = f.read(self.max_line)
-                    nl = chunk.find(b"\n")
-                    if nl >= 0:
-                        end = pos + nl + 1
-                        data = chunk[: nl + 1]
-                    else:
-                        # The last line (no newline yet), or a line longer than max_line: cut it
-                        # and go on after the cut so the window always advances.
-                        end = pos + len(chunk)
-                        data = chunk
-                    out.append(LogLine(pos, end, clean_line(_decode(data))))
-                    pos = end
+                    nl = r.find(b"\n", pos, pos + LINE_SCAN)
+                    line_end = nl + 1 if nl >= 0 else min(size, pos + LINE_SCAN)
+                    content = r.content_end(pos, line_end)
+                    seg = r.shown_start(pos, content)
+                    if content - seg <= self.max_line:
+                        out.append(LogLine(pos, line_end, self._text(r, seg, line_end)))
+                        pos = line_end
+                        continue
+                    # A long shown part: pieces cut as lines_before cuts them (from its end), so
+                    # scrolling down and up meet the same pieces. The first one stands for the
+                    # whole line before it (the redraws it overwrote are not shown).
+                    a = pos
+                    b = seg + ((content - seg) % self.max_line or self.max_line)
+                    while len(out) < n and a < content:
+                        end = line_end if b >= content else b
+                        out.append(LogLine(a, end, self._text(r, max(a, seg), b)))
+                        a, b = end, min(b + self.max_line, content)
+                    pos = a
         except OSError:
             return out
         return out
 
-    def _lines_before(self, f: BinaryIO, end: int, n: int) -> list[LogLine]:
-        """Read backwards from ``end`` by blocks until ``n`` lines are found.
+    def _lines_before(self, r: _Blocks, end: int, n: int) -> list[LogLine]:
+        """Walk back from ``end`` line by line until ``n`` shown lines are found.
 
-        Reads at most ``n * max_line`` bytes, so a file with no newline at all (a sparse 1 GB
-        file, a binary dump) costs no more than a window of long lines.
+        Each line costs the bytes of its shown part (at most ``n * max_line`` in all) and the
+        search for its newline, never its overwritten redraws; a file with no newline at all (a
+        sparse 1 GB file, a binary dump) costs one LINE_SCAN.
         """
-        if n <= 0 or end <= 0:
-            return []
-        budget = n * self.max_line
-        start = end
-        buf = b""
-        newlines = 0
-        while start > 0 and end - start < budget:
-            step = min(BLOCK, start, budget - (end - start))
-            start -= step
-            f.seek(start)
-            block = f.read(step)
-            newlines += block.count(b"\n")
-            buf = block + buf
-            # n lines need n newlines before the last line's own (final) newline.
-            if newlines - (1 if buf.endswith(b"\n") else 0) >= n:
-                break
-        spans: list[tuple[int, int]] = []
-        s = 0
-        while True:
-            nl = buf.find(b"\n", s)
-            if nl < 0:
-                break
-            spans.append((s, nl + 1))
-            s = nl + 1
-        if s < len(buf):
-            spans.append((s, len(buf)))
-        if start > 0 and len(spans) > n:
-            spans = spans[1:]  # a partial first line; not needed
-        # A line longer than max_line is shown as max_line pieces, cut from its end (its latest
-        # output); lines_from then steps through the same pieces going forward.
-        pieces: list[tuple[int, int]] = []
-        for a, b in reversed(spans):
-            while b - a > self.max_line and len(pieces) < n:
-                pieces.append((b - self.max_line, b))
-                b -= self.max_line
-            if len(pieces) >= n:
-                break
-            if b > a:
-                pieces.append((a, b))
-            if len(pieces) >= n:
-                break
-        pieces.reverse()
-        return [LogLine(start + a, start + b, clean_line(_decode(buf[a:b]))) for a, b in pieces]
+        out: list[LogLine] = []
+        pos = end
+        while len(out) < n and pos > 0:
+            line_end = pos
+            content = r.content_end(0, line_end)
+            lo = max(0, content - LINE_SCAN)
+            nl = r.rfind(b"\n", lo, content)
+            start = nl + 1 if nl >= 0 else lo
+            seg = r.shown_start(start, content)
+            if content - seg <= self.max_line:
+                out.append(LogLine(start, line_end, self._text(r, seg, line_end)))
+            else:
+                b, e = content, line_end
+                while len(out) < n and b - seg > self.max_line:
+                    out.append(LogLine(b - self.max_line, e, self._text(r, b - self.max_line, b)))
+                    b = e = b - self.max_line
+                if len(out) < n:
+                    out.append(LogLine(start, e, self._text(r, seg, b)))
+            if nl < 0 and lo > 0:
+                break  # no newline in LINE_SCAN: what lies before is the same line, not shown
+            pos = start
+        out.reverse()
+        return out
 
     def line_start(self, offset: int) -> int:
         """The start of the line that holds ``offset`` (reads at most ``max_line`` bytes back)."""
@@ -172,3 +256,141 @@ class LogTail:
         if nl >= 0:
             return lo + nl + 1
         return lo
+
+    # -- search -----------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: SearchQuery,
+        offset: int,
+        *,
+        forward: bool = True,
+        cancelled: Callable[[], bool] | None = None,
+        chunk: int = SEARCH_CHUNK,
+    ) -> LogLine | None:
+        """The first line at or after ``offset`` (forward), or the last one ending at or before
+        it (backward), whose shown text holds ``query``; None if none (or ``cancelled``).
+
+        The file is read ``chunk`` bytes at a time from ``offset``: memory is one chunk,
+        whatever the file's size. ``offset`` should be a line start.
+        """
+        try:
+            with self.path.open("rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                if forward:
+                    return self._search_forward(f, size, query, offset, cancelled, chunk)
+                return self._search_backward(f, size, query, offset, cancelled, chunk)
+        except OSError:
+            return None
+
+    def _search_forward(
+        self,
+        f: BinaryIO,
+        size: int,
+        query: SearchQuery,
+        offset: int,
+        cancelled: Callable[[], bool] | None,
+        chunk: int,
+    ) -> LogLine | None:
+        pos = max(0, min(offset, size))
+        while pos < size:
+            if cancelled is not None and cancelled():
+                return None
+            f.seek(pos)
+            data = f.read(min(chunk, size - pos))
+            if not data:
+                break
+            if pos + len(data) < size:
+                nl = data.rfind(b"\n")
+                if nl >= 0:
+                    data = data[: nl + 1]  # whole lines only; the rest comes with the next
+            if query.may_be_in(data):
+                for a, b in _spans(data):
+                    text = clean_line(_decode(data[a:b]))
+                    if query.in_text(text):
+                        return LogLine(pos + a, pos + b, text)
+            pos += len(data)
+        return None
+
+    def _search_backward(
+        self,
+        f: BinaryIO,
+        size: int,
+        query: SearchQuery,
+        offset: int,
+        cancelled: Callable[[], bool] | None,
+        chunk: int,
+    ) -> LogLine | None:
+        pos = max(0, min(offset, size))
+        while pos > 0:
+            if cancelled is not None and cancelled():
+                return None
+            lo = max(0, pos - chunk)
+            f.seek(lo)
+            data = f.read(pos - lo)
+            if lo > 0:
+                nl = data.find(b"\n")
+                if 0 <= nl < len(data) - 1:
+                    data = data[nl + 1 :]  # whole lines only; the partial first one comes next
+                    lo += nl + 1
+            if query.may_be_in(data):
+                for a, b in reversed(_spans(data)):
+                    text = clean_line(_decode(data[a:b]))
+                    if query.in_text(text):
+                        return LogLine(lo + a, lo + b, text)
+            pos = lo
+        return None
+
+
+def _spans(data: bytes) -> list[tuple[int, int]]:
+    """The lines of ``data`` as (start, end) pairs, each end just after its newline."""
+    spans: list[tuple[int, int]] = []
+    s = 0
+    while s < len(data):
+        nl = data.find(b"\n", s)
+        e = len(data) if nl < 0 else nl + 1
+        spans.append((s, e))
+        s = e
+    return spans
+
+
+# Escape sequences, as gtui.core.termtext drops them (its ESC-led forms), on raw bytes; SGR too,
+# since search looks at the text without its colours.
+_ESCAPES_B = re.compile(
+    rb"\x1b\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"
+    rb"|\x1b[\]PX^_][^\x07\x1b]*(?:\x07|\x1b\\)?"
+    rb"|\x1b[\x20-\x2f]+[\x30-\x7e]?"
+    rb"|\x1b[\x30-\x7e]?"
+)
+_C1_B = re.compile(rb"\xc2[\x80-\x9f]")  # C1 controls in UTF-8: termtext drops them too
+_C0_B = bytes(range(0x20)).replace(b"\t", b"") + b"\x7f"
+_SGR = re.compile(r"\x1b\[[0-9;:]*m")
+
+
+class SearchQuery:
+    """What ``/`` looks for: plain text, case-insensitive unless it has a capital (as less -i
+    and vim's smartcase do)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.case_sensitive = text != text.lower()
+        self._needle = text if self.case_sensitive else text.lower()
+        ascii_ = text.isascii()
+        self._needle_b = self._needle.encode() if ascii_ else None
+
+    def in_text(self, text: str) -> bool:
+        """Whether a shown line (with its SGR colours) holds the query."""
+        plain = _SGR.sub("", text) if "\x1b" in text else text
+        return self._needle in (plain if self.case_sensitive else plain.lower())
+
+    def may_be_in(self, data: bytes) -> bool:
+        """False only if no line of ``data`` can show the query: its bytes, less every escape
+        sequence and control character (what the shown text loses), do not hold it."""
+        if self._needle_b is None or _C1_B.search(data):
+            return True  # a non-ASCII query (case folding) or C1 controls: look line by line
+        if b"\x1b" in data:
+            data = _ESCAPES_B.sub(b"", data)
+        data = data.translate(None, _C0_B)
+        if not self.case_sensitive:
+            data = data.lower()
+        return self._needle_b in data

@@ -205,7 +205,7 @@ async def test_the_dashboard_opens_no_network_socket(tmp_path: Path) -> None:
             while not (engine.started and engine.view("ddp").record.state.value == "running"):
                 assert time.monotonic() < deadline
                 await pilot.pause(0.05)
-            await pilot.press("down", "down", "enter")
+            await pilot.press("down", "down", "l")  # l: focus the log (enter: the details)
             # The dashboard has done its work (ddp selected, its log read and focused) before
             # the sockets are looked at, rather than after a guessed pause.
             log = app.main.query_one(LogView)

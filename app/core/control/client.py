@@ -7,19 +7,28 @@ Three implementations, one shape:
   headless ``gtui run``, a dashboard in another tmux session);
 - :class:`gtui.core.control.offline.StoreClient`, on the saved state when no scheduler runs.
 
-:func:`connect` picks the socket when a scheduler answers, else the store. Events (what
-changed) come from ``subscribe`` on the in-process engine; a remote screen reads ``status``.
+:func:`perform` picks the socket when a scheduler answers, else the store. Events (what
+changed) come from ``subscribe`` on the in-process engine, or, for a command, from
+:func:`watch_jobs`: the scheduler's events while one runs, the saved state while none does.
+:func:`stop` ends the scheduler and returns once it has exited.
+
+An edit of the queue file (``gtui add / move / rm / edit``) is written under the file's lock by
+whoever makes it (gtui.core.queue.writeback); ``reload`` then has a running scheduler take it
+at once (with none, the next one reads the file).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from gtui.core.control.server import call
+from gtui.core.api import Event, JobChanged, JobRemoved, QueueChanged, QueuePaused
+from gtui.core.control.rpc import call
 from gtui.core.errors import EXIT_LOCKED, GtuiError, LockedError
 from gtui.core.paths import QueuePaths, queue_paths
 
@@ -27,6 +36,8 @@ from gtui.core.paths import QueuePaths, queue_paths
 ANSWER_WAIT_S = 5.0
 TIMEOUT_S = 60.0
 KILL_TIMEOUT_S = 3600.0  # kill --wait waits for TERM, then kill_grace, then KILL
+STOP_WAIT_S = 120.0  # a scheduler asked to stop finishes what was under way, then exits
+OFFLINE_POLL_S = 1.0  # watch_jobs reads the saved state this often while no scheduler runs
 
 
 class Client(Protocol):
@@ -43,6 +54,7 @@ class Client(Protocol):
     async def pause_queue(self) -> None: ...
     async def resume_queue(self) -> None: ...
     async def add(self, fields: dict[str, object]) -> str: ...
+    async def reload(self) -> None: ...
 
 
 class NotAnswering(GtuiError):
@@ -93,6 +105,10 @@ class SocketClient:
     async def retry(self, names: Sequence[str]) -> None:
         await self._call("retry", names=list(names))
 
+    async def clear_quarantine(self, gpus: Sequence[int] | None = None) -> list[int]:
+        reply = await self._call("clear_quarantine", gpus=list(gpus) if gpus is not None else None)
+        return [int(g) for g in reply.get("cleared") or []]
+
     async def pause_queue(self) -> None:
         await self._call("pause_queue")
 
@@ -102,8 +118,29 @@ class SocketClient:
     async def add(self, fields: dict[str, object]) -> str:
         return str((await self._call("add", fields=fields)).get("name", ""))
 
+    async def reload(self) -> None:
+        await self._call("reload")
 
-Op = Literal["kill", "pause", "resume", "retry", "pause_queue", "resume_queue", "status"]
+    async def stop(self, *, kill: bool = False) -> Stopped:
+        """Ask the scheduler to stop. It exits after answering (see :func:`stop`)."""
+        reply = await self._call("stop", KILL_TIMEOUT_S if kill else TIMEOUT_S, kill=kill)
+        pid = reply.get("pid")
+        return Stopped(pid if isinstance(pid, int) else None, reply.get("exits") is True)
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """A scheduler that ``stop`` ended: its process, and whether that process ends too (a
+    headless ``gtui run``; a dashboard stays open and says the scheduler stopped)."""
+
+    pid: int | None
+    exits: bool
+
+
+Op = Literal[
+    "clear_quarantine",
+    "kill", "pause", "resume", "retry", "pause_queue", "resume_queue", "status", "reload"
+]
 
 
 async def perform(paths: QueuePaths, op: Op, *args: Any, **kw: Any) -> tuple[Any, bool]:
@@ -141,3 +178,153 @@ async def perform(paths: QueuePaths, op: Op, *args: Any, **kw: Any) -> tuple[Any
                 f"{paths.socket}; try again in a moment",
                 EXIT_LOCKED,
             ) from None
+
+
+async def stop(paths: QueuePaths, *, kill: bool = False) -> Stopped | None:
+    """Stop the scheduler that runs the queue, a headless ``gtui run`` or a dashboard's, and
+    return once it has ended (the queue's lock is free); None when none ran.
+    Its running jobs go on (the next scheduler re-adopts them), or with ``kill`` are killed
+    first. A holder that does not answer on its socket: GtuiError, exit 3."""
+    from gtui.core.state.lock import QueueLock
+
+    lock = QueueLock(paths)
+    deadline = time.monotonic() + ANSWER_WAIT_S
+    while True:
+        try:
+            stopped = await SocketClient(paths).stop(kill=kill)
+            break
+        except NotAnswering:
+            pass
+        holder = await asyncio.to_thread(lock.holder)
+        if holder is None:
+            return None
+        if time.monotonic() >= deadline:
+            who = f"a gtui (pid {holder})" if holder else "a gtui"
+            stop_it = f"; stop it with `kill {holder}`" if holder else ""
+            raise GtuiError(
+                f"{who} runs {paths.queue.name} but does not answer on {paths.socket}{stop_it}",
+                EXIT_LOCKED,
+            )
+        await asyncio.sleep(0.2)  # still starting: its socket comes with its lock
+    deadline = time.monotonic() + STOP_WAIT_S
+    while await asyncio.to_thread(lock.holder) is not None:
+        if time.monotonic() >= deadline:
+            raise GtuiError(
+                f"the scheduler (pid {stopped.pid}) of {paths.queue.name} was asked to stop, "
+                f"and still runs the queue after {STOP_WAIT_S:g}s",
+                EXIT_LOCKED,
+            )
+        await asyncio.sleep(0.05)
+    return stopped
+
+
+@dataclass(frozen=True)
+class JobsNow:
+    """What :func:`watch_jobs` gives each time something changed."""
+
+    # name -> the job as `gtui status --json` has it, in queue order; read it before the next
+    # one comes (it is not a copy)
+    jobs: dict[str, dict[str, Any]]
+    changed: frozenset[str] | None  # the names that changed (gone ones too); None: all
+    live: bool  # a scheduler runs the queue (else: its saved state, read every OFFLINE_POLL_S)
+    pid: int | None  # that scheduler's
+    paused: bool
+
+
+async def watch_jobs(
+    paths: QueuePaths, *, offline_poll_s: float = OFFLINE_POLL_S, batch: bool = True
+) -> AsyncGenerator[JobsNow, None]:
+    """The queue's jobs now, then again each time they change, for as long as the caller
+    reads: from the running scheduler's events (its ``watch`` stream), and while none runs from
+    the saved state (each job as it really stands: gtui.core.state.status.settled), switching
+    as schedulers come and go. Events that came together are given as one change, unless
+    ``batch`` is False (a job's every state then shows, however fast it went on). Close it
+    with ``contextlib.aclosing``."""
+    from gtui.core.control.offline import status_from_store
+    from gtui.core.control.remote import NotAnswering as NoWatch
+    from gtui.core.control.remote import RemoteEngine
+    from gtui.core.state.status import job_dict
+
+    jobs: dict[str, dict[str, Any]] = {}
+    first = True
+    was_live = False  # a scheduler's view was the last given: going offline is news
+    while True:
+        remote = RemoteEngine(paths, reconnect_for=0.0)
+        try:
+            await remote.start()
+        except NoWatch:
+            began = time.monotonic()
+            try:
+                status = await asyncio.to_thread(status_from_store, paths.queue)
+            except GtuiError:
+                if first:
+                    raise
+                status = None  # a file being saved, or broken for a moment: read it again
+            if status is not None:
+                new = {j["name"]: j for j in status["jobs"]}
+                changed = {n for n, j in new.items() if jobs.get(n) != j} | (set(jobs) - set(new))
+                jobs = new
+                if first or changed or was_live:
+                    yield JobsNow(
+                        jobs, None if first else frozenset(changed), False, None,
+                        bool(status["paused"]),
+                    )
+                first = was_live = False
+            # A big queue's saved state takes a while to read: never more than a fifth of the time.
+            await asyncio.sleep(max(offline_poll_s, 4 * (time.monotonic() - began)))
+            continue
+        inbox: asyncio.Queue[Event] = asyncio.Queue()
+        unsubscribe = remote.subscribe(inbox.put_nowait)
+        runner = asyncio.create_task(remote.run())
+        try:
+            jobs = {v.spec.name: job_dict(v) for v in remote.jobs()}
+            paused = remote.paused
+            yield JobsNow(jobs, None, True, remote.pid, paused)
+            first, was_live = False, True
+            while True:
+                getter = asyncio.create_task(inbox.get())
+                await asyncio.wait({getter, runner}, return_when=asyncio.FIRST_COMPLETED)
+                if not getter.done():  # the scheduler went away, and no other answered
+                    getter.cancel()
+                    break
+                events = [getter.result()]
+                while not inbox.empty():
+                    events.append(inbox.get_nowait())
+                for group in [events] if batch else [[e] for e in events]:
+                    jobs, paused, update = _apply(jobs, paused, group)
+                    if update is not None:
+                        yield JobsNow(jobs, update, True, remote.pid, paused)
+        finally:
+            unsubscribe()
+            await remote.shutdown()
+            runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await runner
+
+
+def _apply(
+    jobs: dict[str, dict[str, Any]], paused: bool, events: list[Event]
+) -> tuple[dict[str, dict[str, Any]], bool, frozenset[str] | None]:
+    """``events`` applied to the jobs: the jobs, paused, and what changed (None: nothing)."""
+    from gtui.core.state.status import job_dict
+
+    changed: set[str] = set()
+    was_paused = paused
+    for event in events:
+        if isinstance(event, JobChanged):
+            name = event.job.spec.name
+            jobs[name] = job_dict(event.job)
+            changed.add(name)
+        elif isinstance(event, JobRemoved):
+            jobs.pop(event.name, None)
+            changed.add(event.name)
+        elif isinstance(event, QueueChanged):
+            new = {v.spec.name: job_dict(v) for v in event.jobs}
+            changed |= {n for n, j in new.items() if jobs.get(n) != j}
+            changed |= set(jobs) - set(new)
+            jobs = new
+        elif isinstance(event, QueuePaused):
+            paused = event.paused
+    if changed or paused != was_paused:
+        return jobs, paused, frozenset(changed)
+    return jobs, paused, None

@@ -26,6 +26,7 @@ from gtui.core.model import JobRecord, JobSpec, Settings
 from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths, register_queue
 from gtui.core.queue.queuefile import check_trusted, load_queue
 from gtui.core.sched import outcome, transitions
+from gtui.core.sched.quarantine import Quarantine, parse_quarantine
 from gtui.core.sched.recovery import recover
 from gtui.core.state.book import JobBook
 from gtui.core.state.lock import QueueLock
@@ -92,6 +93,10 @@ class StoreClient:
                 for drec in transitions.unblocked_by(name, book.order, book.specs, book.records):
                     book.commit(drec)
 
+    async def clear_quarantine(self, gpus: Sequence[int] | None = None) -> list[int]:
+        with self._book() as (book, _settings):
+            return Quarantine(book.store).clear(gpus)
+
     async def pause_queue(self) -> None:
         with self._book() as (book, _settings):
             book.store.set_meta("paused", "1")
@@ -105,6 +110,9 @@ class StoreClient:
         from gtui.core.queue.writeback import append_job
 
         return append_job(self.queue_path, dict(fields))
+
+    async def reload(self) -> None:
+        """Nothing to tell: the next scheduler reads the queue file as it is."""
 
     # ------------------------------------------------------------------ the store, locked
     @contextlib.contextmanager
@@ -166,7 +174,14 @@ def status_from_store(queue: Path) -> dict[str, Any]:
     records: dict[str, JobRecord] = store.load() if store else {}
     meta = {
         k: (store.get_meta(k) if store else None)
-        for k in ("paused", "gpus", "scheduler_pid", "scheduler_since", "scheduler_stopped")
+        for k in (
+            "paused",
+            "gpus",
+            "scheduler_pid",
+            "scheduler_since",
+            "scheduler_stopped",
+            "quarantined",
+        )
     }
     if store:
         store.close()
@@ -190,7 +205,11 @@ def status_from_store(queue: Path) -> dict[str, Any]:
         gpus = json.loads(meta["gpus"] or "[]")
     except ValueError:
         gpus = []
-    return status_dict(paths.queue, meta["paused"] == "1", gpus, views, scheduler)
+    doc = status_dict(paths.queue, meta["paused"] == "1", gpus, views, scheduler)
+    quarantined = Quarantine(None)
+    quarantined.gpus = parse_quarantine(meta["quarantined"])
+    doc["quarantined"] = {str(g): why for g, why in sorted(quarantined.gpus.items())}
+    return doc
 
 
 def _number(text: str | None, kind: type[int] | type[float]) -> Any:

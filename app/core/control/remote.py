@@ -19,6 +19,9 @@ It owns nothing: ``shutdown()`` closes the connection and nothing else. ``shutdo
 True)`` does not kill either: the jobs belong to the scheduler that runs them, whose life this
 screen does not decide; it says so in a Notice instead of raising (a raise would break the
 app's quit). ``gtui kill QUEUE NAME`` (or the ``x`` key) kills a job there.
+
+Size: the engine's whole port, mirrored over the socket (the cache of views, the watch
+connection and its reconnection, one method per command); split, each part is half a class.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from gtui.core.api import (
     QueuePaused,
 )
 from gtui.core.bus import EventBus
-from gtui.core.control.server import (
+from gtui.core.control.rpc import (
     CONNECT_TIMEOUT_S,
     MAX_REPLY,
     _check_owner,
@@ -196,6 +199,12 @@ class RemoteEngine:
 
     async def pause_queue(self) -> None:
         await self._call("pause_queue")
+
+    async def clear_quarantine(self, gpus: Sequence[int] | None = None) -> list[int]:
+        reply = await self._call(
+            "clear_quarantine", gpus=list(gpus) if gpus is not None else None
+        )
+        return [int(g) for g in reply.get("cleared") or []]
 
     async def resume_queue(self) -> None:
         await self._call("resume_queue")

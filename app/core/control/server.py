@@ -12,6 +12,10 @@ Replies: ``{"ok": true, ...}`` or ``{"ok": false, "error": "message"}``, one per
 The queue file's edits: ``{"op": "edit", "name": N, "fields": {...}}``, ``{"op": "remove",
 "name": N}``, ``{"op": "move", "name": N, "where": "up" | "down" | "top"}``.
 
+``{"op": "stop", "kill": false}`` ends the scheduler (``gtui stop``): it answers, then its loop
+ends and it shuts down as when it exits idle (running jobs go on, or with ``"kill": true`` are
+killed first); the client waits until the queue's lock is free.
+
 ``{"op": "watch"}`` turns the connection into a stream (a dashboard attached to a scheduler that
 runs elsewhere: gtui.core.control.remote). The server answers ``{"ok": true, "hello": HELLO}``,
 the whole state at one moment (gtui.core.control.wire.Hello: jobs, paused, GPUs, settings,
@@ -30,13 +34,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import json
 import logging
 import os
 import socket
 import stat
-import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +46,16 @@ from typing import Any, Literal, Protocol, TypeAlias
 
 from gtui.core.api import Event, EventSink, GpusRead, JobView, QueueChanged
 from gtui.core.bus import EventBus
+from gtui.core.control.rpc import (  # noqa: F401  (the client side, re-exported)
+    _PEERCRED,
+    CONNECT_TIMEOUT_S,
+    MAX_LINE,
+    _check_owner,
+    _encode,
+    call,
+    peer_uid,
+    request,
+)
 from gtui.core.control.wire import Hello, encode_event, to_json
 from gtui.core.errors import GtuiError, LockedError
 from gtui.core.model import Settings
@@ -51,12 +63,8 @@ from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths
 
 log = logging.getLogger("gtui.control")
 
-MAX_LINE = 1 << 20  # bytes in one request line
-MAX_REPLY = 64 << 20  # bytes in one reply line (a status of 10,000 jobs is a few MiB)
 IDLE_TIMEOUT_S = 60.0  # a client that sends nothing for this long is dropped
-CONNECT_TIMEOUT_S = 2.0
 BUSY_WAIT_S = 30.0  # how long close() lets requests in progress finish
-DEFAULT_TIMEOUT_S = 30.0
 WATCH_BUFFER = 10_000  # events a watcher may fall behind before it is dropped
 
 NAME_OPS = ("kill", "pause", "resume", "retry")
@@ -72,14 +80,17 @@ OPS = (
     "status",
     "ping",
     "watch",
+    "stop",
+    "clear_quarantine",
 )
 MOVES = ("up", "down", "top")
 
-_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
 class ControlledEngine(Protocol):
     """The engine commands the socket exposes (app/core/sched/engine.py implements them)."""
+
+    async def clear_quarantine(self, gpus: Sequence[int] | None = None) -> list[int]: ...
 
     queue_path: Path
 
@@ -94,6 +105,7 @@ class ControlledEngine(Protocol):
     async def edit(self, name: str, fields: dict[str, object]) -> None: ...
     async def remove(self, name: str) -> None: ...
     async def move(self, name: str, where: Literal["up", "down", "top"]) -> None: ...
+    async def stop(self, *, kill: bool = False) -> None: ...
     def status_json(self) -> dict[str, Any]: ...
 
     # What a watcher is sent (``watch``): the state now, then every event.
@@ -107,17 +119,6 @@ class ControlledEngine(Protocol):
     def settings(self) -> Settings: ...
     @property
     def fake(self) -> bool: ...
-
-
-def peer_uid(sock: socket.socket) -> int:
-    """The uid of the process at the other end of a connected Unix socket."""
-    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-    _pid, uid, _gid = _PEERCRED.unpack(raw)
-    return int(uid)
-
-
-def _encode(obj: dict[str, Any]) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), default=str).encode() + b"\n"
 
 
 def _names(req: dict[str, Any]) -> list[str]:
@@ -196,6 +197,17 @@ async def dispatch(engine: ControlledEngine, req: object) -> dict[str, Any]:
             raise GtuiError("bad request: watch takes over a connection of the socket server")
         if op == "status":
             return {"ok": True, "status": engine.status_json()}
+        if op == "clear_quarantine":
+            gpus = req.get("gpus")
+            if gpus is not None and (
+                not isinstance(gpus, list) or not all(isinstance(g, int) for g in gpus)
+            ):
+                raise GtuiError("bad request: gpus must be a list of GPU indices, or null")
+            return {"ok": True, "cleared": await engine.clear_quarantine(gpus)}
+        if op == "stop":
+            await engine.stop(kill=req.get("kill") is True)
+            exits = getattr(engine, "exits_with_run", False) is True  # a headless `gtui run`
+            return {"ok": True, "pid": os.getpid(), "exits": exits}
         if op == "ping":
             return {"ok": True, "pid": os.getpid()}
         raise GtuiError(f"unknown request {op!r}; this scheduler knows: {', '.join(OPS)}")
@@ -520,97 +532,6 @@ async def _watch_send(writer: asyncio.StreamWriter, queue: asyncio.Queue[_WatchI
                 break
             item = queue.get_nowait()
         await writer.drain()
-
-
-def _check_owner(path: Path) -> None:
-    """Refuse to talk to a socket someone else planted where ours should be."""
-    uid = os.getuid()
-    for p in (path.parent, path):
-        st = p.lstat()
-        if st.st_uid != uid:
-            raise GtuiError(f"{p} belongs to another user (uid {st.st_uid}); gtui will not use it")
-
-
-def request(
-    queue: Path | QueuePaths, op: str, *, timeout: float | None = DEFAULT_TIMEOUT_S, **kw: Any
-) -> dict[str, Any] | None:
-    """Send one request to the queue's running scheduler and return its reply.
-
-    None when no scheduler listens (no socket, a stale one, nobody accepting). Raises
-    GtuiError when one listens but does not answer within ``timeout`` seconds (None: wait).
-    """
-    paths = queue if isinstance(queue, QueuePaths) else queue_paths(queue)
-    path = paths.socket
-    try:
-        _check_owner(path)
-    except FileNotFoundError:
-        return None
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        s.settimeout(CONNECT_TIMEOUT_S)
-        try:
-            s.connect(str(path))
-        except OSError as e:
-            if e.errno in (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK) or isinstance(
-                e, TimeoutError
-            ):
-                return None
-            raise
-        if peer_uid(s) != os.getuid():
-            raise GtuiError(f"{path} is served by another user; gtui will not use it")
-        s.settimeout(timeout)
-        payload = _encode({"op": op, **kw})
-        if len(payload) > MAX_LINE:
-            raise GtuiError(f"request over {MAX_LINE} bytes")
-        try:
-            s.sendall(payload)
-            line = _read_line(s)
-        except TimeoutError:
-            raise GtuiError(
-                f"the scheduler of {paths.queue.name} did not answer within {timeout:g}s"
-            ) from None
-        except (BrokenPipeError, ConnectionResetError):
-            line = b""
-        if not line:
-            # It took the request and went away: whether it acted is unknown, so say so
-            # rather than act a second time on the saved state.
-            raise GtuiError(
-                f"the scheduler of {paths.queue.name} stopped before it answered; "
-                f"see `gtui status {paths.queue.name}`"
-            )
-        try:
-            reply = json.loads(line)
-        except ValueError:
-            raise GtuiError(f"the scheduler sent a reply gtui cannot read: {line[:80]!r}") from None
-        if not isinstance(reply, dict):
-            raise GtuiError(f"the scheduler sent a reply gtui cannot read: {line[:80]!r}")
-        return reply
-    finally:
-        s.close()
-
-
-def _read_line(s: socket.socket) -> bytes:
-    buf = bytearray()
-    while b"\n" not in buf:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        buf += chunk
-        if len(buf) > MAX_REPLY:
-            raise GtuiError(f"the scheduler's reply is over {MAX_REPLY} bytes")
-    return bytes(buf.split(b"\n", 1)[0])
-
-
-def call(queue: Path | QueuePaths, op: str, **kw: Any) -> dict[str, Any] | None:
-    """``request`` that raises GtuiError with the scheduler's message when it says no."""
-    reply = request(queue, op, **kw)
-    if reply is not None and not reply.get("ok"):
-        code = reply.get("exit")
-        raise GtuiError(
-            str(reply.get("error") or "the scheduler refused the request"),
-            code if isinstance(code, int) and code > 0 else None,
-        )
-    return reply
 
 
 def refuse_if_served(paths: QueuePaths) -> None:

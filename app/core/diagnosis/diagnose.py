@@ -1,38 +1,47 @@
 """Why a job failed: a kind, the line of its log that shows it, and a hint a person can act on.
 
-DESIGN.md 4.5, the seed script's error table (seed 000, 14.4) and seed 002's hints. The engine
-calls :func:`read_log_tail` on the attempt's log (only its tail is read: logs can be huge) and
-:func:`diagnose` with the exit status; on a CUDA out-of-memory it sizes the retry with
-:func:`oom_peak_mib` and :func:`oom_retry_mem`.
+DESIGN.md 4.5, the seed script's error table (seed 000, 14.4), seed 002's hints and issue 21.
+The engine calls :func:`read_log_tail` on the attempt's log (only its tail is read: logs can be
+huge) and :func:`diagnose` with the exit status; on a CUDA out-of-memory it sizes the retry with
+:func:`oom_peak_mib` and :func:`oom_retry_mem`; on a ``gpu_fault`` :func:`gpu_fault_device`
+says which GPU the log names, if it names one.
 
-Precedence, from first to last (the first step that finds something decides):
+The table is data (:mod:`gtui.core.diagnosis.rules`); this module applies it. Precedence, from
+first to last (the first step that finds something decides):
 
 1. gtui's own actions: ``killed_by_user``, then ``timed_out``.
 2. The user's ``[[diagnose]]`` rules, in file order: they extend and override the defaults.
-3. Death by SIGSEGV or SIGKILL (signal, or exit 139 / 137 from a shell): a Python exception
-   exits 1, so a process killed by a signal did not die of the errors its log printed before.
-4. Specific causes (``_SPECIFIC``): CUDA OOM, invalid device ordinal, no GPU visible, libuv,
-   address in use, wandb login, disk full, segfault text.
-5. Causes that are often consequences or noise (``_CONSEQUENTIAL``): NCCL failures (a rank
-   that ran out of memory makes the others fail), generic CUDA errors, host OOM text, import
-   errors (optional-dependency warnings), missing files, permissions, commands not found.
-6. Generic: exit 127 / 126 with no text, then ``RuntimeError`` lines.
-7. Otherwise ``error``, with the last exception-looking line (or the last non-empty line).
+3. A GPU that failed (``gpu_fault``): an ECC error or a lost GPU decides whatever else happened.
+4. Death by a signal a Python error does not send (SIGSEGV, SIGKILL, SIGBUS, SIGXFSZ; or exit
+   139 / 137 / 135 / 153 from a shell): the errors its log printed before did not end it.
+5. Root causes (``rules.ROOT``): CUDA OOM, KV cache, device-side assert, missing kernel image,
+   driver too old, cuDNN, cuBLAS, device ordinal, tensors on two devices, no GPU, ports, wandb,
+   the Hub, NaN loss, file descriptors, shared memory, quota, full disk, host OOM, segfault.
+6. Causes that are often consequences or noise (``rules.CONSEQUENTIAL``): NCCL timeouts and
+   errors (a rank that ran out of memory makes the others fail), other CUDA errors, imports,
+   missing files, permissions, commands not found.
+7. The job's own end: SIGABRT (``abort``, never "killed from outside"), then the Python
+   exception that ended it (``runtime_error`` / ``python_exception``, naming the exception and
+   the line of the job's code that raised it), then an abort seen only in the text.
+8. Exit 127 / 126 with no text; a RuntimeError line with no traceback.
+9. Otherwise ``error``, with the last exception-looking line (or the last non-empty line).
 
-Within steps 4 and 5 the rule whose match is LATEST in the log wins (an earlier error may have
-been caught and printed; the last one ended the job); two rules matching the same line go to
-the one listed first (``cuda_oom`` before ``cuda_error`` before ``runtime_error``). Across
-steps the earlier step wins even when its line is older: in a DDP cascade the root cause
-(an OOM on one rank) comes first and the NCCL errors of the other ranks follow it.
+How the log is read (:mod:`gtui.core.diagnosis.logtext`): warnings and info lines are not
+evidence (a warning that mentions "out of memory" is not an OOM); a message hard-wrapped over
+several lines, or split by other ranks' output, is matched across its lines; launcher prefixes
+(``[rank3]:``) say which lines belong together. Within steps 5 and 6 the rule whose match is
+LATEST in the log wins (an earlier error may have been caught; the last one ended the job); two
+rules matching the same line go to the one listed first. Across steps the earlier step wins even
+when its line is older: in a DDP cascade the root cause (an OOM on one rank) comes first and the
+NCCL errors of the other ranks follow it.
 
-Size: most of it is the diagnosis table (patterns and hints, seed 003) and the refinements
-of its hints; the matching itself is short.
+Size: the matching engine over the rule table (rules.py): reading the tail, ranking the
+hits, the signals; its parts share the hit and line types and stay together.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 import os
 import re
 import signal as _signal
@@ -41,9 +50,42 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from gtui.core.diagnosis import rules as _rules
+from gtui.core.diagnosis.hints import exception_hint, refine
+from gtui.core.diagnosis.logtext import (
+    WINDOW_GAP,
+    WINDOW_LINES,
+    Line,
+    Window,
+    last_exception,
+    message_at,
+    structure,
+    windows,
+)
+from gtui.core.diagnosis.oom import oom_context, oom_peak_mib, oom_retry_mem
 from gtui.core.diagnosis.rulematch import PatternOverrun
 from gtui.core.model import Diagnosis, DiagnosisRule
-from gtui.core.units import format_mib
+
+__all__ = [
+    "DEFAULT_RULES",
+    "LINE_MAX",
+    "TAIL_BYTES",
+    "USER_LINE_MAX",
+    "GpuRef",
+    "Matcher",
+    "clean_line",
+    "clean_log",
+    "diagnose",
+    "full_disk",
+    "gpu_fault_device",
+    "local_search",
+    "oom_peak_mib",
+    "oom_retry_mem",
+    "read_log_tail",
+    "read_tail_bytes",
+    "status_text",
+    "validate_rule",
+]
 
 TAIL_BYTES = 65536
 """How much of a log's end :func:`read_log_tail` reads by default."""
@@ -56,233 +98,7 @@ fast on a 50 KB tqdm line. It does not bound a catastrophic one: the deadline do
 LINE_MAX = 300
 """``Diagnosis.line`` is cut to about this many characters."""
 
-# --------------------------------------------------------------------------------------------
-# The default table.
-
-_SPECIFIC: tuple[DiagnosisRule, ...] = (
-    DiagnosisRule(
-        kind="cuda_oom",
-        hint=(
-            "The GPU ran out of memory. Lower the batch size (gradient accumulation keeps the "
-            "effective batch) or raise the job's `mem` so it starts where that much is free; "
-            "with retries left, the retry asks for more memory (oom_grow)."
-        ),
-        pattern=(
-            r"CUDA out of memory|CUDA (?:runtime )?error(?: \(2\))? ?: out of memory"
-            r"|\b(?:torch|cupy)\.[\w.]*OutOfMemoryError|cudaErrorMemoryAllocation"
-            r"|RESOURCE[_ ]EXHAUSTED: Out of memory|OOM when allocating tensor"
-        ),
-    ),
-    DiagnosisRule(
-        kind="invalid_device_ordinal",
-        hint=(
-            "The job asked for a GPU it cannot see. With isolation (`isolate = true`, the "
-            "default) a job sees only its own GPUs, numbered from 0: use cuda:0 (cuda:0 to "
-            "cuda:N-1 with N GPUs), not the physical index: `{gpu}` is the physical index, "
-            "meant for tools that read NVML. A script that picks its GPU itself needs "
-            "`isolate = false`."
-        ),
-        pattern=(
-            r"invalid device ordinal|CUDA_ERROR_INVALID_DEVICE|cudaErrorInvalidDevice"
-            r"|Invalid device id|deserialize object on CUDA device \d+ but "
-            r"torch\.cuda\.device_count\(\) is \d+"
-        ),
-    ),
-    DiagnosisRule(
-        kind="no_cuda_device",
-        hint=(
-            "The job sees no GPU. A job with `gpus = 0` runs with CUDA_VISIBLE_DEVICES empty "
-            "(CPU only): give it `gpus = 1`. Otherwise check that the script does not set "
-            "CUDA_VISIBLE_DEVICES itself (gtui already set it to the job's GPUs) and that the "
-            "driver works (`gtui gpus`)."
-        ),
-        pattern=(
-            r"No CUDA GPUs are available|no CUDA-capable device is detected"
-            r"|Found no NVIDIA driver"
-        ),
-    ),
-    DiagnosisRule(
-        kind="libuv",
-        hint=(
-            "This PyTorch was built without libuv but torchrun / TCPStore asked for it: set "
-            'env USE_LIBUV = "0" for the job (seed 002 also sets '
-            'TORCHELASTIC_USE_AGENT_STORE = "0").'
-        ),
-        pattern=r"use_libuv was requested but PyTorch was buil[dt] without libuv",
-    ),
-    DiagnosisRule(
-        kind="address_in_use",
-        hint=(
-            "Another process already listens on that port (often a second DDP job on the "
-            "default 29500). Give each job its own: put `{port}` in cmd (torchrun "
-            "--master_port {port}, or MASTER_PORT={port}); gtui picks a free port per job."
-        ),
-        pattern=(
-            r"Address already in use|EADDRINUSE"
-            r"|server socket has failed to listen on any local network address"
-        ),
-    ),
-    DiagnosisRule(
-        kind="wandb_login",
-        hint=(
-            "wandb wants an API key and a batch job cannot prompt for one: set env "
-            'WANDB_MODE = "disabled" (or "offline", then `wandb sync`) in the queue file, or '
-            "run `wandb login` once / set WANDB_API_KEY."
-        ),
-        pattern=(
-            r"api_key not configured|You must call wandb\.login|wandb: ERROR .*not logged in"
-            r"|wandb\.errors\.[\w.]*Error: .*(?:api[_ ]key|wandb login)"
-        ),
-    ),
-    DiagnosisRule(
-        kind="no_space",
-        hint=(
-            "A disk is full: `df -h` the output, checkpoint and cache directories (~/.cache, "
-            "/tmp), delete old checkpoints or write elsewhere."
-        ),
-        pattern=(
-            r"No space left on device|\bENOSPC\b|\[Errno 28\]|Disk quota exceeded|\bEDQUOT\b"
-            r"|insufficient shared memory"
-        ),
-    ),
-    DiagnosisRule(
-        kind="segfault",
-        hint=(
-            "The process crashed in native code (segmentation fault). Usual causes: a compiled "
-            "extension built for another torch / CUDA version, a library bug, too many "
-            "DataLoader workers; rerun with `python -X faulthandler` to see the Python stack."
-        ),
-        pattern=r"Segmentation fault|\bSIGSEGV\b",
-    ),
-)
-
-_CONSEQUENTIAL: tuple[DiagnosisRule, ...] = (
-    DiagnosisRule(
-        kind="nccl",
-        hint=(
-            "A collective between the job's processes failed. Look above for the first error "
-            "of any rank (an OOM or crash on one rank makes the others fail or time out); "
-            "rerun with env NCCL_DEBUG=INFO for details; NCCL_P2P_DISABLE=1 helps when the "
-            "job's GPUs cannot talk peer to peer."
-        ),
-        pattern=(
-            r"NCCL error|\bnccl(?:UnhandledCuda|System|Internal|InvalidUsage|InvalidArgument"
-            r"|Remote)Error\b|Watchdog caught collective operation timeout"
-            r"|NCCL watchdog thread terminated|NCCL communicator was aborted"
-        ),
-    ),
-    DiagnosisRule(
-        kind="cuda_error",
-        hint=(
-            "A CUDA call failed. Rerun with env CUDA_LAUNCH_BLOCKING=1 so the error points at "
-            "the call that really failed (CUDA reports kernel errors late)."
-        ),
-        pattern=(
-            r"CUDA error|cuDNN error|\bCUDNN_STATUS_\w+|\bCUBLAS_STATUS_\w+"
-            r"|device-side assert triggered|cuda runtime error|illegal memory access"
-            r"|CUDA driver version is insufficient|no kernel image is available"
-        ),
-    ),
-    DiagnosisRule(
-        kind="host_oom",
-        hint=(
-            "A process was killed by SIGKILL, most likely by the kernel's OOM killer: the host "
-            "ran out of RAM (not GPU memory). Check `dmesg -T | grep -i oom`, then lower "
-            "DataLoader num_workers, the batch size or in-memory caching; every job on this "
-            "host shares its RAM."
-        ),
-        pattern=(
-            r"killed by signal: Killed|Signal 9 \(SIGKILL\) received|exitcode\s*:\s*-9\b"
-            r"|^bash: (?:line \d+: )?\s*\d+ Killed\b|\b_?(?:Array)?MemoryError\b"
-            r"|DefaultCPUAllocator: (?:not enough memory|can't allocate memory)"
-        ),
-    ),
-    DiagnosisRule(
-        kind="import_error",
-        hint=(
-            "Python could not import a module. The job runs `bash -c CMD` without your "
-            "interactive shell's setup: activate the environment in cmd (`source "
-            ".venv/bin/activate && python ...`, `conda run -n ENV python ...`) or call that "
-            "environment's python by its full path, then install what is missing."
-        ),
-        pattern=(
-            r"\b(?:ImportError|ModuleNotFoundError)\b|No module named"
-            r"|error while loading shared libraries"
-        ),
-    ),
-    DiagnosisRule(
-        kind="file_not_found",
-        hint=(
-            "A file or directory does not exist. Relative paths start from the job's `cwd`, "
-            "not from the shell gtui was started in; check the path, and that the jobs it "
-            "depends on (`after`) wrote it."
-        ),
-        pattern=r"\bFileNotFoundError\b|No such file or directory|\bENOENT\b",
-    ),
-    DiagnosisRule(
-        kind="permission_denied",
-        hint=(
-            "Permission denied: make the script executable (`chmod +x`) or run it through its "
-            "interpreter (`bash script.sh`, `python script.py`), and check that the output "
-            "directories are writable."
-        ),
-        pattern=r"Permission denied|\bPermissionError\b|\bEACCES\b",
-    ),
-    DiagnosisRule(
-        kind="command_not_found",
-        hint=(
-            "bash could not find the command. The job does not read your ~/.bashrc, so its "
-            "aliases and PATH changes (conda / venv activation) are missing: use a full path or "
-            "activate the environment in cmd."
-        ),
-        pattern=r"command not found|^(?:/bin/)?sh: \d+: .*: not found",
-    ),
-)
-
-_SIGNAL_DEATHS: tuple[DiagnosisRule, ...] = (
-    DiagnosisRule(
-        kind="segfault",
-        hint=_SPECIFIC[-1].hint,
-        exit_codes=(139,),
-        signals=(int(_signal.SIGSEGV),),
-    ),
-    DiagnosisRule(
-        kind="host_oom",
-        hint=(
-            "Killed by SIGKILL with no error of its own: most likely the kernel's OOM killer "
-            "(host RAM, not GPU memory). Check `dmesg -T | grep -i oom`, then lower DataLoader "
-            "num_workers, the batch size or in-memory caching; every job on this host shares "
-            "its RAM."
-        ),
-        exit_codes=(137,),
-        signals=(int(_signal.SIGKILL),),
-    ),
-    DiagnosisRule(
-        kind="file_too_large",
-        hint=(
-            "Killed by SIGXFSZ: a file it wrote (its log, a checkpoint) reached the file-size "
-            "limit (`ulimit -f`, set for your session or by an admin). Raise the limit or write "
-            "less, then retry it."
-        ),
-        exit_codes=(128 + int(_signal.SIGXFSZ),),
-        signals=(int(_signal.SIGXFSZ),),
-    ),
-)
-
-_GENERIC: tuple[DiagnosisRule, ...] = (
-    DiagnosisRule(kind="command_not_found", hint=_CONSEQUENTIAL[-1].hint, exit_codes=(127,)),
-    DiagnosisRule(kind="permission_denied", hint=_CONSEQUENTIAL[-2].hint, exit_codes=(126,)),
-    DiagnosisRule(
-        kind="runtime_error",
-        hint=(
-            "The program raised a RuntimeError: its traceback in the log says where. This is "
-            "the program's own error, not a scheduling problem: a retry will fail the same way."
-        ),
-        pattern=r"\bRuntimeError\b|\bruntime error\b",
-    ),
-)
-
-DEFAULT_RULES: tuple[DiagnosisRule, ...] = _SIGNAL_DEATHS + _SPECIFIC + _CONSEQUENTIAL + _GENERIC
+DEFAULT_RULES: tuple[DiagnosisRule, ...] = _rules.DEFAULT_RULES
 """gtui's own table, in precedence order (see the module docstring for how it is applied)."""
 
 _TIMEOUT_HINT = (
@@ -402,6 +218,7 @@ class _Hit:
     rule: DiagnosisRule
     index: int  # the line it matched (-1: matched by exit status only)
     start: int | None  # where in that line the match starts (a user rule's comes by pipe)
+    text: str | None = None  # the lines a wrapped message was matched across, joined
 
 
 def _match(
@@ -456,18 +273,6 @@ def _user_match(
     return _Hit(rule, found[0], found[1])
 
 
-def _latest(
-    rules: Sequence[DiagnosisRule], lines: Sequence[str], codes: set[int], sigs: set[int]
-) -> _Hit | None:
-    """The hit on the latest line; on the same line, the rule listed first."""
-    best: _Hit | None = None
-    for rule in rules:
-        hit = _match(rule, lines, codes, sigs)
-        if hit is not None and (best is None or hit.index > best.index):
-            best = hit
-    return best
-
-
 _EXC_RE = re.compile(
     r"(?:^|[\s\]>:|])(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt)(?::\s|:?\s*$)"
     r"|^\s*(?:[\w./-]+:\s*)?(?i:error|fatal(?: error)?)\b\s*[:!]"
@@ -513,288 +318,378 @@ def _shown(line: str, match_start: int | None = None) -> str:
     return "…" + text[start : start + LINE_MAX - 2] + "…"
 
 
-def _oom_context(lines: Sequence[str], index: int) -> str:
-    """The OOM line with the continuation lines some tools wrap it into (seed 000, 14.4)."""
-    text = lines[index]
-    if re.search(r"total capac|GPU \d+ has|\(GPU \d+;", text, re.I):
-        return text
-    for nxt in lines[index + 1 : index + 4]:
-        if "out of memory" in nxt.lower() or not re.search(
-            r"^\s*\(GPU \d+;|total capacity|already allocated|reserved in total", nxt
-        ):
-            break
-        text = f"{text.rstrip()} {nxt.strip()}"
-    return text
-
-
 # --------------------------------------------------------------------------------------------
-# CUDA out-of-memory numbers.
+# The default table against a log.
 
-_SIZE = r"(\d+(?:\.\d+)?)\s?(bytes|[KMGT]i?B|B)\b"
-_UNIT_MIB = {
-    "bytes": 1 / 1048576,
-    "b": 1 / 1048576,
-    "kib": 1 / 1024,
-    "kb": 1 / 1024,
-    "mib": 1.0,
-    "mb": 1.0,
-    "gib": 1024.0,
-    "gb": 1024.0,
-    "tib": 1048576.0,
-    "tb": 1048576.0,
-}
-_OOM_FIELDS: dict[str, re.Pattern[str]] = {
-    "tried": re.compile(r"Tried to allocate " + _SIZE, re.I),
-    "tried_bytes": re.compile(r"(?:trying to allocate|allocating) (\d+) bytes", re.I),
-    "total": re.compile(_SIZE + r" total capacity|total capac\w* of " + _SIZE, re.I),
-    "free": re.compile(r"of which " + _SIZE + r" is free|; " + _SIZE + r" free", re.I),
-    "allocated": re.compile(
-        _SIZE + r" already allocated|allocated memory " + _SIZE + r" is allocated by", re.I
-    ),
-    "unallocated": re.compile(r"and " + _SIZE + r" is reserved by PyTorch but unallocated", re.I),
-    "reserved": re.compile(_SIZE + r" reserved in total", re.I),
-    "cached": re.compile(_SIZE + r" cached\b", re.I),  # PyTorch 1.0-1.3: reserved - allocated
-    "process": re.compile(r"this process has " + _SIZE + r" memory in use", re.I),
-    "gpu": re.compile(r"\bGPU (\d+)\b"),
-}
+_DEFAULT_LINE_MAX = 20000
+"""The defaults read at most this much of a line: a 50 KB progress line is still read, a
+megabyte of one is not (an error message is never that long)."""
 
 
-def _mib(value: str, unit: str) -> float:
-    return float(value) * _UNIT_MIB[unit.lower()]
+@functools.lru_cache(maxsize=256)
+def _keywords(pattern: str) -> tuple[str, ...] | None:
+    """Lower-case words one of which any match of ``pattern`` must contain (the longest plain
+    literal of each top-level alternative), or None when an alternative has none: a line with
+    none of them is not searched. A case-insensitive regex search costs a thousand times a
+    substring test, and most lines of a log match no rule."""
+    alternatives: list[str] = []
+    current: list[str] = []
+    depth = 0
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            current.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if c == "[":
+            j = pattern.find("]", i + 2)
+            j = len(pattern) - 1 if j < 0 else j
+            current.append(pattern[i : j + 1])
+            i = j + 1
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        if c == "|" and depth == 0:
+            alternatives.append("".join(current))
+            current = []
+        else:
+            current.append(c)
+        i += 1
+    alternatives.append("".join(current))
+    keys = []
+    for alt in alternatives:
+        best = _longest_literal(alt)
+        if len(best) < 3:
+            return None
+        keys.append(best.lower())
+    return tuple(keys)
+
+
+_META = set("()[]{}?*+|^$.")
+
+
+def _longest_literal(alt: str) -> str:
+    """The longest run of characters ``alt`` matches literally outside any group."""
+    best = run = ""
+    depth = 0
+    i = 0
+    while i < len(alt):
+        c = alt[i]
+        nxt = alt[i + 1] if i + 1 < len(alt) else ""
+        if c == "\\" and nxt:
+            literal = None if nxt.isalnum() else nxt  # \b \s \d \w: not literal
+            step = 2
+        elif c == "[":
+            literal, step = None, alt.find("]", i + 2) + 1 - i if "]" in alt[i + 2 :] else 1
+        elif c == "{":
+            literal, step = None, alt.find("}", i) + 1 - i if "}" in alt[i:] else 1
+        elif c in _META:
+            if c == "(":
+                depth += 1
+            elif c == ")":
+                depth -= 1
+            literal, step = None, 1
+        else:
+            literal, step = c, 1
+        quantified = i + step < len(alt) and alt[i + step] in "?*{"
+        if literal is not None and depth == 0 and not quantified:
+            run += literal
+        else:
+            best = max(best, run, key=len)
+            run = ""
+        i += max(step, 1)
+    return max(best, run, key=len)
+
+
+_REGION = 90
+"""A window is searched only when a keyword of the rule lies within this many characters of
+where its lines were joined: a match that spans the join has its keyword there (the longest
+keyword is shorter than this)."""
 
 
 @dataclass(frozen=True)
-class _Oom:
-    tried: float | None
-    total: float | None
-    free: float | None
-    allocated: float | None
-    reserved: float | None
-    process: float | None
-    gpu: int | None
+class _Log:
+    """A log as the default rules read it: its lines, its windows, and its whole text in lower
+    case (wrapped lines joined with and without a space) for a first test of a rule."""
+
+    lines: Sequence[Line]
+    windows: Sequence[Window]
+    texts: tuple[str, ...]
+
+    @classmethod
+    def of(cls, lines: Sequence[Line]) -> _Log:
+        whole = "\n".join(line.lower for line in lines)
+        wins = windows(lines)
+        # Messages split by other writers' lines are not whole in any join of the whole log:
+        # their windows' joins are added (few: most windows join adjacent lines).
+        split = "\n".join(
+            lower
+            for w in wins
+            if w.indices != tuple(range(w.first, w.first + len(w.indices)))
+            for _, _, lower in w.joins
+        )
+        texts = (whole, whole.replace("\n", " "), whole.replace("\n", ""), split)
+        return cls(lines, wins, texts)
+
+    def may_match(self, keys: tuple[str, ...] | None) -> bool:
+        return keys is None or any(k in t for k in keys for t in self.texts)
 
 
-def _parse_oom(text: str) -> _Oom:
-    """The numbers PyTorch's (old and new) and JAX's OOM messages carry, in MiB."""
-
-    def size(name: str) -> float | None:
-        m = _OOM_FIELDS[name].search(text)
-        if not m:
-            return None
-        groups = [g for g in m.groups() if g is not None]
-        return _mib(groups[0], groups[1])
-
-    tried = size("tried")
-    if tried is None:
-        m = _OOM_FIELDS["tried_bytes"].search(text)
-        tried = int(m.group(1)) / 1048576 if m else None
-    allocated = size("allocated")
-    reserved = size("reserved")
-    unallocated = size("unallocated")
-    unallocated = unallocated if unallocated is not None else size("cached")
-    if reserved is None and allocated is not None and unallocated is not None:
-        reserved = allocated + unallocated  # the old and the new message split it in two
-    gpu = _OOM_FIELDS["gpu"].search(text)
-    return _Oom(
-        tried=tried,
-        total=size("total"),
-        free=size("free"),
-        allocated=allocated,
-        reserved=reserved,
-        process=size("process"),
-        gpu=int(gpu.group(1)) if gpu else None,
-    )
-
-
-def oom_peak_mib(line: str) -> int | None:
-    """What the job wanted when it ran out of GPU memory, in MiB, from the OOM message.
-
-    The memory it held (this process's use if printed, else PyTorch's reserved memory, which
-    is at least its allocated memory) plus the allocation that failed. ``None`` when the
-    message carries no numbers. Feeds the engine's ``max(mem * oom_grow, peak * 1.1)``.
-    """
-    oom = _parse_oom(line)
-    held = [v for v in (oom.process, oom.reserved, oom.allocated) if v is not None]
-    if oom.tried is None and not held:
+def _scan(rule: DiagnosisRule, log: _Log) -> _Hit | None:
+    """The rule's latest match on a line that is not a warning, or across a wrapped message
+    (a window's match must run past its first line: a single line would have it already)."""
+    rx = _compile(rule.pattern) if rule.pattern is not None else None
+    if rx is None or rule.pattern is None:
         return None
-    return math.ceil((max(held) if held else 0.0) + (oom.tried or 0.0))
-
-
-def oom_retry_mem(
-    mem_mib: int | None, oom_grow: float, peak_mib: int | None, gpu_total_mib: int | None
-) -> int | None:
-    """The memory a retry asks for after a CUDA OOM (DESIGN.md 4.5), in MiB.
-
-    ``max(mem * oom_grow, peak * 1.1)``, rounded up to a whole GiB (above 1 GiB) so the
-    request reads well, capped at the GPU's total. A job without ``mem`` already has whole
-    GPUs, so there is nothing to grow: ``None``. At the cap the result can equal ``mem``.
-    """
-    if mem_mib is None:
+    keys = _keywords(rule.pattern)
+    if not log.may_match(keys):
         return None
-    want = max(float(mem_mib), mem_mib * oom_grow)
-    if peak_mib:
-        want = max(want, peak_mib * 1.1)
-    result = math.ceil(want / 1024) * 1024 if want > 1024 else math.ceil(want)
-    if gpu_total_mib:
-        result = min(result, gpu_total_mib)
-    return max(result, 1)
-
-
-# --------------------------------------------------------------------------------------------
-# Hints that use what the line says.
-
-
-def _quoted(text: str, *patterns: str) -> str | None:
-    for p in patterns:
-        m = re.search(p, text)
+    lines, wins = log.lines, log.windows
+    best: _Hit | None = None
+    for i in range(len(lines) - 1, -1, -1):
+        line = lines[i]
+        if line.warning:
+            continue
+        if keys is not None and not any(k in line.lower for k in keys):
+            continue
+        m = rx.search(line.raw[:_DEFAULT_LINE_MAX])
         if m:
-            return m.group(1)
+            best = _Hit(rule, i, m.start())
+            break
+    for w in reversed(wins):
+        if best is not None and w.first <= best.index:
+            break
+        for joined, cut, lower in w.joins:
+            region = lower[max(0, cut - _REGION) : cut + _REGION]
+            if keys is not None and not any(k in region for k in keys):
+                continue
+            m = rx.search(joined)
+            if m and m.start() < cut < m.end():
+                best = _Hit(rule, w.first, None, text=joined)
+                break
+        if best is not None and best.index == w.first:
+            break
+    return best
+
+
+def _latest(rules: Sequence[DiagnosisRule], log: _Log) -> _Hit | None:
+    """The hit on the latest line; on the same line, the rule listed first."""
+    best: _Hit | None = None
+    for rule in rules:
+        hit = _scan(rule, log)
+        if hit is not None and (best is None or hit.index > best.index):
+            best = hit
+    return best
+
+
+def _status_hit(
+    rules: Sequence[DiagnosisRule], codes: set[int], sigs: set[int]
+) -> DiagnosisRule | None:
+    for rule in rules:
+        if codes.intersection(rule.exit_codes) or sigs.intersection(rule.signals):
+            return rule
     return None
 
 
-def _oom_hint(text: str, base: str) -> str:
-    parts: list[str] = []
-    if re.search(r"RESOURCE[_ ]EXHAUSTED", text, re.I):
-        parts.append(
-            "JAX preallocates 75% of the GPU: on a shared GPU set env "
-            "XLA_PYTHON_CLIENT_PREALLOCATE=false (or XLA_PYTHON_CLIENT_MEM_FRACTION)."
-        )
-    elif re.search(r"OOM when allocating tensor", text, re.I):
-        parts.append("TensorFlow takes the whole GPU unless env TF_FORCE_GPU_ALLOW_GROWTH=true.")
-    oom = _parse_oom(text)
-    if oom.tried is not None:
-        held = oom.reserved if oom.reserved is not None else oom.allocated
-        said = f"It asked for {format_mib(oom.tried)} more"
-        if held is not None:
-            said += f" while holding {format_mib(held)}"
-        if oom.total is not None:
-            gpu = f"GPU {oom.gpu}'s" if oom.gpu is not None else "the GPU's"
-            said += f" of {gpu} {format_mib(oom.total)} (numbered as the job sees them)"
-        peak = oom_peak_mib(text)
-        if held is not None and peak is not None:
-            said += f": it needed about {format_mib(peak)}"
-        parts.append(said + ".")
-        if oom.total is not None and oom.free is not None and oom.reserved is not None:
-            others = oom.total - oom.free - max(oom.reserved, oom.process or 0.0)
-            if others > max(1024.0, 0.1 * oom.total):
-                parts.append(
-                    f"About {format_mib(others)} of it was used by other processes: declare "
-                    "`mem` so gtui starts the job only where that much is free."
-                )
+_SHM_CONTEXT_RE = re.compile(
+    r"SemLock|/dev/shm|_share_fd|_share_filename|shared memory|torch_shm"
+    r"|multiprocessing[/\\]synchronize"
+)
+
+
+def _reclassify(hit: _Hit, lines: Sequence[Line]) -> _Hit:
+    """A "No space left on device" that a semaphore or a shared tensor hit is /dev/shm."""
+    if hit.rule.kind == "no_space" and hit.index >= 0:
+        context = "\n".join(line.raw for line in lines[max(0, hit.index - 25) : hit.index + 3])
+        if _SHM_CONTEXT_RE.search(context):
+            shm = next(r for r in _rules.ROOT if r.kind == "shm_full")
+            return _Hit(shm, hit.index, hit.start, hit.text)
+    return hit
+
+
+def _from_hit(hit: _Hit, lines: Sequence[Line], *, default: bool) -> Diagnosis:
+    """A diagnosis from a rule's hit; for a status-only hit, the log line that best shows it.
+
+    A signal death shows its own text if the log has some ("Segmentation fault", "Killed"),
+    else the last line (where the job was when it died): an older exception line would
+    suggest a cause the status contradicts.
+    """
+    raw = [line.raw for line in lines]
+    rule = hit.rule
+    index, start, text = hit.index, hit.start, hit.text
+    if index < 0:
+        if default:
+            same_kind = [
+                r
+                for r in _rules.ROOT + _rules.CONSEQUENTIAL + (_rules.ABORT_TEXT,)
+                if r.kind == rule.kind
+            ]
+            text_hit = _latest(same_kind, _Log.of(lines))
+            if text_hit is not None:
+                index, start, text = text_hit.index, text_hit.start, text_hit.text
+        if index < 0:
+            index = (
+                _last_nonempty_index(raw)
+                if rule.signals or rule.exit_codes
+                else _fallback_index(raw)
+            )
+    if index < 0:
+        return Diagnosis(kind=rule.kind, line="", hint=rule.hint)
+    if text is None:
+        text = message_at(lines, index)
+        if rule.kind == "cuda_oom":
+            text = _oom_message(lines, raw, index)
+    base = _rules.HINTS.get(rule.kind, rule.hint) if default and rule.pattern else rule.hint
+    hint = refine(rule.kind, text, base, lines, index) if default else rule.hint
+    if text != raw[index]:
+        return Diagnosis(kind=rule.kind, line=_shown(text), hint=hint)
+    return _diagnosis(rule.kind, raw, index, start, hint)
+
+
+def _oom_message(lines: Sequence[Line], raw: Sequence[str], index: int) -> str:
+    """An OOM message whole: wrapped onto the next lines, or cut by another rank's output."""
+    text = oom_context(raw, index)
+    if "allocate" in text.lower():
+        return text
+    for w in windows(lines[index : index + WINDOW_LINES + WINDOW_GAP]):
+        if w.first == 0 and "allocate" in w.joins[1][0].lower():
+            return w.joins[1][0]
+    return text
+
+
+_ABORT_SIGNALS = {int(_signal.SIGABRT)}
+
+
+def _from_log(lines: Sequence[Line], codes: set[int], sigs: set[int]) -> Diagnosis | None:
+    """Steps 3 to 8 of the module docstring: the default table against status and log."""
+    log = _Log.of(lines)
+    hit = _latest(_rules.HARDWARE, log)
+    if hit is not None:
+        return _from_hit(hit, lines, default=True)
+    death = _status_hit(_rules.SIGNAL_DEATHS, codes, sigs)
+    if death is not None:
+        return _from_hit(_Hit(death, -1, None), lines, default=True)
+    for tier in (_rules.ROOT, _rules.CONSEQUENTIAL):
+        hit = _latest(tier, log)
+        if hit is not None:
+            return _from_hit(_reclassify(hit, lines), lines, default=True)
+    abort_text = _scan(_rules.ABORT_TEXT, log)
+    if sigs & _ABORT_SIGNALS:
+        return _from_hit(abort_text or _Hit(_rules.ABORT_STATUS, -1, None), lines, default=True)
+    exc = last_exception(lines)
+    if exc is not None and (abort_text is None or abort_text.index < exc.index):
+        rule = _rules.RUNTIME_ERROR if exc.name == "RuntimeError" else _rules.PYTHON_EXCEPTION
+        raw = [line.raw for line in lines]
+        line = _exception_context(raw, exc.index)
+        hint = exception_hint(exc, rule.hint)
+        return Diagnosis(kind=rule.kind, line=_shown(line), hint=hint)
+    if abort_text is not None:
+        return _from_hit(abort_text, lines, default=True)
+    status_only = _status_hit(_rules.STATUS_ONLY, codes, sigs)
+    if status_only is not None:
+        return _from_hit(_Hit(status_only, -1, None), lines, default=True)
+    hit = _scan(_rules.RUNTIME_ERROR, log)
+    if hit is not None:
+        return _from_hit(hit, lines, default=True)
+    return None
+
+
+def _exception_context(raw: Sequence[str], index: int) -> str:
+    """The exception line, with the lines a long message was wrapped onto (a message cut by
+    the terminal continues on lines that are not frames, not blank and not another message)."""
+    text = raw[index]
+    if len(text) < 79:
+        return text
+    for nxt in raw[index + 1 : index + 3]:
         if (
-            oom.allocated is not None
-            and oom.reserved is not None
-            and oom.reserved - oom.allocated > max(1024.0, 0.2 * oom.reserved)
+            not nxt.strip()
+            or len(text) > LINE_MAX
+            or re.match(r"\s*(?:File |Traceback|\w+Error)", nxt)
         ):
-            parts.append(
-                f"{format_mib(oom.reserved - oom.allocated)} was reserved but unallocated "
-                "(fragmentation): env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True helps."
-            )
-    return " ".join([*parts, base])
+            break
+        text = text + nxt
+        if len(nxt) < 79:
+            break
+    return text
 
 
-def _cuda_error_hint(text: str, base: str) -> str:
-    if re.search(r"device-side assert", text, re.I):
-        return (
-            "A device-side assert is nearly always an index out of range on the GPU (a label "
-            ">= num_classes, a token id >= vocabulary size): run it once on the CPU or with env "
-            "CUDA_LAUNCH_BLOCKING=1 to see which."
-        )
-    if re.search(r"(?:CUDNN|CUBLAS)_STATUS_(?:NOT_INITIALIZED|ALLOC_FAILED)", text, re.I):
-        return (
-            "cuDNN / cuBLAS could not set itself up, usually because the GPU was already "
-            "nearly full (raise `mem`), sometimes because the installed torch does not match "
-            "the driver. " + base
-        )
-    if re.search(r"illegal memory access", text, re.I):
-        return (
-            "An out-of-bounds GPU memory access: bad indices or a bug in a custom kernel / "
-            "extension. " + base
-        )
-    if re.search(r"driver version is insufficient|no kernel image is available", text, re.I):
-        return (
-            "This torch build does not fit the server: its CUDA needs a newer driver, or it "
-            "has no kernels for this GPU. Install a build for the driver's CUDA version "
-            "(`nvidia-smi` shows it)."
-        )
-    return base
+_OUTSIDE_SIGNALS = {
+    int(s)
+    for s in (
+        _signal.SIGTERM,
+        _signal.SIGINT,
+        _signal.SIGHUP,
+        _signal.SIGQUIT,
+        _signal.SIGKILL,
+        _signal.SIGUSR1,
+        _signal.SIGUSR2,
+        _signal.SIGALRM,
+    )
+}
 
 
-def _refine(kind: str, text: str, base: str) -> str:
-    """The default hint, made specific with what the line itself says."""
-    if kind == "cuda_oom":
-        return _oom_hint(text, base)
-    if kind == "cuda_error":
-        return _cuda_error_hint(text, base)
-    if kind == "invalid_device_ordinal":
-        m = re.search(r"CUDA device (\d+) but torch\.cuda\.device_count\(\) is (\d+)", text)
-        if m:
-            return (
-                f"The checkpoint was saved on cuda:{m.group(1)} and the job sees "
-                f"{m.group(2)} GPU(s): load it with torch.load(..., map_location='cuda:0'). " + base
+def _unexplained(exit_code: int | None, signal: int | None, lines: Sequence[str]) -> Diagnosis:
+    """Step 9: kind ``error``, the last exception-looking line, and what the status says."""
+    what = status_text(exit_code, signal)
+    _, sigs = _status_sets(exit_code, signal)
+    if signal or (exit_code is not None and exit_code < 0):
+        if sigs & _OUTSIDE_SIGNALS:
+            what += ", sent from outside gtui (another user, an admin, the system)"
+        else:
+            what += ", which the process got from its own fault (not from outside gtui)"
+    index = _last_exception_index(lines)
+    if index >= 0:
+        hint = f"It ended with {what}; the line above is the last error its log shows."
+    else:
+        index = _last_nonempty_index(lines)
+        if index < 0:
+            return Diagnosis(
+                kind="error", line="", hint=f"It ended with {what} and its log is empty."
             )
-        return base
-    if kind == "address_in_use":
-        port = _quoted(text, r"port: (\d+)", r":(\d+) \(errno: 98", r"\('[^']*', (\d+)\)")
-        return f"Port {port} is taken. {base}" if port else base
-    if kind == "nccl" and re.search(r"Watchdog caught|timeout", text, re.I):
-        return (
-            "A rank waited longer than the NCCL timeout: another rank died or hung (look above "
-            "for its error), or one step (evaluation or checkpointing on rank 0) took longer "
-            "than the timeout: raise it with init_process_group(timeout=...)."
-        )
-    if kind == "no_space":
-        if re.search(r"shared memory|/dev/shm|</torch_", text, re.I):
-            return (
-                "/dev/shm is full or too small (DataLoader workers pass batches through it): "
-                "lower num_workers or enlarge /dev/shm (docker --shm-size)."
-            )
-        if re.search(r"quota", text, re.I):
-            return (
-                "Your disk quota is used up (`quota -s`): delete old checkpoints or write "
-                "elsewhere."
-            )
-        where = _quoted(text, r"No space left on device: '([^']+)'")
-        return f"Writing {where} failed. {base}" if where else base
-    if kind == "import_error":
-        module = _quoted(text, r"No module named '([^']+)'")
-        if module:
-            return f"`{module}` is not installed in the python the job ran. {base}"
-        name = _quoted(text, r"cannot import name '([^']+)'")
-        if name:
-            return (
-                f"The installed package has no `{name}`: its version differs from what the "
-                f"code expects (pin it, or activate the right environment). {base}"
-            )
-        if re.search(r"undefined symbol|shared librar|\.so\b", text, re.I):
-            return (
-                "A compiled extension does not match the installed torch / CUDA: reinstall it "
-                f"against this torch, or set LD_LIBRARY_PATH in the job's env. {base}"
-            )
-        return base
-    if kind == "file_not_found":
-        path = _quoted(
-            text,
-            r"No such file or directory: '([^']+)'",
-            r"can't open file '([^']+)'",
-            r"(?:^|: )([^:\s]+): No such file or directory",
-        )
-        return f"`{path}` is missing. {base}" if path else base
-    if kind == "command_not_found":
-        cmd = _quoted(text, r"([^\s:]+): command not found", r"\d+: ([^:]+): not found")
-        return f"`{cmd}` was not found. {base}" if cmd else base
-    if kind == "permission_denied":
-        path = _quoted(text, r"Permission denied: '([^']+)'", r"([^\s:]+): Permission denied")
-        return f"Not allowed: `{path}`. {base}" if path else base
-    if kind == "host_oom":
-        if re.search(r"\b_?(?:Array)?MemoryError\b|DefaultCPUAllocator", text):
-            return (
-                "The process ran out of host RAM (not GPU memory): lower DataLoader "
-                "num_workers, the batch size or in-memory caching; every job on this host "
-                "shares its RAM."
-            )
-        return base
-    return base
+        hint = f"It ended with {what}; the line above is the last line of its log."
+    return _diagnosis("error", lines, index, None, f"{hint} {_ERROR_HINT}")
+
+
+# --------------------------------------------------------------------------------------------
+# A failed GPU.
+
+
+@dataclass(frozen=True)
+class GpuRef:
+    """The GPU a ``gpu_fault`` log names: its CUDA index as the job saw it, or its PCI bus id
+    (kernel and NVML messages name the bus), or both. None of them: the job's own GPU(s)."""
+
+    index: int | None = None
+    pci_bus_id: str | None = None
+
+
+_PCI_RE = re.compile(r"\b(?:PCI:)?((?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.\d)?)\b")
+_GPU_INDEX_RE = re.compile(
+    r"nvmlDeviceGetHandleByIndex\((\d+)\)|CUDA device ordinal (\d+)|\bcuda:(\d+)\b"
+    r"|\bGPU (\d+)\b(?![.:\d])"
+)
+
+
+def gpu_fault_device(text: str) -> GpuRef | None:
+    """Which GPU a ``gpu_fault`` diagnosis line names, if any (``None``: not named).
+
+    For the quarantine: a job on one GPU quarantines that GPU whatever this says; for a job on
+    several, a PCI bus id maps to a physical GPU through NVML, a CUDA index to the job's own
+    numbering (index N = the job's N-th GPU when it is isolated)."""
+    pci = _PCI_RE.search(text)
+    idx = _GPU_INDEX_RE.search(text)
+    index = next((int(g) for g in idx.groups() if g is not None), None) if idx else None
+    if pci is None and index is None:
+        return None
+    bus = pci.group(1).lower() if pci else None
+    if bus is not None and bus.count(":") == 1:
+        bus = "0000:" + bus
+    if bus is not None and "." not in bus:
+        bus += ".0"
+    return GpuRef(index=index, pci_bus_id=bus)
 
 
 # --------------------------------------------------------------------------------------------
@@ -828,79 +723,6 @@ def _diagnosis(
 ) -> Diagnosis:
     line = _shown(lines[index], match_start) if index >= 0 else ""
     return Diagnosis(kind=kind, line=line, hint=hint)
-
-
-def _from_hit(hit: _Hit, lines: Sequence[str], *, default: bool) -> Diagnosis:
-    """A diagnosis from a rule's hit; for a status-only hit, the log line that best shows it.
-
-    A signal death shows its own text if the log has some ("Segmentation fault", "Killed"),
-    else the last line (where the job was when it died): an older exception line would
-    suggest a cause the status contradicts.
-    """
-    rule = hit.rule
-    index, start = hit.index, hit.start
-    if index < 0:
-        if default:
-            same_kind = [r for r in _SPECIFIC + _CONSEQUENTIAL if r.kind == rule.kind]
-            text_hit = _latest(same_kind, lines, set(), set())
-            if text_hit is not None:
-                index, start = text_hit.index, text_hit.start
-        if index < 0:
-            index = (
-                _last_nonempty_index(lines) if rule in _SIGNAL_DEATHS else _fallback_index(lines)
-            )
-    if index < 0:
-        return Diagnosis(kind=rule.kind, line="", hint=rule.hint)
-    text = lines[index]
-    if rule.kind == "cuda_oom":
-        text = _oom_context(lines, index)
-    hint = _refine(rule.kind, text, rule.hint) if default else rule.hint
-    if text != lines[index]:
-        return Diagnosis(kind=rule.kind, line=_shown(text), hint=hint)
-    return _diagnosis(rule.kind, lines, index, start, hint)
-
-
-_NCCL_INFO_RE = re.compile(r"\bNCCL INFO\b")
-
-
-def _from_log(lines: Sequence[str], codes: set[int], sigs: set[int]) -> Diagnosis | None:
-    """Steps 3 to 6 of the module docstring: the default table against status and log.
-
-    NCCL_DEBUG=INFO chatter is not evidence (it says "No such file or directory" about an
-    optional plugin in every healthy run), so the defaults do not read those lines.
-    """
-    lines = ["" if _NCCL_INFO_RE.search(line) else line for line in lines]
-    for rule in _SIGNAL_DEATHS:
-        hit = _match(rule, lines, codes, sigs)
-        if hit is not None:
-            return _from_hit(hit, lines, default=True)
-    for tier in (_SPECIFIC, _CONSEQUENTIAL):
-        hit = _latest(tier, lines, codes, sigs)
-        if hit is not None:
-            return _from_hit(hit, lines, default=True)
-    for rule in _GENERIC:
-        hit = _match(rule, lines, codes, sigs)
-        if hit is not None:
-            return _from_hit(hit, lines, default=True)
-    return None
-
-
-def _unexplained(exit_code: int | None, signal: int | None, lines: Sequence[str]) -> Diagnosis:
-    """Step 7: kind ``error``, the last exception-looking line, and what the status says."""
-    what = status_text(exit_code, signal)
-    if signal or (exit_code is not None and exit_code < 0):
-        what += ", sent from outside gtui (another user, an admin, the system)"
-    index = _last_exception_index(lines)
-    if index >= 0:
-        hint = f"It ended with {what}; the line above is the last error its log shows."
-    else:
-        index = _last_nonempty_index(lines)
-        if index < 0:
-            return Diagnosis(
-                kind="error", line="", hint=f"It ended with {what} and its log is empty."
-            )
-        hint = f"It ended with {what}; the line above is the last line of its log."
-    return _diagnosis("error", lines, index, None, f"{hint} {_ERROR_HINT}")
 
 
 FULL_DISK_BYTES = 1 << 20
@@ -951,21 +773,22 @@ def diagnose(
     its deadline (:class:`PatternOverrun`) is skipped and given to ``on_overrun``, and the
     next rules decide. See the module docstring for the precedence.
     """
-    lines = clean_log(log_tail).split("\n")
+    raw = clean_log(log_tail).split("\n")
     if killed_by_user:
-        return _diagnosis("killed_by_user", lines, _last_nonempty_index(lines), None, _KILLED_HINT)
+        return _diagnosis("killed_by_user", raw, _last_nonempty_index(raw), None, _KILLED_HINT)
+    lines = structure(raw)
     if timed_out:
         inner = _from_log(lines, set(), set())  # its status is gtui's own signal: not evidence
-        if inner is not None and inner.kind != "runtime_error":
+        if inner is not None and inner.kind not in _GENERIC_KINDS:
             hint = f"{_TIMEOUT_HINT} Before that the log shows {inner.kind}: {inner.hint}"
             return Diagnosis(kind="timeout", line=inner.line, hint=hint)
-        return _diagnosis("timeout", lines, _last_nonempty_index(lines), None, _TIMEOUT_HINT)
+        return _diagnosis("timeout", raw, _last_nonempty_index(raw), None, _TIMEOUT_HINT)
     if exit_code == 0 and not signal:
         return None
     codes, sigs = _status_sets(exit_code, signal)
     for rule in rules:
         try:
-            hit = _user_match(rule, lines, codes, sigs, matcher)
+            hit = _user_match(rule, raw, codes, sigs, matcher)
         except PatternOverrun:
             if on_overrun is not None:
                 on_overrun(rule)
@@ -973,4 +796,7 @@ def diagnose(
         if hit is not None:
             return _from_hit(hit, lines, default=False)
     found = _from_log(lines, codes, sigs)
-    return found if found is not None else _unexplained(exit_code, signal, lines)
+    return found if found is not None else _unexplained(exit_code, signal, raw)
+
+
+_GENERIC_KINDS = frozenset({"runtime_error", "python_exception", "abort"})

@@ -126,3 +126,21 @@ def handle_of(rec: JobRecord) -> Handle:
         log_path=Path(rec.log or os.devnull),
         status_path=Path(rec.status_file or os.devnull),
     )
+
+
+def file_size(path: str) -> int | None:
+    """The size of a log kept in a file on this machine (None: not there)."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
+
+
+def read_file_range(path: str, offset: int, limit: int) -> bytes:
+    """Up to ``limit`` bytes of a file on this machine from byte ``offset`` (b"": unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read(limit)
+    except OSError:
+        return b""

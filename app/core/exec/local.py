@@ -14,7 +14,14 @@ from pathlib import Path
 import psutil
 
 from gtui.core.exec import runner
-from gtui.core.exec.base import ExitStatus, Found, Handle, LaunchRequest
+from gtui.core.exec.base import (
+    ExitStatus,
+    Found,
+    Handle,
+    LaunchRequest,
+    file_size,
+    read_file_range,
+)
 
 
 class LocalExecutor:
@@ -107,18 +114,10 @@ class LocalExecutor:
         return out
 
     def log_size(self, path: str) -> int | None:
-        try:
-            return os.stat(path).st_size
-        except OSError:
-            return None
+        return file_size(path)
 
     def read_log(self, path: str, offset: int, limit: int) -> bytes:
-        try:
-            with open(path, "rb") as f:
-                f.seek(offset)
-                return f.read(limit)
-        except OSError:
-            return b""
+        return read_file_range(path, offset, limit)
 
     def status_path(self, run_dir: Path, name: str, attempt: int) -> Path:
         return runner.status_path_for(run_dir, name, attempt)

@@ -25,7 +25,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gtui.core.exec import runner
-from gtui.core.exec.base import ExitStatus, Found, Handle, LaunchError, LaunchRequest
+from gtui.core.exec.base import (
+    ExitStatus,
+    Found,
+    Handle,
+    LaunchError,
+    LaunchRequest,
+    file_size,
+    read_file_range,
+)
 
 if TYPE_CHECKING:
     from gtui.core.exec.base import Executor
@@ -220,18 +228,10 @@ class MemoryExecutor:
         }
 
     def log_size(self, path: str) -> int | None:
-        try:
-            return os.stat(path).st_size
-        except OSError:
-            return None
+        return file_size(path)
 
     def read_log(self, path: str, offset: int, limit: int) -> bytes:
-        try:
-            with open(path, "rb") as f:
-                f.seek(offset)
-                return f.read(limit)
-        except OSError:
-            return b""
+        return read_file_range(path, offset, limit)
 
     def status_path(self, run_dir: Path, name: str, attempt: int) -> Path:
         """Where the local executor would keep it (statuses here stay in memory)."""

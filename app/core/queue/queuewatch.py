@@ -87,6 +87,10 @@ class QueueWatch:
         self._pending: tuple[bytes, float] | None = None  # digest, monotonic time first seen
         self._reported: bytes | None = None  # digest of content already reported bad
 
+    @property
+    def applied(self) -> bytes | None:
+        return self._applied
+
     def taken(self, digest: bytes) -> None:
         """The engine now runs the content with this digest (or chose to keep it refused)."""
         self._applied = digest

@@ -14,7 +14,13 @@ from pathlib import Path
 
 from gtui.core.bus import EventBus
 from gtui.core.errors import GtuiError
-from gtui.core.queue.queuefile import QueueFile, check_trusted, load_queue, read_queue_text
+from gtui.core.queue.queuefile import (
+    QueueFile,
+    check_trusted,
+    forget_cached,
+    load_queue,
+    read_queue_text,
+)
 from gtui.core.queue.queuewatch import (
     SETTLE_S,
     Empty,
@@ -48,6 +54,10 @@ class QueueSource:
     def taken(self, text: str) -> None:
         """``text`` is the version the scheduler runs now."""
         self._watch.taken(self._watch.digest_of(text))
+
+    def runs(self, text: str) -> bool:
+        """Whether ``text`` is the version the scheduler runs (no edit waits to be taken)."""
+        return self._watch.applied == self._watch.digest_of(text)
 
     def check(self, *, force: bool = False, on_settled: Callable[[], None]) -> QueueFile | None:
         """A new version of the queue file, if there is one that is complete and valid.
@@ -85,6 +95,7 @@ class QueueSource:
             return None
         self._watch.taken(change.digest)
         self.error = None
+        forget_cached()  # the next change is another text: the parse cannot serve it
         return queue
 
     def _say_once(self, key: str, text: str) -> None:

@@ -18,7 +18,9 @@ from gtui.core.bus import EventBus
 from gtui.core.errors import GtuiError
 from gtui.core.exec.base import Executor, handle_of
 from gtui.core.model import Settings
+from gtui.core.queue.source import QueueSource
 from gtui.core.sched import transitions
+from gtui.core.sched.quarantine import Quarantine
 from gtui.core.state.book import JobBook
 
 Where = Literal["up", "down", "top"]
@@ -34,12 +36,14 @@ class Commands:
     _settings: Settings
     _paused: bool
     _killing: set[str]
+    _source: QueueSource
+    _quarantine: Quarantine
 
     if TYPE_CHECKING:
 
         def _kick(self) -> None: ...
 
-        def _reload_if_changed(self, *, force: bool = False) -> None: ...
+        def _reload_if_changed(self, *, force: bool = False) -> bool: ...
 
         def _pool(self) -> list[int | None] | None: ...
 
@@ -114,6 +118,19 @@ class Commands:
                 self._changed(drec.name)
         self._kick()
 
+    @property
+    def quarantined(self) -> dict[int, dict[str, object]]:
+        """GPUs out of placement after a hardware fault: index -> why, which job, since."""
+        return dict(self._quarantine.gpus)
+
+    async def clear_quarantine(self, gpus: Sequence[int] | None = None) -> list[int]:
+        """Give quarantined GPUs back to placement (None: all); returns those released."""
+        cleared = self._quarantine.clear(gpus)
+        if cleared:
+            self._bus.notice("info", f"GPU {','.join(map(str, cleared))} back in placement")
+        self._kick()
+        return cleared
+
     def _set_paused(self, paused: bool) -> None:
         self._paused = paused
         self._book.store.set_meta("paused", "1" if paused else "0")
@@ -130,7 +147,36 @@ class Commands:
     # ------------------------------------------------------------------ the queue file
     async def add(self, fields: dict[str, object]) -> str:
         """Append a job to the queue file (validated like the file) and take it in at once."""
-        from gtui.core.queue.writeback import append_job
+        from gtui.core.queue.writeback import append_job, append_known
+
+        book = self._book
+        fast = await asyncio.to_thread(
+            append_known,
+            self.queue_path,
+            dict(fields),
+            runs=self._source.runs,
+            settings=self._settings,
+            known=book.index,
+            entry=book.next_entry,
+            pool=self._pool(),
+        )
+        if fast is not None:
+            # The file changed only by what we wrote and checked: take the new jobs in as they
+            # are, instead of a reload that reads all 100,000 again.
+            self._source.taken(fast.text)
+            back = book.extend(fast.jobs)
+            for spec in fast.jobs:
+                self._changed(spec.name)
+            for rec in back:
+                self._bus.notice(
+                    "info",
+                    f"{rec.name}: back in the queue file, and ended before "
+                    f"({rec.state.value}): not run again; `gtui retry` runs it again",
+                )
+            for warning in fast.warnings:
+                self._bus.notice("warning", warning)
+            self._kick()
+            return fast.jobs[0].name
 
         before = set(self._book.specs)
         # Checked against the GPUs too: a job none can take would make the file unrunnable.

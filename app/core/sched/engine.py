@@ -36,20 +36,22 @@ from gtui.core.gpus.reader import GpuReader
 from gtui.core.gpus.snapshot import GpuBackend, GpuSnapshot, pool_totals
 from gtui.core.model import JobState, Settings
 from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths, register_queue
-from gtui.core.queue.queuefile import QueueFile
+from gtui.core.queue.queuefile import QueueFile, forget_cached
 from gtui.core.queue.source import QueueSource
 from gtui.core.sched.commands import Commands
 from gtui.core.sched.occupancy import Occupancy
 from gtui.core.sched.outcome import Rules
 from gtui.core.sched.planner import Planner
+from gtui.core.sched.quarantine import Quarantine
 from gtui.core.sched.recovery import recover
 from gtui.core.sched.runs import UNISOLATED_WARNING, Runs
-from gtui.core.state.book import JobBook
+from gtui.core.state.book import JobBook, paused_gc
 from gtui.core.state.status import status_dict
 from gtui.core.state.store import Store, StoreError
 
 __all__ = ["UNISOLATED_WARNING", "Engine", "pool_totals"]  # pool_totals: gpus.snapshot
 
+FILE_WATCH_S = 0.2  # how often the queue file's stat is looked at between polls
 REASON_SAVE_S = 30.0  # waiting reasons are saved at most this often (and at shutdown)
 FAST_POLL_S = 0.2  # after a job ends on real GPUs, poll this often (occupancy.FAST_POLL_FOR_S)
 
@@ -83,6 +85,7 @@ class Engine(Runs, Occupancy, Commands):
         self._reader: GpuReader | None = None
         self._settings = Settings()
         self._user_rules = UserRules(self._bus)
+        self._quarantine = Quarantine(None)  # the store's, once started
         self._rules = Rules(self._settings)
         self._lock: Any = None
         self._control: Any = None
@@ -90,6 +93,11 @@ class Engine(Runs, Occupancy, Commands):
         self._gpus: GpusRead | None = None
         self._started = False
         self._stopping = False
+        # Set by ``stop`` (``gtui stop``): the loop ends and the engine shuts down.
+        self.stop_requested = False
+        # Set by `gtui run`: the process ends with ``run`` (`gtui stop` waits for it to be gone).
+        self.exits_with_run = False
+        self._shut_down = False  # a shutdown completed: another one has nothing to do
         self._wake: asyncio.Event | None = None
         self._started_at: float | None = None
         self._observed: dict[str, dict[int, int]] = {}
@@ -150,7 +158,9 @@ class Engine(Runs, Occupancy, Commands):
     def status_json(self) -> dict[str, Any]:
         gpus = [g.to_json() for g in self._snapshot.gpus]
         scheduler = {"running": self._scheduler, "pid": os.getpid(), "since": self._started_at}
-        doc = status_dict(self.queue_path, self._paused, gpus, self.jobs(), scheduler)
+        views = self._book.views(copies=False) if self._book is not None else []
+        with paused_gc():  # 100,000 dicts of jobs: see JobBook.views
+            doc = status_dict(self.queue_path, self._paused, gpus, views, scheduler)
         # What is wrong right now, in words: a full disk, a broken queue file.
         problems = []
         book = self._book
@@ -162,14 +172,17 @@ class Engine(Runs, Occupancy, Commands):
         if self._source.error and self._source.problem:
             problems.append(self._source.problem)
         doc["problems"] = problems
+        doc["quarantined"] = {str(g): why for g, why in sorted(self._quarantine.gpus.items())}
         return doc
 
     async def status(self) -> dict[str, Any]:
         """The client API's status (gtui.core.control.client): here, in-process."""
         return self.status_json()
 
-    def subscribe(self, sink: EventSink) -> Callable[[], None]:
-        return self._bus.subscribe(sink)
+    def subscribe(
+        self, sink: EventSink, kinds: tuple[type, ...] | None = None
+    ) -> Callable[[], None]:
+        return self._bus.subscribe(sink, kinds)
 
     @property
     def _store(self) -> Store | None:
@@ -204,10 +217,12 @@ class Engine(Runs, Occupancy, Commands):
             store = Store(self.paths.db)
             self._book = JobBook(store, self._bus, self.queue_path.name)
             self._planner = Planner(self._book, self._bus)
+            self._quarantine = Quarantine(store)
             self._paused = store.get_meta("paused") == "1"
             store.set_meta("scheduler_pid", str(os.getpid()))
             self._take_queue(queue, initial=True)
             self._source.taken(text)
+            forget_cached()  # the two loads are done: the parse's ~1 KB a job can go
             self._reader.snapshot = snapshot
             self._recover()
             now = time.time()
@@ -223,7 +238,8 @@ class Engine(Runs, Occupancy, Commands):
         self._started_at = time.time()
         if self._scheduler:
             self._book.store.set_meta("scheduler_since", f"{self._started_at:.3f}")
-        self._bus.publish(QueueChanged(tuple(self.jobs())))
+        if self._bus.wants(QueueChanged):
+            self._bus.publish(QueueChanged(tuple(self.jobs())))
         self._bus.publish(QueuePaused(self._paused))
         if snapshot.error:
             self._bus.notice("warning", snapshot.error)
@@ -233,6 +249,7 @@ class Engine(Runs, Occupancy, Commands):
         await self.start()
         assert self._wake is not None
         log_task = asyncio.create_task(self._watch_logs())
+        file_task = asyncio.create_task(self._watch_file())
         try:
             while not self._stopping:
                 fresh, self._fresh_pass = self._fresh_pass, False
@@ -241,6 +258,7 @@ class Engine(Runs, Occupancy, Commands):
                     await self._poll()
                     self._last_poll = time.monotonic()
                     self._schedule()
+                    self._book.save_deferred()  # once the first jobs have started
                 # else: woken by a job's end, which has just read the GPUs and run a pass;
                 # another pass now would find the same and take the CPU from the job it started
                 # (end to start: 2 ms of 10 on 2 busy cores, benchmarks/end_to_start.py).
@@ -251,10 +269,11 @@ class Engine(Runs, Occupancy, Commands):
                     await asyncio.wait_for(self._wake.wait(), timeout=self._poll_interval())
                 self._wake.clear()
         finally:
-            log_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await log_task
-        if exit_when_idle:
+            for task in (log_task, file_task):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if exit_when_idle or self.stop_requested:
             await self.shutdown()
         book = self._book
         return 0 if all(book.records[n].state == JobState.DONE for n in book.order) else 1
@@ -263,8 +282,35 @@ class Engine(Runs, Occupancy, Commands):
         poll = self._settings.poll_s
         return min(poll, FAST_POLL_S) if time.monotonic() < self._fast_until else poll
 
+    async def stop(self, *, kill: bool = False) -> None:
+        """End the scheduler for a client (``gtui stop``, the control socket's ``stop``): ``run``'s
+        loop ends and the engine shuts down, so a headless ``gtui run`` exits and a dashboard's
+        engine worker ends. Running jobs go on and the next scheduler re-adopts them; with
+        ``kill`` they are killed first (and recorded as killed). Returns before the shutdown:
+        the caller (a socket request) gets its answer while the socket still serves."""
+        self._dispatch = False  # nothing new starts from here on
+        killed: list[str] = []
+        if kill and self._started:
+            killed = [n for n in self._book.active_names() if self._book.records[n].active]
+            if killed:
+                await self.kill(killed)
+        running = [v.spec.name for v in self.jobs() if v.record.active]
+        left = (
+            f"{len(running)} running job(s) keep running ({', '.join(running[:5])}"
+            f"{' ...' if len(running) > 5 else ''}) and are re-adopted by the next scheduler"
+            if running
+            else (f"{len(killed)} running job(s) killed" if killed else "no job was running")
+        )
+        self._bus.notice("warning", f"stopped by `gtui stop`: this scheduler has ended; {left}")
+        self.stop_requested = True
+        self._stopping = True
+        if self._wake is not None:
+            self._wake.set()
+
     async def shutdown(self, *, kill_jobs: bool = False) -> None:
         """Stop scheduling and release the queue; running jobs go on unless ``kill_jobs``."""
+        if self._shut_down:
+            return  # already done (``gtui stop`` ended the loop, then the screen quit)
         self._dispatch = False  # nothing new starts from here on
         if kill_jobs and self._started:
             # Kill while the watchers still record the ends: the jobs are stored as killed.
@@ -294,6 +340,7 @@ class Engine(Runs, Occupancy, Commands):
         book = self._book
         if book is not None:
             book.save_unsaved()
+            book.save_deferred()
             book.save_reasons()
             if self._scheduler:
                 with contextlib.suppress(StoreError):
@@ -304,7 +351,10 @@ class Engine(Runs, Occupancy, Commands):
                     f"{len(book.unsaved)} job change(s) could not be saved; the next start "
                     "takes the jobs' ends from their exit-status files",
                 )
+        with contextlib.suppress(Exception):
+            self._publish_claims()  # jobs left running stay claimed; ended ones are dropped
         self._release()
+        self._shut_down = True
 
     def _release(self) -> None:
         if self._book is not None:
@@ -352,14 +402,24 @@ class Engine(Runs, Occupancy, Commands):
         self._reload_if_changed(force=True)
         self._schedule()
 
-    def _reload_if_changed(self, *, force: bool = False) -> None:
+    def _reload_if_changed(self, *, force: bool = False) -> bool:
         """Take a new version of the queue file, if there is one that is complete and valid."""
         queue = self._source.check(force=force, on_settled=self._settled)
         if queue is None:
-            return
+            return False
         self._take_queue(queue)
-        self._bus.publish(QueueChanged(tuple(self.jobs())))
+        if self._bus.wants(QueueChanged):
+            self._bus.publish(QueueChanged(tuple(self.jobs())))
         self._bus.notice("info", f"reloaded {self.queue_path.name}")
+        return True
+
+    async def _watch_file(self) -> None:
+        """Look at the queue file's stat often (one syscall while nothing changes), so an edit
+        is taken within FILE_WATCH_S plus its settle time, not at the next poll (2 s)."""
+        while not self._stopping:
+            await asyncio.sleep(FILE_WATCH_S)
+            if not self._stopping and self._reload_if_changed():
+                self._kick()
 
     def _settled(self) -> None:
         if not self._stopping:
@@ -385,6 +445,7 @@ class Engine(Runs, Occupancy, Commands):
         assert self._reader is not None
         if await self._reader.read(self._usage()):
             self._match_processes()
+        self._read_claims()  # other users' gtui claims (occupancy; DESIGN.md 4.1)
 
     # ------------------------------------------------------------------ scheduling
     def _schedule(self) -> None:
@@ -392,11 +453,14 @@ class Engine(Runs, Occupancy, Commands):
         if not self._started or self._stopping or self._planner is None:
             return
         self._planner.block_dependents()
-        decision = self._planner.decide(
-            self._snapshot, self._settings, self._observed, paused=self._paused, now=time.time()
-        )
-        for start in decision.starts if self._dispatch and not self._book.unsaved else ():
-            self._start_job(start.name, start.gpus)
+        decision = self._decide()  # counts neighbours' claims (occupancy)
+        starts = decision.starts if self._dispatch and not self._book.unsaved else ()
+        with self._claiming(starts) as claims_changed:  # the claims board locked, read again
+            if claims_changed:
+                decision = self._decide()
+                starts = decision.starts
+            for start in starts:
+                self._start_job(start.name, start.gpus)
         self._planner.explain(decision)
 
     def _kick(self) -> None:

@@ -1,6 +1,13 @@
 """What our jobs hold on the GPUs: the usage the GPU reader is told, the memory each job is
 seen to use (matched to its processes by the executor, DESIGN.md 8), the isolation check of
 4.4, and the GpusRead event that the GPU panel shows.
+
+And what other users' gtui schedulers hold (issue 20, DESIGN.md 4.1): their claims are read at
+every poll and judged against the GPU reading (gtui.core.gpus.claims), placement counts the
+live ones, and our own jobs' claims are published for them. Around a pass that starts jobs on
+GPUs the board is locked and read again (``_claiming``), so two schedulers never both find the
+same GPU free. A queue with ``neighbours = false``, or on GPUs no one else can see (a plain
+fake spec), does neither.
 """
 
 from __future__ import annotations
@@ -9,18 +16,32 @@ import asyncio
 import contextlib
 import json
 import time
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from gtui.core.api import GpusRead
 from gtui.core.bus import EventBus
 from gtui.core.exec.base import Executor, handle_of
+from gtui.core.gpus.claims import (
+    Claim,
+    ClaimBoard,
+    NeighbourClaim,
+    counted,
+    gpu_keys,
+    judge,
+    queue_id,
+)
 from gtui.core.gpus.reader import GpuReader
 from gtui.core.gpus.snapshot import GpuSnapshot, JobUsage
-from gtui.core.model import JobState
+from gtui.core.model import JobState, Settings
+from gtui.core.paths import QueuePaths
 from gtui.core.sched.planner import Planner
+from gtui.core.sched.policy import Decision, Start
+from gtui.core.sched.quarantine import Quarantine
 from gtui.core.state.book import JobBook
 
 FAST_POLL_FOR_S = 1.0  # after a job ends on real GPUs, poll fast this long (driver release)
+MAX_CLAIM_NOTES = 1000  # notes on neighbours' claims told once each, at most this many
 
 
 class Occupancy:
@@ -30,6 +51,7 @@ class Occupancy:
     _book: JobBook
     _executor: Executor
     _planner: Planner | None
+    _quarantine: Quarantine
     _observed: dict[str, dict[int, int]]
     _gpus: GpusRead | None
     _last_gpu_meta: str
@@ -37,6 +59,13 @@ class Occupancy:
     _fast_until: float
     _fresh_pass: bool
     _wake: asyncio.Event | None
+    _settings: Settings
+    _paused: bool
+    paths: QueuePaths
+    # Neighbours' claims: class defaults, set on first use (the engine's __init__ has no part).
+    _board: ClaimBoard | None = None
+    _neighbour_claims: tuple[NeighbourClaim, ...] = ()
+    _claim_notes: frozenset[str] = frozenset()
 
     if TYPE_CHECKING:
 
@@ -95,6 +124,7 @@ class Occupancy:
                 rec.peak_mib = peak
 
     def _publish_gpus(self) -> None:
+        self._publish_claims()
         ours: dict[int, list[str]] = {}
         ours_mib: dict[int, int] = {}
         for name in self._book.active_names():
@@ -109,12 +139,21 @@ class Occupancy:
         decision = self._planner.last if self._planner is not None else None
         if decision is None:
             return
+        neighbours_mib: dict[int, int] = {}
+        neighbours: dict[int, list[str]] = {}
+        for c in self._neighbour_claims:
+            if c.promised_mib > 0:
+                neighbours_mib[c.gpu] = neighbours_mib.get(c.gpu, 0) + c.promised_mib
+                neighbours.setdefault(c.gpu, []).append(f"{c.user}'s {c.job}")
         self._gpus = GpusRead(
             snapshot=self._snapshot,
             ours={k: tuple(v) for k, v in ours.items()},
             ours_mib=ours_mib,
             available_mib=dict(decision.available_mib),
             reserved=tuple(decision.reserved),
+            neighbours_mib=neighbours_mib,
+            neighbours={k: tuple(v) for k, v in neighbours.items()},
+            quarantined=tuple(sorted(self._quarantine.gpus)),
         )
         self._bus.publish(self._gpus)
         text = json.dumps([g.to_json() for g in self._snapshot.gpus])
@@ -143,3 +182,111 @@ class Occupancy:
         self._fresh_pass = True
         if self._wake is not None:
             self._wake.set()
+
+    # ------------------------------------------------------------------ neighbours' claims
+    def _decide(self) -> Decision:
+        """One pass of the planner, counting the neighbours' claims last read."""
+        assert self._planner is not None
+        return self._planner.decide(
+            self._snapshot,
+            self._quarantine.apply(self._settings),  # GPUs out after a hardware fault
+            self._observed,
+            paused=self._paused,
+            now=time.time(),
+            claims=self._neighbour_claims,
+        )
+
+    def _claim_keys(self) -> dict[int, str]:
+        """Our GPUs as claims name them; empty when this queue takes no part."""
+        reader = self._reader
+        if reader is None or not self._settings.neighbours:
+            return {}
+        return gpu_keys(self._snapshot, getattr(reader.backend, "file", None))
+
+    def _claims_board(self) -> ClaimBoard:
+        if self._board is None:
+            self._board = ClaimBoard(queue=queue_id(self.paths.db))
+        return self._board
+
+    def _read_claims(self) -> bool:
+        """Read the neighbours' claims and judge them against the last GPU reading. True when
+        what placement counts changed."""
+        keys = self._claim_keys()
+        if not keys:
+            changed = bool(self._neighbour_claims)
+            self._neighbour_claims = ()
+            return changed
+        board = self._claims_board()
+        read = board.read()
+        judged = judge(read.claims, self._snapshot, keys, now=time.time())
+        self._tell_claim_notes([*read.notes, *(j.note for j in judged), board.lock_note or ""])
+        claims = counted(judged)
+        changed = claims != self._neighbour_claims
+        self._neighbour_claims = claims
+        return changed
+
+    def _tell_claim_notes(self, notes: Iterable[str]) -> None:
+        """Each note on the board (a file ignored, a claim not trusted) once, as a warning."""
+        for note in notes:
+            if note and note not in self._claim_notes and len(self._claim_notes) < MAX_CLAIM_NOTES:
+                self._claim_notes = self._claim_notes | {note}
+                self._bus.notice("warning", f"neighbours' claims: {note}")
+
+    def _our_claims(self, keys: dict[int, str], board: ClaimBoard) -> list[Claim]:
+        """A claim for each GPU of each running (or suspended) job of ours."""
+        out: list[Claim] = []
+        totals = {g.index: g.mem_total_mib for g in self._snapshot.gpus}
+        records = self._book.records
+        for name in self._book.active_names():
+            rec = records[name]
+            if not (rec.active and rec.gpus and rec.pid and rec.create_time is not None):
+                continue
+            for index in rec.gpus:
+                key = keys.get(index)
+                mem = rec.mem_mib if rec.mem_mib is not None else totals.get(index)
+                if key is None or not mem:
+                    continue
+                out.append(
+                    Claim(
+                        uid=board.uid,
+                        user=board.user,
+                        gpu=key,
+                        mem_mib=mem,
+                        pid=rec.pid,
+                        start=rec.create_time,
+                        job=name,
+                        since=rec.started_at or rec.create_time,
+                        queue=board.queue or "",
+                        index=index,
+                    )
+                )
+        return out
+
+    def _publish_claims(self) -> None:
+        """Publish our jobs' claims when they changed (or the board lost them); withdraw them
+        when this queue stops taking part. Cheap when nothing changed: no file is touched."""
+        keys = self._claim_keys()
+        if not keys and self._board is None:
+            return  # never took part: nothing to publish or withdraw
+        board = self._claims_board()
+        mine = self._our_claims(keys, board) if keys else []
+        written = board.written
+        if not board.stale and frozenset(mine) == (written or frozenset()):
+            return
+        note = board.publish(mine)
+        if note:
+            self._tell_claim_notes([note])
+
+    @contextlib.contextmanager
+    def _claiming(self, starts: Sequence[Start]) -> Iterator[bool]:
+        """Around the starts of a pass: when one takes GPUs others can see, hold the board's
+        lock, read the claims again (another user's scheduler may have started a job since the
+        last poll) and publish ours after the starts. Yields True when the claims placement
+        counts changed: the pass must then be made again before anything starts."""
+        if not any(s.gpus for s in starts) or not self._claim_keys():
+            yield False
+            return
+        board = self._claims_board()
+        with board.lock():
+            yield self._read_claims()
+            self._publish_claims()

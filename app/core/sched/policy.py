@@ -9,7 +9,8 @@ are silent:
 - Pool: ``settings.gpus`` ("all" or a list) minus ``settings.exclude``, minus lost GPUs and GPUs
   whose memory the driver does not report.
 - ``available = total - used - sum over our jobs on it of max(0, declared - observed)``; a job of
-  ours with no ``mem`` declares the whole GPU.
+  ours with no ``mem`` declares the whole GPU. Neighbours' claims (data, judged in gpus/claims)
+  count the same way; a GPU with one is not idle; a wait they cause names user and job.
 - A GPU is *idle* when its utilization is 0 % and used memory is under 3 % of total. An unknown
   utilization (the driver says n/a) counts as 0 %: the memory test alone then decides, otherwise
   such a GPU could never be used in exclusive mode.
@@ -54,6 +55,7 @@ each rule (DESIGN.md 4), shared by the engine, the tests, the simulator and the 
 from __future__ import annotations
 
 import threading
+import time
 from bisect import bisect_left
 from collections.abc import ItemsView, Iterator, Mapping, Sequence, ValuesView
 from dataclasses import dataclass, field
@@ -61,6 +63,7 @@ from heapq import heapify, heappop, heappush
 from itertools import compress, repeat
 from operator import attrgetter, is_not
 
+from gtui.core.gpus.claims import NeighbourClaim
 from gtui.core.gpus.snapshot import GpuSnapshot
 from gtui.core.model import Mode, Placement, Settings
 from gtui.core.units import format_mib
@@ -176,6 +179,16 @@ class Reasons(Mapping[str, str]):
         self._len = len(texts) - (texts.count(None) if nones is None else nones)
         self._index: dict[str, int] | None = None
 
+    @property
+    def ranked(self) -> Sequence[Candidate]:
+        """The pass's Candidates in rank order (one column)."""
+        return self._ranked
+
+    @property
+    def texts(self) -> Sequence[str | None]:
+        """The text of each rank position (None: it started) (the other column)."""
+        return self._texts
+
     def __getitem__(self, name: str) -> str:
         index = self._index
         if index is None:
@@ -278,9 +291,11 @@ def place(
     running_count: int,
     now: float,
     queue_paused: bool = False,
+    claims: Sequence[NeighbourClaim] = (),
 ) -> Decision:
-    """One placement pass: which candidates start on which GPUs, and why each other one waits."""
-    return _Pass(snapshot, allocations, settings, now).run(
+    """One placement pass: which candidates start on which GPUs, and why each other one waits.
+    ``claims``: neighbours' live claims on our GPUs (DESIGN.md 4.1)."""
+    return _Pass(snapshot, allocations, settings, now, claims=claims).run(
         candidates, dep_states, running_count, queue_paused
     )
 
@@ -288,7 +303,18 @@ def place(
 class _Gpu:
     """One pool GPU's state during a pass (mutated as jobs start)."""
 
-    __slots__ = ("avail", "busy", "idle", "index", "others", "ours", "total", "whole")
+    __slots__ = (
+        "avail",
+        "busy",
+        "claims",
+        "idle",
+        "index",
+        "others",
+        "ours",
+        "promised",
+        "total",
+        "whole",
+    )
 
     def __init__(self, index: int, total: int, used: int, util: int | None) -> None:
         self.index = index
@@ -304,6 +330,19 @@ class _Gpu:
         if used * 100 >= IDLE_USED_PERCENT * total:
             parts.append(f"mem {used * 100 // total}% used")
         self.busy = " ".join(parts)
+        self.promised = 0  # neighbours' claims: declared, not yet allocated
+        self.claims: list[NeighbourClaim] = []
+
+    def claim(self, c: NeighbourClaim) -> None:
+        """A neighbour's live claim on this GPU: its promised memory is not available, and
+        the GPU is not idle (DESIGN.md 4.1)."""
+        promised = c.promised_mib
+        self.avail -= promised
+        self.promised += promised
+        self.claims.append(c)
+        if not self.busy:
+            self.busy = "claimed"  # idle but for the claim
+        self.idle = False
 
 
 _Shape = tuple[int, int | None]
@@ -320,6 +359,7 @@ class _Pass:
         now: float,
         *,
         shape_cache: bool = True,
+        claims: Sequence[NeighbourClaim] = (),
     ) -> None:
         self.settings = settings
         self.now = now
@@ -366,6 +406,10 @@ class _Pass:
                 gpu.others -= observed
                 if alloc.mem_mib is None:
                     gpu.whole = True
+        for c in claims:
+            gpu = by_index.get(c.gpu)
+            if gpu is not None:
+                gpu.claim(c)
         for gpu in self.pool:
             gpu.others = max(0, gpu.others)
         self.pool_n = len(self.pool)
@@ -420,8 +464,8 @@ class _Pass:
         if not (self.pack and g.ours):
             return False
         if m is None:
-            return g.others * 100 < IDLE_USED_PERCENT * g.total
-        return g.total - g.others >= m
+            return not g.claims and g.others * 100 < IDLE_USED_PERCENT * g.total
+        return g.total - g.others - g.promised >= m
 
     # ---------------------------------------------------------------- placing
     def try_place(self, n: int, m: int | None, skip: frozenset[int]) -> list[_Gpu] | None:
@@ -554,6 +598,7 @@ class _Pass:
         groups: dict[str, list[int]] = {}
         free = busy_ours = 0
         m_text = m_text or ("" if m is None else format_mib(m))
+        claimed: list[_Gpu] = []  # kept from the job by a neighbour's claim (among others)
         for g in self.pool:
             why = self.why_not(g, m, m_text)
             if why is None:
@@ -563,6 +608,8 @@ class _Pass:
                     free += 1
             else:
                 groups.setdefault(why, []).append(g.index)
+                if g.claims and not g.ours:
+                    claimed.append(g)
         allowed = reserve_allows(free, self.k, self.reserve_rule)
         usable = busy_ours + min(free, allowed)
         if protected and usable >= n:
@@ -571,7 +618,8 @@ class _Pass:
         if free > allowed:
             details.append(f"reserve {self.k} keeps {free - allowed}")
         text = f"{self.header(n, m, m_text)}: {usable or 'none'} eligible"
-        return f"{text} ({', '.join(details)})" if details else text
+        text = f"{text} ({', '.join(details)})" if details else text
+        return text + _claims_text(claimed, self.now) if claimed else text
 
     def after_reason(self, after: tuple[str, ...]) -> str | None:
         """``after prep (running), fetch (unknown job)``, or None once every one is done."""
@@ -965,6 +1013,33 @@ _SENTINELS = frozenset((_BLOCKED, _STARTED))
 
 def _dep_text(dep: str, state: str | None) -> str:
     return f"{dep} ({'unknown job' if state is None else str(state)})"
+
+
+MAX_CLAIMS_SAID = 3
+
+
+def _claims_text(gpus: Sequence[_Gpu], now: float) -> str:
+    """``; GPU 1: 60G promised to bob's train-vit since 14:02:10, not yet allocated``: the
+    neighbours' claims that keep a job from ``gpus``, each naming its user and job. The clock
+    time, not an age, so the words stay the same from one pass to the next."""
+    said = []
+    claims = [(g.index, c) for g in gpus for c in g.claims]
+    for index, c in claims[:MAX_CLAIMS_SAID]:
+        when = time.strftime(
+            "%H:%M:%S" if now - c.since < 20 * 3600 else "%b %d %H:%M", time.localtime(c.since)
+        )
+        held = (
+            "not yet allocated"
+            if c.observed_mib <= 0
+            else f"{format_mib(min(c.observed_mib, c.mem_mib))} of it allocated"
+        )
+        said.append(
+            f"GPU {index}: {format_mib(c.mem_mib)} promised to {c.user}'s {c.job} "
+            f"since {when}, {held}"
+        )
+    if len(claims) > MAX_CLAIMS_SAID:
+        said.append(f"{len(claims) - MAX_CLAIMS_SAID} more claim(s)")
+    return "; " + "; ".join(said)
 
 
 def _gpu_list(indices: Sequence[int]) -> str:

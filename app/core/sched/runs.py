@@ -28,7 +28,9 @@ from gtui.core.queue.placeholders import placeholders_used, substitute
 from gtui.core.queue.queuefile import isolated
 from gtui.core.sched import outcome
 from gtui.core.sched.faults import crash_point
+from gtui.core.sched.quarantine import Quarantine, faulty_gpus
 from gtui.core.state.book import JobBook
+from gtui.core.state.history import record_attempt
 
 # On a job that runs with isolate = false: the incident of seed 004 starts this way.
 UNISOLATED_WARNING = "runs unisolated (isolate = false): no CUDA_VISIBLE_DEVICES, it sees every GPU"
@@ -48,6 +50,7 @@ class Runs:
     _settings: Settings
     _rules: outcome.Rules
     _stopping: bool
+    _quarantine: Quarantine
 
     if TYPE_CHECKING:
 
@@ -227,9 +230,12 @@ class Runs:
             timed_out=timed_out,
             recovered=recovered,
         )
+        if rec.diagnosis is not None and rec.diagnosis.kind == "gpu_fault" and rec.gpus:
+            self._quarantine_gpus(rec)  # before the retry's pass: it must go elsewhere
         if rec.retry_at is not None and rec.state == JobState.QUEUED:
             self._arm_retry(name, rec.retry_at - time.time())
         book.commit(rec)
+        record_attempt(book.store, rec)  # the attempts history (the job detail view)
         self._bus.publish(JobChanged(book.view(name)))
         if rec.final or name not in book.index:
             # Ended, or would be retried under a name the file no longer has: its edit (if
@@ -239,6 +245,21 @@ class Runs:
                 self._bus.publish(JobChanged(book.view(edit.name)))
         if rec.state == JobState.FAILED:
             self._after_failure(rec)
+
+    def _quarantine_gpus(self, rec: JobRecord) -> None:
+        """A hardware fault (ECC, Xid, off the bus): its GPU gets no new job until cleared."""
+        assert rec.diagnosis is not None
+        spec = self._book.specs[rec.name]
+        gpus = faulty_gpus(rec, rec.diagnosis, isolated(spec, self._settings))
+        new = self._quarantine.add(gpus, rec.diagnosis.line, rec.name)
+        if new:
+            listed = ",".join(map(str, new))
+            self._bus.notice(
+                "error",
+                f"GPU {listed} quarantined: {rec.name} hit a hardware fault there "
+                f"({rec.diagnosis.line[:120]}); no new job starts on it until you clear it "
+                f"(`gtui quarantine {self.queue_path.name} --clear {listed}`)",
+            )
 
     # ------------------------------------------------------------------ left behind
     def _check_leftovers_soon(self, name: str, token: str) -> None:

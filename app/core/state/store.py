@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import json
 import os
 import sqlite3
@@ -62,7 +63,19 @@ _FIELDS = {f.name for f in dataclasses.fields(JobRecord)}
 
 def record_to_json(rec: JobRecord) -> str:
     """A JobRecord as a JSON document (tuples become lists, the diagnosis an object)."""
-    data: dict[str, Any] = {}
+    fields = rec.__dict__
+    if len(fields) == len(_FIELD_ORDER):
+        # Every field and nothing else, in field order (__init__ sets them so, and
+        # record_from_json keeps it): copied at C speed. Field by field, the first save of a
+        # 100,000-job queue's records took ~1 s of its start.
+        data = dict(fields)
+        data["state"] = rec.state.value
+        data["gpus"] = list(rec.gpus)
+        diag = rec.diagnosis
+        if diag is not None:
+            data["diagnosis"] = {"kind": diag.kind, "line": diag.line, "hint": diag.hint}
+        return json.dumps(data, ensure_ascii=False, allow_nan=False)
+    data = {}
     for f in dataclasses.fields(rec):
         value = getattr(rec, f.name)
         if isinstance(value, Diagnosis):
@@ -75,11 +88,28 @@ def record_to_json(rec: JobRecord) -> str:
     return json.dumps(data, ensure_ascii=False, allow_nan=False)
 
 
+_FIELD_ORDER = [f.name for f in dataclasses.fields(JobRecord)]
+_STATES = {s.value: s for s in JobState}
+
+
 def record_from_json(text: str) -> JobRecord:
     """The inverse of :func:`record_to_json`; unknown keys (a newer gtui's) are ignored."""
     data = json.loads(text)
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
         raise ValueError("not a job record")
+    if list(data) == _FIELD_ORDER:
+        # Written by this version (every field, in order): fill the instance directly. Through
+        # JobRecord(**kwargs) a 100,000-job store took 2.4 s to load, and this is a third.
+        state = _STATES.get(data["state"])
+        diag = data["diagnosis"]
+        if state is not None and (diag is None or isinstance(diag, dict)):
+            data["state"] = state
+            data["gpus"] = tuple(int(g) for g in data["gpus"] or ())
+            data["diagnosis"] = Diagnosis(**diag) if diag is not None else None
+            data["warnings"] = [str(w) for w in data["warnings"] or []]
+            rec = JobRecord.__new__(JobRecord)
+            rec.__dict__.update(data)
+            return rec
     kwargs = {k: v for k, v in data.items() if k in _FIELDS}
     kwargs["state"] = JobState(kwargs.get("state", JobState.QUEUED.value))
     kwargs["gpus"] = tuple(int(g) for g in kwargs.get("gpus") or ())
@@ -240,14 +270,22 @@ class Store:
         """Every job record, in the order they were first saved."""
         if self._empty:
             return {}
-        with self._lock, self._errors("read"):
-            rows = self.conn.execute("SELECT name, data FROM jobs ORDER BY rowid").fetchall()
         out: dict[str, JobRecord] = {}
-        for name, data in rows:
-            try:
-                out[name] = record_from_json(data)
-            except (ValueError, TypeError) as e:
-                raise self._corrupt(f"the record of job {name!r} is unreadable: {e}") from e
+        enabled = gc.isenabled()
+        gc.disable()  # 100,000 records hold no cycles: collecting while they are made finds none
+        try:
+            with self._lock, self._errors("read"):
+                cursor = self.conn.execute("SELECT name, data FROM jobs ORDER BY rowid")
+                while rows := cursor.fetchmany(4096):  # not all 100,000 texts at once
+                    for name, data in rows:
+                        try:
+                            out[name] = record_from_json(data)
+                        except (ValueError, TypeError) as e:
+                            why = f"the record of job {name!r} is unreadable: {e}"
+                            raise self._corrupt(why) from e
+        finally:
+            if enabled:
+                gc.enable()
         return out
 
     def save(self, rec: JobRecord) -> None:

@@ -24,7 +24,7 @@ from gtui.ui.format import (
     UTIL_CRIT,
     UTIL_WARN,
 )
-from gtui.ui.keys import KEYS
+from gtui.ui.keys import DETAIL_KEYS, KEYS, LOG_KEYS
 
 
 def help_text() -> Table:
@@ -34,8 +34,21 @@ def help_text() -> Table:
     for k in KEYS:
         keys.add_row(k.shown, k.help)
     keys.add_row("↑ ↓ pgup pgdn", "move in the queue, or scroll the focused log")
-    keys.add_row("esc", "back from the log to the queue; close a dialog")
+    keys.add_row("home end g G", "the first / last job, or the top / end of the focused log")
+    keys.add_row("esc", "back from the zoomed log, from the log to the queue; close a dialog")
     keys.add_row("ctrl+p", "command palette (every action by name)")
+
+    log_keys = Table.grid(padding=(0, 2))
+    log_keys.add_column(style="bold", no_wrap=True)
+    log_keys.add_column()
+    for shown, what in LOG_KEYS:
+        log_keys.add_row(shown, what)
+
+    detail_keys = Table.grid(padding=(0, 2))
+    detail_keys.add_column(style="bold", no_wrap=True)
+    detail_keys.add_column()
+    for k in DETAIL_KEYS:
+        detail_keys.add_row(k.shown, k.help)
 
     legend = Text()
     for st in JobState:
@@ -58,6 +71,12 @@ def help_text() -> Table:
     outer.add_column()
     outer.add_row(Text("Keys", style="bold underline"))
     outer.add_row(keys)
+    outer.add_row(Text(""))
+    outer.add_row(Text("In the log (l, z or a click gives it the focus)", style="bold underline"))
+    outer.add_row(log_keys)
+    outer.add_row(Text(""))
+    outer.add_row(Text("Job details (enter on a job)", style="bold underline"))
+    outer.add_row(detail_keys)
     outer.add_row(Text(""))
     outer.add_row(Text("Job states", style="bold underline"))
     outer.add_row(legend)

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Literal
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical, VerticalScroll
@@ -29,8 +29,10 @@ from gtui.ui.events import Batch
 from gtui.ui.format import count_states, display_path
 from gtui.ui.forms import changed_fields, fields_from_form, form_from_spec
 from gtui.ui.keys import KEYS, Key
+from gtui.ui.pager import page
 from gtui.ui.port import EnginePort
 from gtui.ui.screens.confirm import Choice, ConfirmScreen
+from gtui.ui.screens.detail import DetailScreen
 from gtui.ui.screens.filter import FilterScreen
 from gtui.ui.screens.help import HelpScreen
 from gtui.ui.screens.job_form import JobForm
@@ -39,6 +41,7 @@ from gtui.ui.widgets.gpu_panel import GpuPanel
 from gtui.ui.widgets.header import HeaderBar
 from gtui.ui.widgets.job_table import JobTable
 from gtui.ui.widgets.keybar import KeyBar
+from gtui.ui.widgets.log_search import LogSearch
 from gtui.ui.widgets.log_view import LogView
 
 NARROW_BELOW = 120  # columns: below this the log goes under the queue instead of beside it
@@ -90,6 +93,7 @@ class MainScreen(Screen[None]):
                 yield JobTable(clock=self.clock, id="jobs")
             with Vertical(id="side"):
                 yield LogView(id="log")
+                yield LogSearch(id="log-search")
                 yield DiagnosisPanel(id="diagnosis")
         yield KeyBar(self._key_label)
 
@@ -115,6 +119,12 @@ class MainScreen(Screen[None]):
             main.set_class(self.size.width < NARROW_BELOW, "-narrow")
 
     @property
+    def composed(self) -> bool:
+        """Every widget that ``apply`` updates is there (not before compose, nor while the app
+        tears the screen down: its widgets go one by one)."""
+        return all(self.query(w) for w in (HeaderBar, GpuPanel, JobTable, LogView, KeyBar))
+
+    @property
     def table(self) -> JobTable:
         return self.query_one(JobTable)
 
@@ -129,7 +139,21 @@ class MainScreen(Screen[None]):
                 return "Resume"
         if key.action == "pause_queue":
             return "Resume queue" if self.engine.paused else "Pause queue"
+        if key.action == "filter" and self._log_focused():
+            return "Search"  # `/` in the focused log searches it
         return key.label
+
+    def _log_focused(self) -> bool:
+        focused = self.focused
+        return isinstance(focused, (LogView, LogSearch))
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        for bar in self.query(KeyBar):
+            bar.refresh()  # `/` reads Search in the log, Filter elsewhere
+
+    @property
+    def zoomed(self) -> bool:
+        return self.has_class("-zoomed")
 
     # -- engine state in ------------------------------------------------------------------
 
@@ -182,6 +206,9 @@ class MainScreen(Screen[None]):
                 self._show_selected()
             if sel is not None and sel in batch.logs:
                 self._refresh_log()
+            for screen in self.app.screen_stack:
+                if isinstance(screen, DetailScreen) and screen.is_mounted:
+                    screen.apply(batch)
 
     def _sync_settings(self) -> None:
         header = self.query_one(HeaderBar)
@@ -246,13 +273,17 @@ class MainScreen(Screen[None]):
             )
             log.show(path, placeholder)
         diag.show_job(view, self.engine.settings.oom_grow)
+        if self.zoomed:
+            diag.display = False  # the log alone; unzooming shows it again
         self._fit_side(log_wanted=False)
         self._update_log_title()
 
     def _fit_side(self, *, log_wanted: bool) -> None:
         """At 80 columns the side panel is short: a diagnosis (what to do next) takes it whole,
-        until you ask for the log (enter)."""
-        diagnosed = bool(self.query_one(DiagnosisPanel).display) and not log_wanted
+        until you ask for the log (l; z zooms it to the whole screen)."""
+        diagnosed = (
+            bool(self.query_one(DiagnosisPanel).display) and not log_wanted and not self.zoomed
+        )
         for side in self.query("#side"):
             side.set_class(diagnosed, "-diagnosed")
 
@@ -440,6 +471,38 @@ class MainScreen(Screen[None]):
                 "queue paused: no new job starts; running jobs go on",
             )
 
+    def action_clear_quarantine(self) -> None:
+        """Give back the GPUs a hardware fault took out of placement (asks first)."""
+        read = self.engine.gpus
+        gpus = tuple(read.quarantined) if read is not None else ()
+        if not gpus:
+            self.notify("no GPU is quarantined", timeout=3, markup=False)
+            return
+        listed = ",".join(map(str, gpus))
+
+        def chosen(value: str | None) -> None:
+            if value == "clear":
+                self._command(
+                    "clear quarantine",
+                    lambda: self.engine.clear_quarantine(None),
+                    f"GPU {listed} back in placement",
+                )
+
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Give GPU {listed} back?",
+                f"GPU {listed} was taken out of placement after a hardware fault (an "
+                "uncorrectable ECC error, an Xid, a GPU fallen off the bus). Give it back only "
+                "once it has been checked (nvidia-smi, a reset or a reboot): jobs start there "
+                "again at once.",
+                [
+                    Choice("c", "Give it back", "clear", "warning"),
+                    Choice("k", "Keep it out", "keep", "primary"),
+                ],
+            ),
+            chosen,
+        )
+
     def action_kill(self) -> None:
         view = self._selected_view()
         if view is None:
@@ -495,14 +558,51 @@ class MainScreen(Screen[None]):
             return
         self._command("retry", lambda: self.engine.retry([name]), f"{name}: queued again")
 
+    def action_details(self) -> None:
+        view = self._selected_view()
+        if view is not None:
+            self.app.push_screen(DetailScreen(self.engine, view.spec.name, clock=self.clock))
+
     def action_focus_log(self) -> None:
         if self._selected_view() is not None:
             self._fit_side(log_wanted=True)
             self.log_view.focus()
 
     def action_back(self) -> None:
+        if self.zoomed:
+            self.action_zoom()
+            return
         if self.focused is not self.table:
             self.table.focus()
+
+    def action_zoom(self) -> None:
+        """The log alone on the screen (a traceback read whole at 80x24), and back."""
+        zoom = not self.zoomed
+        self.set_class(zoom, "-zoomed")
+        if zoom:
+            self.query_one(DiagnosisPanel).display = False
+            self._fit_side(log_wanted=True)
+            self.log_view.focus()
+        else:
+            self._show_selected()  # the diagnosis again, and at 80 columns its place
+            self.table.focus()
+        self.query_one(KeyBar).refresh()
+
+    def action_pager(self) -> None:
+        path = self._log_path if self.table.selected == self._log_job else None
+
+        async def run() -> None:
+            error = await page(self.app, path)
+            if error:
+                self.notify(error, severity="warning", timeout=6, markup=False)
+
+        if self._selected_view() is not None:
+            self.run_worker(run(), group="pager", exclusive=True, exit_on_error=False)
+
+    @on(LogView.SearchRequested)
+    def _open_search(self, event: LogView.SearchRequested) -> None:
+        event.stop()
+        self.query_one(LogSearch).open(event.log)
 
     def action_follow(self) -> None:
         self.log_view.toggle_follow()

@@ -1,4 +1,8 @@
-"""One row per GPU: the three-part memory bar, utilization, temperature and our jobs on it."""
+"""One row per GPU: the three-part memory bar, utilization, temperature and our jobs on it.
+
+Other users' gtui claims (issue 20): memory promised to their running jobs and not yet
+allocated is shown apart from used memory, as ``▒`` taken from the bar's free part, and a line
+under the row names whose it is."""
 
 from __future__ import annotations
 
@@ -7,15 +11,57 @@ from textual.widget import Widget
 
 from gtui.core.api import GpusRead
 from gtui.core.model import Settings
-from gtui.ui.format import GpuMarks, gpu_line
+from gtui.core.units import format_mib
+from gtui.ui.format import FREE_CHAR, OTHERS_CHAR, OURS_CHAR, GpuMarks, gpu_line
+
+PROMISED_CHAR = "▒"
+_BAR_CHARS = frozenset((OTHERS_CHAR, OURS_CHAR, FREE_CHAR))
 
 
-def gpu_marks(index: int, settings: Settings, reserved: tuple[int, ...]) -> GpuMarks:
+def with_promised(line: Text, total: int | None, promised: int) -> Text:
+    """``line`` (a ``gpu_line``) with ``promised`` MiB of its memory bar's free cells shown as
+    promised to neighbours (at least one cell when there is any, never more than were free)."""
+    if not total or promised <= 0:
+        return line
+    plain = line.plain
+    start = next((i for i, ch in enumerate(plain) if ch in _BAR_CHARS), None)
+    if start is None:
+        return line
+    end = start
+    while end < len(plain) and plain[end] in _BAR_CHARS:
+        end += 1
+    free = 0
+    while free < end - start and plain[end - 1 - free] == FREE_CHAR:
+        free += 1
+    cells = min(free, max(1, round(promised / total * (end - start))))
+    if cells <= 0:
+        return line
+    first_free = end - free  # promised memory sits between used and free, as it will be used
+    out = line[:first_free]
+    out.no_wrap, out.overflow = line.no_wrap, line.overflow
+    out.append(PROMISED_CHAR * cells, style="yellow")
+    out.append_text(line[first_free + cells :])
+    return out
+
+
+def promised_line(names: tuple[str, ...], mib: int) -> Text:
+    """The line under a GPU's row: how much its neighbours' claims promise, and to whom."""
+    line = Text(no_wrap=True, overflow="ellipsis")
+    line.append(f"   {PROMISED_CHAR} ", style="yellow")
+    who = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "")
+    line.append(f"{format_mib(mib)} promised to {who}, not yet allocated", style="yellow")
+    return line
+
+
+def gpu_marks(
+    index: int, settings: Settings, reserved: tuple[int, ...], quarantined: tuple[int, ...] = ()
+) -> GpuMarks:
     in_pool = settings.gpus == "all" or index in settings.gpus
     return GpuMarks(
         excluded=index in settings.exclude,
         in_pool=in_pool,
         reserved=index in reserved,
+        quarantined=index in quarantined,
     )
 
 
@@ -46,15 +92,17 @@ class GpuPanel(Widget):
             return Text(f"No GPUs: {msg}. CPU jobs (gpus = 0) still run.", style="yellow")
         lines = []
         for g in snap.gpus:
-            lines.append(
-                gpu_line(
-                    g,
-                    ours_names=read.ours.get(g.index, ()),
-                    ours_mib=read.ours_mib.get(g.index, 0),
-                    marks=gpu_marks(g.index, self.settings, read.reserved),
-                    width=width,
-                )
+            line = gpu_line(
+                g,
+                ours_names=read.ours.get(g.index, ()),
+                ours_mib=read.ours_mib.get(g.index, 0),
+                marks=gpu_marks(g.index, self.settings, read.reserved, read.quarantined),
+                width=width,
             )
+            promised = read.neighbours_mib.get(g.index, 0)
+            lines.append(with_promised(line, g.mem_total_mib, promised))
+            if promised > 0:
+                lines.append(promised_line(read.neighbours.get(g.index, ()), promised))
         if snap.error:
             lines.append(Text(snap.error, style="yellow"))
         return Text("\n", no_wrap=True).join(lines)

@@ -1,4 +1,4 @@
-"""The footer: every key of DESIGN.md 6, wrapped onto a second line when the screen is narrow.
+"""The footer: every key of the screen, wrapped onto a second line when the screen is narrow.
 
 Textual's Footer scrolls sideways and hides keys at 80 columns; a person over SSH should see all
 of them. Each key is clickable (mouse works, but is never needed).
@@ -6,7 +6,7 @@ of them. Each key is clickable (mouse works, but is never needed).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from rich.style import Style
 from rich.text import Text
@@ -18,14 +18,17 @@ from gtui.ui.keys import KEYS, Key
 class KeyBar(Widget):
     DEFAULT_CSS = "KeyBar { height: auto; }"
 
-    def __init__(self, label_for: Callable[[Key], str] | None = None) -> None:
+    def __init__(
+        self, label_for: Callable[[Key], str] | None = None, keys: Sequence[Key] = KEYS
+    ) -> None:
         super().__init__(id="keybar")
         self.label_for = label_for or (lambda k: k.label)
+        self.keys = tuple(keys)
 
     def render(self) -> Text:
         width = max(20, self.size.width or 80)
         lines: list[Text] = [Text()]
-        for key in KEYS:
+        for key in self.keys:
             item = Text()
             item.append(key.shown, style="bold reverse")
             item.append(f" {self.label_for(key)}")

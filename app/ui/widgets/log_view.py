@@ -3,12 +3,19 @@
 The widget keeps a byte offset (the first shown line while scrolling) and reads only the lines
 that fit on screen through LogTail; it never holds the file. tqdm's carriage returns and ANSI
 colours are resolved per line (LogTail cleans, Rich decodes the colours).
+
+Search (``/`` while the log has the focus, then ``n`` / ``N``) runs in a thread over the file,
+chunk by chunk from the current position (LogTail.search); the match is shown with two lines of
+context above it, and every match on screen is highlighted.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from pathlib import Path
 
+from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
@@ -17,7 +24,11 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gtui.ui.logtail import LogLine, LogTail
+from gtui.ui.logtail import LogLine, LogTail, SearchQuery
+
+MATCH_STYLE = Style(color="black", bgcolor="yellow")
+CURRENT_MATCH_STYLE = Style(color="black", bgcolor="bright_magenta", bold=True, underline=True)
+SEARCH_CONTEXT = 2  # lines shown above a match
 
 
 def _human_bytes(n: int) -> str:
@@ -39,12 +50,22 @@ class LogView(Widget, can_focus=True):
         Binding("pagedown,space", "scroll_page(1)", "Page down", show=False),
         Binding("home,g", "top", "Top", show=False),
         Binding("end,G", "bottom", "Bottom", show=False),
+        Binding("slash", "search", "Search", show=False),
+        Binding("n", "search_next(1)", "Next match", show=False),
+        Binding("N", "search_next(-1)", "Previous match", show=False),
     ]
 
     follow: reactive[bool] = reactive(True)
 
     class Changed(Message):
         """Follow mode or position changed: the title should say so."""
+
+    class SearchRequested(Message):
+        """``/`` in the log: the screen opens its search input for this log."""
+
+        def __init__(self, log: LogView) -> None:
+            super().__init__()
+            self.log = log
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -55,6 +76,10 @@ class LogView(Widget, can_focus=True):
         self._rows: list[Text] = []
         self._strips: dict[int, Strip] = {}
         self._file_size = 0
+        self.search_query: SearchQuery | None = None  # the last search
+        self.match: LogLine | None = None  # the line it found last
+        self.searching = False
+        self._search_cancel: threading.Event | None = None
 
     # -- what is shown ----------------------------------------------------------------------
 
@@ -82,6 +107,8 @@ class LogView(Widget, can_focus=True):
         self._placeholder = placeholder
         self._top = 0
         self.follow = True
+        self._stop_search()
+        self.match = None
         self.reload()
 
     def poll(self) -> bool:
@@ -115,11 +142,19 @@ class LogView(Widget, can_focus=True):
         height = max(1, self.content_size.height or self.size.height or 20)
         rows: list[Text] = []
         console = self.app.console
+        q, match = self.search_query, self.match
         for line in lines:
             text = Text.from_ansi(line.text) if "\x1b" in line.text else Text(line.text)
             text.end = ""
             if "\t" in text.plain:
                 text.expand_tabs(8)
+            if q is not None:
+                current = match is not None and match.start <= line.start < match.end
+                text.highlight_words(
+                    [q.text],
+                    CURRENT_MATCH_STYLE if current else MATCH_STYLE,
+                    case_sensitive=q.case_sensitive,
+                )
             wrapped = text.wrap(console, width, overflow="fold") if text.plain else [Text("")]
             for row in wrapped:
                 row.end = ""
@@ -214,8 +249,95 @@ class LogView(Widget, can_focus=True):
         self.action_scroll_lines(3)
 
     def status(self) -> str:
-        """``following`` / ``paused at 45%`` and the file's size: for the panel's title."""
+        """``following`` / ``paused at 45%`` and the file's size, and the search: for the
+        panel's title."""
         if self._tail is None:
             return ""
         where = "following" if self.follow else f"paused at {self.position:.0%} (f follows)"
-        return f"{where} · {_human_bytes(self._file_size)}"
+        out = f"{where} · {_human_bytes(self._file_size)}"
+        if self.search_query is not None:
+            busy = " searching…" if self.searching else ""
+            out = f"/{self.search_query.text}{busy} · {out}"
+        return out
+
+    # -- search -----------------------------------------------------------------------------
+
+    def action_search(self) -> None:
+        self.post_message(self.SearchRequested(self))
+
+    def search(self, text: str) -> None:
+        """Look for ``text``: while following, its last occurrence (the latest output); else
+        the first at or after the top line shown. An empty text clears the search."""
+        self._stop_search()
+        self.match = None
+        self.search_query = SearchQuery(text) if text else None
+        if self.search_query is None or self._tail is None:
+            self.reload()
+            return
+        if self.follow:
+            self._find(self._tail.size(), forward=False)
+        else:
+            self._find(self._top, forward=True)
+
+    def action_search_next(self, direction: int) -> None:
+        """``n`` (1): the next match below the last one; ``N`` (-1): the one above."""
+        if self.search_query is None:
+            self.notify("no search yet: / searches the log", timeout=3)
+            return
+        if self._tail is None:
+            return
+        m = self.match
+        if direction > 0:
+            offset = m.end if m is not None else (self._shown[0].start if self._shown else 0)
+            self._find(offset, forward=True)
+        else:
+            if m is not None:
+                offset = m.start
+            else:
+                offset = self._tail.size() if self.follow or not self._shown else self._top
+            self._find(offset, forward=False)
+
+    def _stop_search(self) -> None:
+        if self._search_cancel is not None:
+            self._search_cancel.set()
+            self._search_cancel = None
+        self.searching = False
+
+    def _find(self, offset: int, *, forward: bool) -> None:
+        tail, query = self._tail, self.search_query
+        if tail is None or query is None:
+            return
+        self._stop_search()
+        cancel = threading.Event()
+        self._search_cancel = cancel
+        self.searching = True
+        self.reload()
+
+        async def run() -> None:
+            try:
+                found = await asyncio.to_thread(
+                    tail.search, query, offset, forward=forward, cancelled=cancel.is_set
+                )
+            finally:
+                if self._search_cancel is cancel:
+                    self._search_cancel = None
+                    self.searching = False
+            if cancel.is_set() or tail is not self._tail or query is not self.search_query:
+                return  # another search, or another file, came meanwhile
+            self._show_match(found, forward)
+
+        self.run_worker(run(), group="log-search", exclusive=True, exit_on_error=False)
+
+    def _show_match(self, found: LogLine | None, forward: bool) -> None:
+        if found is None or self._tail is None:
+            where = "below" if forward else "above"
+            what = self.search_query.text if self.search_query is not None else ""
+            more = "more " if self.match is not None else ""
+            self.notify(f"no {more}match for {what!r} {where}", timeout=3, markup=False)
+            self.reload()
+            return
+        self.match = found
+        self.follow = False
+        before = self._tail.lines_before(found.start, SEARCH_CONTEXT)
+        self._top = before[0].start if before else found.start
+        self.reload()

@@ -1,0 +1,147 @@
+"""What ``gtui log`` and ``gtui follow`` share: which file is a job's log, where its last lines
+start, and how its bytes reach the user's screen.
+
+To a terminal, a log is shown as the dashboard shows it (gtui.core.termtext): colours (SGR) kept,
+every other escape sequence and control character dropped, and of a line redrawn with carriage
+returns (tqdm) only the last redraw. The line still being written is shown and redrawn in place
+until its newline comes. Piped or redirected, the bytes go out as the job wrote them.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import sys
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from gtui.core.errors import GtuiError
+from gtui.core.paths import QueuePaths
+from gtui.core.termtext import safe_text
+
+BLOCK = 64 * 1024
+_CLEAR_LINE = "\r\x1b[K"  # back to the line's start, erase it: gtui's own, not the log's
+_RESET = "\x1b[0m"
+
+
+def _ended(line: str) -> str:
+    """A line with colours in it ends with a reset, so none runs on into gtui's own text."""
+    return line + _RESET if "\x1b" in line and not line.endswith(_RESET) else line
+
+
+def shown_line(raw: str) -> str:
+    """What a terminal would show for one line of a log (the dashboard's rule)."""
+    raw = raw.rstrip("\r\n")
+    if "\r" in raw:
+        parts = [p for p in raw.split("\r") if p]
+        raw = parts[-1] if parts else ""
+    return safe_text(raw)
+
+
+def tail_offset(path: Path, lines: int) -> int:
+    """The byte offset where the last ``lines`` lines of the file start (0: all of it). A last
+    line without its newline yet counts as a line."""
+    if lines <= 0:
+        try:
+            return path.stat().st_size
+        except OSError:
+            return 0
+    with path.open("rb") as f:
+        end = f.seek(0, os.SEEK_END)
+        pos = end
+        seen = 0
+        first = True
+        while pos > 0:
+            start = max(0, pos - BLOCK)
+            f.seek(start)
+            chunk = f.read(pos - start)
+            if first and chunk.endswith(b"\n"):
+                chunk = chunk[:-1]  # the newline that ends the last line starts nothing
+            first = False
+            i = len(chunk)
+            while True:
+                i = chunk.rfind(b"\n", 0, i)
+                if i < 0:
+                    break
+                seen += 1
+                if seen == lines:
+                    return start + i + 1
+            pos = start
+        return 0
+
+
+class LogPrinter:
+    """Writes a log's bytes as they come, raw or made safe for a terminal (module docstring)."""
+
+    def __init__(self, out: Any = None, *, terminal: bool | None = None) -> None:
+        self.out = out if out is not None else sys.stdout
+        self.terminal = self.out.isatty() if terminal is None else terminal
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pending = ""  # the line being written, not yet ended by a newline
+        self._shown = False  # whether that line is on the screen (to be redrawn)
+
+    def feed(self, data: bytes) -> None:
+        if not data:
+            return
+        if not self.terminal:
+            buffer: BinaryIO | None = getattr(self.out, "buffer", None)
+            if buffer is not None:
+                self.out.flush()
+                buffer.write(data)
+                buffer.flush()
+            else:
+                self.out.write(data.decode("utf-8", errors="replace"))
+                self.out.flush()
+            return
+        text = self._pending + self._decoder.decode(data)
+        lines = text.split("\n")
+        self._pending = lines.pop()
+        parts: list[str] = []
+        if lines and self._shown:
+            parts.append(_CLEAR_LINE)
+            self._shown = False
+        for raw in lines:
+            line = shown_line(raw)
+            parts.append(_ended(line) + "\n")
+        if self._pending:
+            partial = shown_line(self._pending)
+            if partial or self._shown:
+                parts.append(_CLEAR_LINE + _ended(partial))
+                self._shown = True
+        self.out.write("".join(parts))
+        self.out.flush()
+
+    def close(self) -> None:
+        """The log ended: end its last line."""
+        if not self.terminal:
+            return
+        rest = self._pending + self._decoder.decode(b"", final=True)
+        self._pending = ""
+        if rest or self._shown:
+            line = shown_line(rest)
+            self.out.write(_CLEAR_LINE + _ended(line) + "\n")
+            self.out.flush()
+        self._shown = False
+
+
+def attempt_log(paths: QueuePaths, job: dict[str, Any], attempt: int | None) -> Path | None:
+    """The log of ``attempt`` of the job (its ``gtui status --json`` object); None: the latest
+    (the one the job has now, None before its first start)."""
+    name = str(job["name"])
+    latest = int(job.get("attempt") or 0)
+    if attempt is None or attempt == latest:
+        log = job.get("log")
+        if attempt is not None and not log:
+            raise GtuiError(f"{name} has no log of attempt {attempt}")
+        return Path(log) if log else None
+    if attempt < 1 or attempt > latest:
+        tries = f"{latest} attempt{'s' if latest != 1 else ''}" if latest else "not started yet"
+        raise GtuiError(f"{name} has no attempt {attempt}: it has {tries}")
+    from gtui.core.queue.queuefile import load_queue
+    from gtui.core.sched.recovery import find_log
+
+    log_dir = paths.log_dir(load_queue(paths.queue).settings.log_dir)
+    found = find_log(log_dir, name, attempt)
+    if found is None:
+        raise GtuiError(f"{name}: no log of attempt {attempt} in {log_dir}")
+    return Path(found)

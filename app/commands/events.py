@@ -1,0 +1,83 @@
+"""``gtui events QUEUE.toml``: the queue's transitions as JSON lines, one per change of a job's
+state (or attempt), for scripts and other tools to follow; it runs until interrupted.
+
+Each line has ``time`` (Unix seconds) and ``type``:
+
+- ``"job"``: ``from`` (the state before; null for a job new to the queue), then the job as
+  ``gtui status --json`` has it (``name``, ``state``, ``attempt``, ``gpus``, ``exit_code``,
+  ``signal``, ``log``, ``reason``, ``diagnosis``, ...); ``state`` is ``"removed"`` for a job
+  taken out of the queue;
+- ``"queue"``: ``paused`` (true or false);
+- ``"scheduler"``: ``running`` and ``pid``, when a scheduler starts or stops. While none runs the
+  saved state is followed (a ``gtui kill`` then still shows), and a new scheduler's first
+  view is compared with the last one, so no transition in between is missed.
+
+The first view is not printed: only what changes after it (``gtui status --json`` gives a view)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from typing import Any, TextIO
+
+from gtui.commands._jobcmd import queue_file
+from gtui.commands.options import GlobalOptions
+from gtui.core.control.client import watch_jobs
+from gtui.core.paths import QueuePaths
+
+
+def emit(out: TextIO, obj: dict[str, Any]) -> None:
+    out.write(json.dumps({"time": round(time.time(), 3), **obj}, separators=(",", ":")) + "\n")
+    out.flush()
+
+
+async def events(paths: QueuePaths, out: TextIO) -> int:
+    q = paths.queue.name
+    last: dict[str, tuple[str, int]] = {}
+    first = True
+    live: tuple[bool, int | None] | None = None
+    paused: bool | None = None
+    async for now in watch_jobs(paths, batch=False):
+        if live != (now.live, now.pid):
+            if live is not None or now.live:
+                emit(out, {"type": "scheduler", "running": now.live, "pid": now.pid})
+            if not now.live:
+                print(
+                    f"events: no scheduler runs {q}; following its saved state until one starts",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            live = (now.live, now.pid)
+        if paused is not None and now.paused != paused:
+            emit(out, {"type": "queue", "paused": now.paused})
+        paused = now.paused
+        if now.changed is None:
+            names = [*now.jobs, *(n for n in last if n not in now.jobs)]
+        elif len(now.changed) == 1:
+            names = list(now.changed)
+        else:  # in queue order, then the ones that left it
+            names = [n for n in now.jobs if n in now.changed]
+            names += [n for n in now.changed if n not in now.jobs]
+        for name in names:
+            job = now.jobs.get(name)
+            before = last.get(name)
+            if job is None:
+                if before is not None:
+                    del last[name]
+                    emit(out, {"type": "job", "from": before[0], "name": name, "state": "removed"})
+                continue
+            key = (str(job["state"]), int(job.get("attempt") or 0))
+            if key == before:
+                continue
+            last[name] = key
+            if not first:
+                emit(out, {"type": "job", "from": before[0] if before else None, **job})
+        first = False
+    return 0
+
+
+def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
+    return asyncio.run(events(queue_file(ns.queue), sys.stdout))

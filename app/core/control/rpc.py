@@ -1,0 +1,128 @@
+"""The client's side of the control socket: one request, one reply (JSON lines).
+
+Kept apart from the server so that a command such as ``gtui add`` imports only this (and not
+asyncio with the whole server): at 100,000 jobs its budget is 150 ms, and the server's imports
+were 100 ms of it. The server (gtui.core.control.server) uses the same framing.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+import struct
+from pathlib import Path
+from typing import Any
+
+from gtui.core.errors import GtuiError
+from gtui.core.paths import QueuePaths, queue_paths
+
+MAX_LINE = 1 << 20  # bytes in one request line
+MAX_REPLY = 64 << 20  # bytes in one reply line (a status of 10,000 jobs is a few MiB)
+CONNECT_TIMEOUT_S = 2.0
+DEFAULT_TIMEOUT_S = 30.0
+
+_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def peer_uid(sock: socket.socket) -> int:
+    """The uid of the process at the other end of a connected Unix socket."""
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+    _pid, uid, _gid = _PEERCRED.unpack(raw)
+    return int(uid)
+
+
+def _encode(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), default=str).encode() + b"\n"
+
+
+def _check_owner(path: Path) -> None:
+    """Refuse to talk to a socket someone else planted where ours should be."""
+    uid = os.getuid()
+    for p in (path.parent, path):
+        st = p.lstat()
+        if st.st_uid != uid:
+            raise GtuiError(f"{p} belongs to another user (uid {st.st_uid}); gtui will not use it")
+
+
+def request(
+    queue: Path | QueuePaths, op: str, *, timeout: float | None = DEFAULT_TIMEOUT_S, **kw: Any
+) -> dict[str, Any] | None:
+    """Send one request to the queue's running scheduler and return its reply.
+
+    None when no scheduler listens (no socket, a stale one, nobody accepting). Raises
+    GtuiError when one listens but does not answer within ``timeout`` seconds (None: wait).
+    """
+    paths = queue if isinstance(queue, QueuePaths) else queue_paths(queue)
+    path = paths.socket
+    try:
+        _check_owner(path)
+    except FileNotFoundError:
+        return None
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.settimeout(CONNECT_TIMEOUT_S)
+        try:
+            s.connect(str(path))
+        except OSError as e:
+            if e.errno in (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK) or isinstance(
+                e, TimeoutError
+            ):
+                return None
+            raise
+        if peer_uid(s) != os.getuid():
+            raise GtuiError(f"{path} is served by another user; gtui will not use it")
+        s.settimeout(timeout)
+        payload = _encode({"op": op, **kw})
+        if len(payload) > MAX_LINE:
+            raise GtuiError(f"request over {MAX_LINE} bytes")
+        try:
+            s.sendall(payload)
+            line = _read_line(s)
+        except TimeoutError:
+            raise GtuiError(
+                f"the scheduler of {paths.queue.name} did not answer within {timeout:g}s"
+            ) from None
+        except (BrokenPipeError, ConnectionResetError):
+            line = b""
+        if not line:
+            # It took the request and went away: whether it acted is unknown, so say so
+            # rather than act a second time on the saved state.
+            raise GtuiError(
+                f"the scheduler of {paths.queue.name} stopped before it answered; "
+                f"see `gtui status {paths.queue.name}`"
+            )
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            raise GtuiError(f"the scheduler sent a reply gtui cannot read: {line[:80]!r}") from None
+        if not isinstance(reply, dict):
+            raise GtuiError(f"the scheduler sent a reply gtui cannot read: {line[:80]!r}")
+        return reply
+    finally:
+        s.close()
+
+
+def _read_line(s: socket.socket) -> bytes:
+    buf = bytearray()
+    while b"\n" not in buf:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+        if len(buf) > MAX_REPLY:
+            raise GtuiError(f"the scheduler's reply is over {MAX_REPLY} bytes")
+    return bytes(buf.split(b"\n", 1)[0])
+
+
+def call(queue: Path | QueuePaths, op: str, **kw: Any) -> dict[str, Any] | None:
+    """``request`` that raises GtuiError with the scheduler's message when it says no."""
+    reply = request(queue, op, **kw)
+    if reply is not None and not reply.get("ok"):
+        code = reply.get("exit")
+        raise GtuiError(
+            str(reply.get("error") or "the scheduler refused the request"),
+            code if isinstance(code, int) and code > 0 else None,
+        )
+    return reply

@@ -1,0 +1,180 @@
+"""Every ended attempt of every job: a small table beside the job records, in the same state db.
+
+A job record keeps only its latest attempt (the one it runs, or ran last); the dashboard's job
+detail view shows every attempt, with how it ended. The scheduler appends one row per ended
+attempt (``runs._finish``, after the record is committed); readers open the db file read-only
+(the dashboard, in process or attached to a scheduler elsewhere over its socket: the same
+machine and user), so no reader ever needs the scheduler.
+
+The table is created on the first write (``CREATE TABLE IF NOT EXISTS``), not by a schema
+migration: an older gtui opening the db ignores a table it does not know, and a db with no
+table yet reads as no history. History is secondary: a write that fails (a full disk, a locked
+db) is dropped, never raised into the scheduler, whose job record (the truth) was committed
+just before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gtui.core.errors import GtuiError
+from gtui.core.model import JobRecord
+from gtui.core.state.store import BUSY_TIMEOUT_MS, Store
+
+TABLE = "attempts"
+_DDL = (
+    f"CREATE TABLE IF NOT EXISTS {TABLE} ("
+    " name TEXT NOT NULL,"
+    " attempt INTEGER NOT NULL,"
+    " state TEXT NOT NULL,"  # what the end made of the job: done, failed, killed, queued (retry)
+    " started_at REAL,"
+    " ended_at REAL,"
+    " exit_code INTEGER,"
+    " signal INTEGER,"
+    " diag_kind TEXT,"
+    " diag_line TEXT,"
+    " peak_mib INTEGER,"
+    " gpus TEXT NOT NULL,"  # JSON list of physical indices
+    " log TEXT,"
+    " PRIMARY KEY (name, attempt))"
+)
+_COLUMNS = (
+    "name, attempt, state, started_at, ended_at, exit_code, signal, diag_kind, diag_line, "
+    "peak_mib, gpus, log"
+)
+_ready: weakref.WeakSet[Store] = weakref.WeakSet()  # stores whose connection made the table
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One ended attempt of a job, as it was recorded when it ended."""
+
+    name: str
+    attempt: int
+    state: str
+    started_at: float | None
+    ended_at: float | None
+    exit_code: int | None
+    signal: int | None
+    diag_kind: str | None
+    diag_line: str | None
+    peak_mib: int | None
+    gpus: tuple[int, ...]
+    log: str | None
+
+
+def attempt_of(rec: JobRecord) -> Attempt:
+    """The record's current attempt, as a history row."""
+    d = rec.diagnosis
+    return Attempt(
+        name=rec.name,
+        attempt=rec.attempt,
+        state=rec.state.value,
+        started_at=rec.started_at,
+        ended_at=rec.ended_at,
+        exit_code=rec.exit_code,
+        signal=rec.signal,
+        diag_kind=d.kind if d else None,
+        diag_line=d.line if d else None,
+        peak_mib=rec.peak_mib,
+        gpus=tuple(rec.gpus),
+        log=rec.log,
+    )
+
+
+def record_attempt(store: Store, rec: JobRecord) -> None:
+    """Append (or, for the same attempt recorded again, replace) the attempt that just ended.
+    Best effort: see the module docstring."""
+    if rec.attempt <= 0 or store.readonly:
+        return
+    a = attempt_of(rec)
+    row = (
+        a.name,
+        a.attempt,
+        a.state,
+        a.started_at,
+        a.ended_at,
+        a.exit_code,
+        a.signal,
+        a.diag_kind,
+        a.diag_line,
+        a.peak_mib,
+        json.dumps(list(a.gpus)),
+        a.log,
+    )
+    # AttributeError too: the store's lock and connection are its internals; should they
+    # change, history stops (tests/test_history.py says so) but the scheduler does not.
+    with contextlib.suppress(sqlite3.Error, GtuiError, AttributeError), store._lock:
+        conn = store.conn
+        if store not in _ready:
+            conn.execute(_DDL)
+            _ready.add(store)
+        # The store's connection is in autocommit mode: one statement, one transaction.
+        conn.execute(f"INSERT OR REPLACE INTO {TABLE} ({_COLUMNS}) VALUES ({_q(12)})", row)
+
+
+def attempts(db: Path, name: str) -> list[Attempt]:
+    """The recorded attempts of ``name``, oldest first; [] when there is no db or no history.
+
+    Opens ``db`` read-only for this one query: the caller may be the scheduler's own process or
+    a dashboard attached to it from another one.
+    """
+    return attempts_of(db, (name,)).get(name, [])
+
+
+def attempts_of(db: Path, names: Sequence[str]) -> dict[str, list[Attempt]]:
+    """The recorded attempts of each of ``names``, oldest first (see :func:`attempts`)."""
+    if not names or not db.is_file():
+        return {}
+    try:
+        conn = sqlite3.connect(
+            f"{db.resolve().as_uri()}?mode=ro",
+            uri=True,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,
+        )
+    except sqlite3.Error:
+        return {}
+    try:
+        rows = conn.execute(
+            f"SELECT {_COLUMNS} FROM {TABLE} WHERE name IN ({_q(len(names))}) "
+            "ORDER BY name, attempt",
+            tuple(names),
+        ).fetchall()
+    except sqlite3.Error:  # no table yet (no attempt ended since this gtui), or a locked db
+        return {}
+    finally:
+        conn.close()
+    out: dict[str, list[Attempt]] = {}
+    for r in rows:
+        try:
+            gpus = tuple(int(g) for g in json.loads(r[10] or "[]"))
+        except (ValueError, TypeError):
+            gpus = ()
+        out.setdefault(r[0], []).append(
+            Attempt(
+                name=r[0],
+                attempt=int(r[1]),
+                state=str(r[2]),
+                started_at=r[3],
+                ended_at=r[4],
+                exit_code=r[5],
+                signal=r[6],
+                diag_kind=r[7],
+                diag_line=r[8],
+                peak_mib=r[9],
+                gpus=gpus,
+                log=r[11],
+            )
+        )
+    return out
+
+
+def _q(n: int) -> str:
+    return ", ".join("?" * n)

@@ -1,0 +1,317 @@
+"""What the job detail view says about one job: pure functions from engine values to Rich text.
+
+Everything ``gtui status --json`` knows about a job is here (state, GPUs, memory, attempt, exit
+status, times, log, waiting reason and since when, diagnosis, warnings), and what the table has
+no room for: the command after its placeholders, the working directory, the environment gtui
+sets, every attempt (from the attempts history, gtui.core.state.history), the jobs it runs after
+and the jobs that wait on it. Values wrap; nothing is cut.
+"""
+
+from __future__ import annotations
+
+import os
+import signal as _signal
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from gtui.core.api import JobView
+from gtui.core.model import JobRecord, JobSpec, JobState, Settings
+from gtui.core.queue.placeholders import substitute
+from gtui.core.queue.queuefile import isolated
+from gtui.core.state.history import Attempt, attempt_of
+from gtui.core.units import format_duration, format_mib
+from gtui.ui.format import STATE_GLYPH, STATE_STYLE, display_path, kind_label
+
+
+def signal_name(num: int) -> str:
+    try:
+        return _signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+def when(t: float | None, ref: float | None = None) -> str:
+    """A moment as local time; the date too unless it is the day of ``ref``."""
+    if t is None:
+        return "-"
+    lt = time.localtime(t)
+    if ref is not None and time.localtime(ref)[:3] == lt[:3]:
+        return time.strftime("%H:%M:%S", lt)
+    return time.strftime("%Y-%m-%d %H:%M:%S", lt)
+
+
+def how_it_ended(exit_code: int | None, sig: int | None) -> str:
+    if sig:
+        return f"killed by {signal_name(sig)}"
+    if exit_code is not None:
+        return f"exit {exit_code}"
+    return "exit status unknown"
+
+
+def gtui_env(spec: JobSpec, rec: JobRecord, settings: Settings, queue_path: Path) -> dict[str, str]:
+    """The environment gtui gives the job's current (or last) attempt on top of the user's: what
+    gtui.core.sched.runs sets (tests/test_ui_detail.py checks the two agree). For a job that has
+    not started, what it will get, its GPUs not known yet."""
+    env = dict(settings.env)
+    env.update(spec.env)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["GTUI_JOB"] = spec.name
+    env["GTUI_ATTEMPT"] = str(rec.attempt or 1)
+    env["GTUI_QUEUE"] = str(queue_path)
+    if rec.attempt:
+        env["GTUI_TOKEN"] = str(rec.token)
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    if isolated(spec, settings):
+        env["CUDA_VISIBLE_DEVICES"] = (
+            ",".join(str(g) for g in rec.gpus) if rec.attempt or spec.gpus == 0 else "<its GPUs>"
+        )
+    if rec.port is not None:
+        env["GTUI_PORT"] = str(rec.port)
+    return env
+
+
+def command_of(spec: JobSpec, rec: JobRecord) -> str:
+    """The command as the current (or last) attempt ran it; before its start, with the
+    placeholders known then filled (GPUs and port come with the start)."""
+    return substitute(
+        spec.cmd,
+        gpus=rec.gpus if rec.attempt else (),
+        name=spec.name,
+        attempt=rec.attempt or 1,
+        port=rec.port,
+        matrix=spec.matrix,
+    )
+
+
+def every_attempt(rec: JobRecord, history: Sequence[Attempt]) -> list[Attempt]:
+    """The recorded attempts, and the record's own (running, or ended without a history row:
+    an older gtui, a launch that failed), in order."""
+    by_number = {a.attempt: a for a in history if a.name == rec.name}
+    if rec.attempt and (rec.active or rec.attempt not in by_number):
+        by_number[rec.attempt] = attempt_of(rec)
+    return [by_number[k] for k in sorted(by_number)]
+
+
+def _state_text(state: JobState) -> Text:
+    return Text(f"{STATE_GLYPH[state]} {state.value}", style=STATE_STYLE[state])
+
+
+def _jobs_text(names: Iterable[str], views: dict[str, JobView]) -> Text:
+    t = Text()
+    for i, name in enumerate(names):
+        if i:
+            t.append(", ")
+        t.append(name, style="bold")
+        v = views.get(name)
+        t.append(" (")
+        if v is None:
+            t.append("not in the queue", style="dim")
+        else:
+            t.append_text(_state_text(v.record.state))
+        t.append(")")
+    return t
+
+
+def _retries(spec: JobSpec, rec: JobRecord) -> str:
+    if spec.retries < 0:
+        return "retries until it succeeds"
+    if spec.retries == 0:
+        return "no retries"
+    used = max(0, rec.attempt - rec.first_attempt) if rec.attempt else 0
+    left = max(0, spec.retries - used)
+    return f"retries {spec.retries} ({left} left)"
+
+
+def _attempt_text(a: Attempt, now: float) -> Text:
+    t = Text()
+    t.append(when(a.started_at))
+    if a.state in (JobState.RUNNING.value, JobState.SUSPENDED.value):
+        t.append(f"  {a.state} for {format_duration(now - (a.started_at or now))}", "bold green")
+    else:
+        t.append(f" → {when(a.ended_at, a.started_at)}")
+        if a.started_at is not None and a.ended_at is not None:
+            t.append(f" ({format_duration(a.ended_at - a.started_at)})")
+        t.append("  ")
+        ok = a.exit_code == 0 and not a.signal
+        t.append(how_it_ended(a.exit_code, a.signal), style="green" if ok else "bold red")
+        if a.state == JobState.QUEUED.value:
+            t.append(" · retried", style="yellow")
+    if a.peak_mib:
+        t.append(f" · peak {format_mib(a.peak_mib)}")
+    t.append(" · " + (("GPU " + ",".join(map(str, a.gpus))) if a.gpus else "CPU"))
+    if a.log:
+        t.append(" · " + Path(a.log).name, style="dim")
+    if a.diag_kind:
+        t.append("\n")
+        t.append(kind_label(a.diag_kind), style="bold red")
+        if a.diag_line:
+            t.append(": " + a.diag_line.strip())
+    return t
+
+
+LABEL_WIDTH = 12  # "waited on by": the labels of every section but the environment line up
+
+
+def _grid(label_width: int = LABEL_WIDTH) -> Table:
+    grid = Table.grid(padding=(0, 1), expand=True)
+    grid.add_column(style="bold", no_wrap=True, min_width=label_width)
+    grid.add_column(ratio=1, overflow="fold")
+    return grid
+
+
+def _row(grid: Table, label: str, value: str | Text, style: str = "") -> None:
+    grid.add_row(label, value if isinstance(value, Text) else Text(value, style=style))
+
+
+def _heading(title: str, note: str = "") -> Text:
+    t = Text("\n" + title, style="bold underline")
+    if note:
+        t.append("  " + note, style="dim")
+    return t
+
+
+def detail_renderable(
+    view: JobView,
+    *,
+    jobs: Sequence[JobView],
+    history: Sequence[Attempt],
+    settings: Settings,
+    queue_path: Path,
+    now: float,
+) -> RenderableType:
+    """The detail view's text for ``view``: what happened (state, diagnosis, waiting reason),
+    every attempt, what it runs (command, cwd, GPUs, memory, dependencies), the environment.
+    Sections of labelled values; every value wraps, nothing is cut."""
+    spec, rec = view.spec, view.record
+    views = {v.spec.name: v for v in jobs}
+    parts: list[RenderableType] = []
+
+    # What happened, and why: first, as everywhere on the dashboard.
+    grid = _grid()
+    state = _state_text(rec.state)
+    state.append(f"  attempt {rec.attempt}" if rec.attempt else "  not started yet")
+    state.append(f" · {_retries(spec, rec)}", style="dim")
+    _row(grid, "state", state)
+    if rec.started_at is not None:
+        ran = Text(f"started {when(rec.started_at)}")
+        if rec.active:
+            ran.append(f", running for {format_duration(now - rec.started_at)}")
+        elif rec.ended_at is not None and rec.ended_at >= rec.started_at:
+            ran.append(f", ended {when(rec.ended_at, rec.started_at)}")
+            ran.append(f" (took {format_duration(rec.ended_at - rec.started_at)})")
+        if rec.attempt and not rec.active and (rec.exit_code is not None or rec.signal):
+            ok = rec.exit_code == 0 and not rec.signal
+            ran.append(" · ")
+            ran.append(how_it_ended(rec.exit_code, rec.signal), "green" if ok else "bold red")
+        _row(grid, "ran", ran)
+    elif rec.ended_at is not None:  # ended without running: blocked, killed while waiting
+        _row(grid, "ended", when(rec.ended_at))
+    d = rec.diagnosis
+    if d is not None:
+        diag = Text(kind_label(d.kind), style="bold red")
+        if d.line:
+            diag.append(": " + d.line.strip(), style="bold")
+        _row(grid, "diagnosis", diag)
+        if d.hint:
+            _row(grid, "hint", d.hint)
+    for w in rec.warnings:
+        _row(grid, "warning", Text("⚠ " + w, style="yellow"))
+    if rec.reason and (rec.waiting or rec.state == JobState.BLOCKED or rec.active):
+        why = Text(rec.reason)
+        if rec.reason_at is not None:
+            why.append(f"  (said at {when(rec.reason_at, now)})", style="dim")
+        label = "note" if rec.active else "blocked" if rec.state == JobState.BLOCKED else "waiting"
+        _row(grid, label, why)
+    if rec.waiting:
+        _row(grid, "queued", f"since {when(rec.queued_since, now)}", "dim")
+    parts.append(grid)
+
+    # Every attempt, as it ended.
+    tries = every_attempt(rec, history)
+    if tries:
+        parts.append(_heading("attempts"))
+        grid = _grid()
+        for a in tries:
+            _row(grid, f"#{a.attempt}", _attempt_text(a, now))
+        parts.append(grid)
+
+    # What it runs, where, with what; whom it waits for, who waits for it.
+    parts.append(_heading("job"))
+    grid = _grid()
+    started = bool(rec.attempt)
+    command = command_of(spec, rec)
+    _row(grid, "command", Text(command, style="bold"))
+    if spec.cmd != command:
+        if started:
+            _row(grid, "in file", Text(spec.cmd, style="dim"))
+        else:
+            _row(grid, "", "its GPUs and port are filled in when it starts", "dim")
+    cwd = (queue_path.parent / os.path.expanduser(spec.cwd)).resolve()
+    _row(grid, "cwd", display_path(cwd))
+    gpus = Text("asked " + ("none (a CPU job)" if spec.gpus == 0 else f"{spec.gpus}"))
+    if spec.gpus:
+        if rec.gpus and started:
+            given = ",".join(map(str, rec.gpus))
+            gpus.append(f" · {'given' if rec.active else 'last given'} GPU {given}")
+        elif not started:
+            gpus.append(" · none given yet", style="dim")
+        if not isolated(spec, settings):
+            gpus.append(" · unisolated (isolate = false): it sees every GPU", style="yellow")
+    _row(grid, "gpus", gpus)
+    if spec.gpus:
+        mem = Text("asked " + (f"{format_mib(spec.mem_mib)} per GPU" if spec.mem_mib else "whole"))
+        if rec.mem_mib != spec.mem_mib:
+            now_asks = f"{format_mib(rec.mem_mib)} per GPU" if rec.mem_mib else "whole GPUs"
+            mem.append(f" · now asks {now_asks}", style="yellow")
+            mem.append(" (grown after a CUDA OOM)", style="dim")
+        if rec.peak_mib:
+            mem.append(f" · peak {format_mib(rec.peak_mib)}")
+        _row(grid, "memory", mem)
+    extra = [f"priority {spec.priority}"]
+    if spec.timeout_s is not None:
+        extra.append(f"timeout {format_duration(spec.timeout_s)}")
+    if spec.matrix:
+        extra.append("matrix " + ", ".join(f"{k}={v}" for k, v in spec.matrix.items()))
+    _row(grid, "options", " · ".join(extra))
+    if rec.pid is not None:
+        port = f" · port {rec.port}" if rec.port is not None else ""
+        _row(grid, "pid" if rec.active else "last pid", f"{rec.pid}{port}")
+    if rec.log:
+        _row(grid, "log", display_path(Path(rec.log)))
+    else:
+        _row(grid, "log", "none yet", "dim")
+    _row(grid, "after", _jobs_text(spec.after, views) if spec.after else Text("nothing", "dim"))
+    waiters = [v.spec.name for v in jobs if spec.name in v.spec.after]
+    _row(grid, "waited on by", _jobs_text(waiters, views) if waiters else Text("nobody", "dim"))
+    parts.append(grid)
+
+    # The environment gtui sets (on top of the user's own).
+    title = "environment" if started else "environment when it starts"
+    parts.append(_heading(title, "set by gtui on top of yours"))
+    grid = _grid(0)
+    for k, v in gtui_env(spec, rec, settings, queue_path).items():
+        if k == "GTUI_QUEUE":
+            v = display_path(Path(v))
+        elif k == "CUDA_VISIBLE_DEVICES" and not v:
+            _row(grid, k, Text('""  (empty: it sees no GPU)', style="dim"))
+            continue
+        _row(grid, k, v)
+    parts.append(grid)
+    return Group(*parts)
+
+
+def detail_title(view: JobView) -> Text:
+    """The one-line header of the detail view."""
+    rec = view.record
+    t = Text(" gtui · job ", style="bold")
+    t.append(view.spec.name, style="bold")
+    t.append("  ")
+    t.append_text(_state_text(rec.state))
+    if rec.attempt:
+        t.append(f" · attempt {rec.attempt}")
+    return t

@@ -1,0 +1,144 @@
+"""`gtui add` into a running queue: the scheduler checks and appends the one new job without
+reading the file again (issue 16), and ends up exactly where a whole reload would have."""
+
+from __future__ import annotations
+
+import asyncio
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gtui.core.api import Event, Notice
+from gtui.core.errors import GtuiError
+from gtui.core.queue.queuefile import load_queue
+from gtui.core.sched.engine import Engine
+from tests.waiting import until
+
+QUEUE = """\
+[settings]
+max_parallel = 1
+
+[[jobs]]
+name = "gate"
+gpus = 0
+cmd = "while [ ! -e release ]; do sleep 0.05; done"
+
+# a comment that must stay where it is
+[[jobs]]
+name = "sweep"
+gpus = 1
+mem = "10G"
+cmd = "echo {lr}"
+matrix = { lr = [1, 2] }
+"""
+
+
+def write(tmp_path: Path, text: str = QUEUE) -> Path:
+    q = tmp_path / "q.toml"
+    q.write_text(textwrap.dedent(text))
+    return q
+
+
+async def started(q: Path) -> tuple[Engine, list[Event]]:
+    engine = Engine(q, fake_gpus="2x80G", control=False)
+    seen: list[Event] = []
+    engine.subscribe(seen.append)
+    await engine.start()
+    return engine, seen
+
+
+def reloads(seen: list[Event]) -> int:
+    return sum(1 for e in seen if isinstance(e, Notice) and e.text.startswith("reloaded"))
+
+
+async def test_add_appends_one_job_without_a_reload_and_matches_a_whole_load(
+    tmp_path: Path,
+) -> None:
+    q = write(tmp_path)
+    engine, seen = await started(q)
+    try:
+        name = await engine.add({"name": "late", "cmd": "echo late", "gpus": 0, "after": ["gate"]})
+        assert name == "late"
+        assert reloads(seen) == 0  # taken in as written, not by reading the file again
+        # The file keeps every byte it had, and gains the job at its end.
+        text = q.read_text()
+        assert text.startswith(QUEUE) and "# a comment that must stay where it is" in text
+        # What the scheduler holds is what a whole load of the new file gives.
+        whole = load_queue(q)
+        assert [j.name for j in whole.jobs] == [v.spec.name for v in engine.jobs()]
+        assert whole.jobs[-1] == engine.view("late").spec
+        assert engine.view("late").spec.after == ("gate",)
+        # And the file watcher sees nothing new to take (no second copy of the job).
+        engine._reload_if_changed(force=True)
+        assert reloads(seen) == 0
+        assert [v.spec.name for v in engine.jobs()].count("late") == 1
+    finally:
+        (tmp_path / "release").touch()
+        await engine.shutdown(kill_jobs=True)
+
+
+async def test_added_job_runs(tmp_path: Path) -> None:
+    q = write(tmp_path)
+    engine, _seen = await started(q)
+    run = asyncio.create_task(engine.run())
+    try:
+        await engine.add({"name": "late", "cmd": "echo hello > late.out", "gpus": 0})
+        (tmp_path / "release").touch()
+        await until(lambda: engine.view("late").record.state.value == "done", what="late done")
+        assert (tmp_path / "late.out").read_text() == "hello\n"
+    finally:
+        (tmp_path / "release").touch()
+        await engine.shutdown(kill_jobs=True)
+        run.cancel()
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"name": "gate", "cmd": "true"}, "already the name of a job"),
+        ({"name": "big", "cmd": "true", "mem": "200G"}, "more than any GPU has"),
+        ({"name": "typo", "cmd": "true", "gpus": "two"}, "gpus"),
+    ],
+)
+async def test_a_bad_job_is_refused_and_the_file_is_untouched(
+    tmp_path: Path, fields: dict[str, object], message: str
+) -> None:
+    q = write(tmp_path)
+    engine, _seen = await started(q)
+    try:
+        with pytest.raises(GtuiError) as err:
+            await engine.add(fields)
+        assert message in str(err.value) and "not added" in str(err.value)
+        assert q.read_text() == QUEUE
+        assert [v.spec.name for v in engine.jobs()] == ["gate", "sweep-lr=1", "sweep-lr=2"]
+    finally:
+        (tmp_path / "release").touch()
+        await engine.shutdown(kill_jobs=True)
+
+
+async def test_an_edit_not_yet_taken_sends_add_the_whole_way(tmp_path: Path) -> None:
+    """The file on disk is not the version the scheduler runs: the add goes through a whole
+    load, so the edit is neither lost nor taken in half."""
+    q = write(tmp_path)
+    engine, seen = await started(q)
+    try:
+        q.write_text(QUEUE.replace('name = "gate"', 'name = "gate2"'))
+        await engine.add({"name": "late", "cmd": "true", "gpus": 0})
+        names = [v.spec.name for v in engine.jobs()]
+        assert "gate2" in names and "late" in names
+        assert reloads(seen) >= 1
+    finally:
+        (tmp_path / "release").touch()
+        await engine.shutdown(kill_jobs=True)
+
+
+async def test_after_naming_a_matrix_entry_goes_the_whole_way(tmp_path: Path) -> None:
+    q = write(tmp_path)
+    engine, _seen = await started(q)
+    try:
+        await engine.add({"name": "report", "cmd": "true", "gpus": 0, "after": ["sweep"]})
+        assert engine.view("report").spec.after == ("sweep-lr=1", "sweep-lr=2")
+    finally:
+        (tmp_path / "release").touch()
+        await engine.shutdown(kill_jobs=True)

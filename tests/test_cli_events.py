@@ -1,0 +1,170 @@
+"""``gtui events``, ``gtui status --state / --watch`` (issue 18.7), and job names as globs and
+sweep base names (kill / pause / resume / retry), against a real headless scheduler."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import write_queue
+from tests.test_cli_support import (
+    FAKE,
+    Procs,
+    cleaned_procs,
+    gate,
+    gtui,
+    in_pty,
+    live_state,
+    release,
+)
+from tests.waiting import wait_for
+
+
+@pytest.fixture(name="procs")
+def _procs() -> Iterator[Procs]:
+    yield from cleaned_procs()
+
+
+def queue(tmp: Path) -> Path:
+    return write_queue(
+        tmp,
+        f"""
+        [settings]
+        poll = "0.2s"
+        kill_grace = "1s"
+
+        [[jobs]]
+        name = "a"
+        gpus = 0
+        cmd = "{gate("a")}"
+
+        [[jobs]]
+        name = "b"
+        gpus = 0
+        after = ["a"]
+        cmd = "echo b"
+
+        [[jobs]]
+        name = "c"
+        gpus = 0
+        cmd = "exit 1"
+
+        [[jobs]]
+        name = "sweep"
+        gpus = 0
+        after = ["a"]
+        matrix = {{ lr = [1, 2, 3] }}
+        cmd = "test {{lr}} != 2"
+
+        [[jobs]]
+        name = "keeper"  # keeps the scheduler running (it exits once nothing more can run)
+        gpus = 0
+        cmd = "{gate("keeper")}"
+        """,
+    )
+
+
+def json_lines(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def transitions(text: str) -> list[tuple[str, str | None, str]]:
+    return [(e["name"], e["from"], e["state"]) for e in json_lines(text) if e["type"] == "job"]
+
+
+def test_events_one_json_line_per_transition(tmp_path: Path, procs: Procs) -> None:
+    q = queue(tmp_path)
+    procs.scheduler(q)
+    wait_for(lambda: live_state(q, "c") == "failed", what="c failed")
+    ev = procs.start("events", str(q))
+    ev.wait_for('"type":"scheduler","running":true')
+    release(q, "a")
+    wait_for(lambda: ("b", "running", "done") in transitions(ev.text()), what="b done, told")
+    assert gtui("pause", str(q)).returncode == 0
+    assert gtui("rm", str(q), "c").returncode == 0
+    ev.wait_for('"state":"removed"')
+    assert gtui("stop", str(q)).returncode == 0
+    ev.wait_for('"type":"scheduler","running":false')
+    r = gtui("retry", str(q), "b")  # with no scheduler: the saved state, followed too
+    assert r.returncode == 0, r.stderr
+    wait_for(lambda: ("b", "done", "queued") in transitions(ev.text()), what="b queued, told")
+
+    seen = transitions(ev.text())
+    for step in [
+        ("a", "running", "done"),
+        ("b", "queued", "running"),  # however fast b went: each of its states is a line
+        ("b", "running", "done"),
+        ("sweep-lr=2", "running", "failed"),
+        ("c", "failed", "removed"),
+        ("b", "done", "queued"),
+    ]:
+        assert step in seen, (step, seen)
+    assert seen.index(("a", "running", "done")) < seen.index(("b", "queued", "running"))
+    assert len(seen) == len(set(seen))  # one line per transition, not per event
+    events = json_lines(ev.text())
+    assert {"type": "queue", "paused": True} in [
+        {k: v for k, v in e.items() if k != "time"} for e in events
+    ]
+    done_b = next(e for e in events if e.get("name") == "b" and e["state"] == "done")
+    assert done_b["exit_code"] == 0 and done_b["log"].endswith("b.1.log")
+    assert "no scheduler runs q.toml; following its saved state" in ev.text()
+
+
+def test_status_state_filter_and_watch(tmp_path: Path, procs: Procs) -> None:
+    q = queue(tmp_path)
+    release(q, "a")
+    release(q, "keeper")
+    assert gtui("run", str(q), "--fake-gpus", FAKE).returncode == 1
+    r = gtui("status", str(q), "--state", "failed,waiting")
+    assert r.returncode == 0, r.stderr
+    assert "2 of 7 jobs are failed, held, queued" in r.stdout
+    rows = [line.split()[0] for line in r.stdout.splitlines() if line.startswith("  ")]
+    assert [n for n in rows if n in ("a", "b", "c", "sweep-lr=1", "sweep-lr=2")] == [
+        "c", "sweep-lr=2"
+    ]
+    r = gtui("status", str(q), "--json", "--state", "done")
+    assert [j["name"] for j in json.loads(r.stdout)["jobs"]] == [
+        "a", "b", "sweep-lr=1", "sweep-lr=3", "keeper"
+    ]
+    r = gtui("status", str(q), "--state", "finished")
+    assert r.returncode == 2 and "'finished' is no state" in r.stderr
+
+    w = procs.start("status", str(q), "--watch", "--interval", "0.2s", "--state", "trouble")
+    wait_for(lambda: w.text().count("every 0.2s: gtui status") >= 2, what="two redraws")
+    code, out = in_pty("status", str(q), "--watch", "--state", "failed", until="sweep-lr=2")
+    assert code == 0  # Ctrl-C ends it, as watch(1)
+    text = out.decode()
+    assert "\x1b[H" in text and "every 2s: gtui status" in text and "sweep-lr=2" in text
+
+
+def test_globs_and_sweep_names_act_where_the_verb_applies(tmp_path: Path, procs: Procs) -> None:
+    q = queue(tmp_path)
+    procs.scheduler(q)
+    wait_for(lambda: live_state(q, "c") == "failed", what="c failed")
+    r = gtui("pause", str(q), "sweep")  # waiting for a: all three held
+    assert r.returncode == 0, r.stderr
+    assert "sweep: 3 jobs (sweep-lr=1, sweep-lr=2, sweep-lr=3)" in r.stderr
+    assert [live_state(q, f"sweep-lr={i}") for i in (1, 2, 3)] == ["held"] * 3
+    r = gtui("resume", str(q), "sweep-lr=[12]")
+    assert r.stdout == "resumed sweep-lr=1\nresumed sweep-lr=2\n", r.stderr
+    assert gtui("resume", str(q), "sweep-lr=3").returncode == 0
+    release(q, "a")
+    wait_for(lambda: live_state(q, "sweep-lr=2") == "failed", what="sweep-lr=2 failed")
+    wait_for(lambda: live_state(q, "sweep-lr=3") == "done", what="sweep-lr=3 done")
+
+    r = gtui("status", str(q), "--state", "failed")  # from the running scheduler
+    assert "scheduler: running" in r.stdout and "2 of 7 jobs are failed" in r.stdout
+    r = gtui("retry", str(q), "sweep", "c")  # the pattern takes what did not end done
+    assert r.returncode == 0, r.stderr
+    assert "skipped 2 job(s) that retry does not apply to (done 2)" in r.stderr
+    assert r.stdout.splitlines()[0] == "queued sweep-lr=2 again"
+    r = gtui("retry", str(q), "b*")  # b ended done: nothing to retry
+    assert (r.returncode, r.stdout) == (0, "nothing to retry\n"), r.stderr
+    r = gtui("kill", str(q), "zz*")
+    assert r.returncode == 2 and "zz* matches no job in q.toml" in r.stderr
+    r = gtui("wait", str(q), "swep")
+    assert r.returncode == 2 and "no job named 'swep' in q.toml; did you mean `sweep`?" in r.stderr
