@@ -322,7 +322,12 @@ async def test_pause_suspends_and_resume_continues(tmp_path: Path) -> None:
         await engine.resume(["next"])
         await passes.more(2, "passes after the release")
         assert states(engine)["next"] == "queued"
-        assert engine.view("next").record.reason == "needs 1 GPU with 60G: none eligible (GPU0 20G < 60G)"
+        # (Reasons are worked out at most every 0.5 s: waited for, not read at once.)
+        await wait_for(
+            lambda: engine.view("next").record.reason
+            == "needs 1 GPU with 60G: none eligible (GPU0 20G < 60G)",
+            what="the reason naming the memory left",
+        )
         await engine.resume(["long"])
         await wait_for(lambda: psutil.Process(pid).status() != psutil.STATUS_STOPPED)
         assert states(engine)["long"] == "running"
@@ -391,7 +396,8 @@ async def test_on_failure_pause_stops_new_starts_until_resumed(tmp_path: Path) -
         assert "bad failed: queue paused (on_failure)" in notices
         await passes.more(3, "passes after the failure")
         assert states(engine)["next"] == "queued"
-        assert engine.view("next").record.reason == "queue paused"
+        # (Reasons are worked out at most every 0.5 s: waited for, not read at once.)
+        await wait_for(lambda: engine.view("next").record.reason == "queue paused", 30, "reason")
         assert engine.view("next").record.attempt == 0  # never launched
         store = Store(engine.paths.db)
         assert store.get_meta("paused") == "1"

@@ -341,6 +341,8 @@ class Engine(Runs, Occupancy, Commands):
         if book is not None:
             book.save_unsaved()
             book.save_deferred()
+            if self._planner is not None:
+                self._planner.flush()  # the reasons a pending walk would give are the last
             book.save_reasons()
             if self._scheduler:
                 with contextlib.suppress(StoreError):

@@ -8,6 +8,7 @@ the check for jobs whose ``after`` failed, and the reasons last told.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -21,6 +22,7 @@ from gtui.core.sched.outcome import backoff_reason
 from gtui.core.sched.policy import Allocation, Candidate, Decision, Reasons, place
 from gtui.core.state.book import JobBook
 
+EXPLAIN_EVERY_S = 0.5  # a walk over every waiting job's reason, at most this often
 BAD_STATES_FOR_AFTER = frozenset(
     {JobState.FAILED, JobState.KILLED, JobState.BLOCKED, JobState.UNKNOWN}
 )
@@ -44,6 +46,9 @@ class Planner:
         self._waiting = 0
         self._explained = 0
         self.last: Decision | None = None
+        self._walked_at = -1e9  # monotonic time of the last walk over every waiting job
+        self._later: Decision | None = None  # the decision a pending walk will explain
+        self._timer: asyncio.TimerHandle | None = None
         book.followers.append(self._follow)
         book.appenders.append(self._appended)
 
@@ -196,27 +201,43 @@ class Planner:
         return candidates
 
     # ------------------------------------------------------------------ words and blocks
-    def explain(self, decision: Decision) -> None:
-        """Give each waiting job its reason and the queue its summary, when they changed."""
+    def explain(self, decision: Decision, *, now: bool = False) -> None:
+        """Give each waiting job its reason and the queue its summary, when they changed.
+
+        A walk over every waiting job runs at most every EXPLAIN_EVERY_S: a burst of short jobs
+        runs a pass at every end, and walking 2,000 waiting jobs' reasons at each was 37 % of
+        the scheduler's time (benchmarks/peers.py, profiled). In between, the latest decision
+        waits for the timer; ``now`` (shutdown) walks at once."""
         book = self._book
         if self._said == (book.version, decision.reasons):
             return  # the same jobs wait for the same reasons: nothing to tell (a poll at rest)
-        changed = []
-        now = time.time()
         reasons = decision.reasons
         tail = self._tail_since_said(reasons)
+        if tail is None and not now:
+            wait = self._walked_at + EXPLAIN_EVERY_S - time.monotonic()
+            if wait > 0:
+                self._later = decision
+                if self._timer is None:
+                    loop = asyncio.get_running_loop()
+                    self._timer = loop.call_later(wait, self._explain_later)
+                return
+        if tail is None:
+            self._walked_at = time.monotonic()
+        self._later = None
+        changed = []
+        now_s = time.time()
         pairs = reasons.items() if tail is None else tail
         for name, reason in pairs:
             rec = book.records.get(name)
             if rec is not None and rec.waiting and rec.reason != reason:
                 if rec.after_edit_of is not None:
                     continue  # held as the edit of a running job: its own reason says so
-                if rec.retry_at is not None and rec.retry_at > now:
-                    reason = backoff_reason(rec, now)
+                if rec.retry_at is not None and rec.retry_at > now_s:
+                    reason = backoff_reason(rec, now_s)
                     if rec.reason == reason:
                         continue
                 rec.reason = reason
-                rec.reason_at = now
+                rec.reason_at = now_s
                 changed.append(rec)
                 book.reasons_dirty.add(name)
         if changed and self._bus.wants(ReasonChanged):
@@ -227,6 +248,19 @@ class Planner:
         else:
             self._summarize_tail(reasons)
         self._said = (book.version, reasons)
+
+    def _explain_later(self) -> None:
+        self._timer = None
+        decision = self._later
+        if decision is not None:
+            self.explain(decision, now=True)
+
+    def flush(self) -> None:
+        """Tell what a pending walk would (at shutdown: the saved reasons are the last)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._explain_later()
 
     def _tail_since_said(self, reasons: Mapping[str, str]) -> list[tuple[str, str]] | None:
         """When this pass ranks the same Candidates, with the same words, as the last one told,
