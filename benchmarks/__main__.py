@@ -25,6 +25,7 @@ SUITE = [
     "extreme",
     "placement",
     "validate",
+    "scale",  # 10,000 and 100,000 waiting jobs through the real command line
     "dashboard",
     "ui_latency",  # the dashboard in a real terminal (tmux); the dashboard engineer's
     "simulate",
