@@ -88,3 +88,21 @@ async def test_edits_join_change_and_leave_but_running_jobs_are_untouched(tmp_pa
     finally:
         await engine.shutdown(kill_jobs=True)
         task.cancel()
+
+
+def test_the_frequent_look_reads_nothing_until_the_stat_changes(tmp_path: Path) -> None:
+    """The 0.2 s look between polls is one stat: a file just written is not read again until
+    its stat moves (the poll's own check keeps re-reading a recent file)."""
+    from gtui.core.queue.queuewatch import QueueWatch
+
+    q = tmp_path / "q.toml"
+    q.write_text('[[jobs]]\ncmd = "true"\n')
+    watch = QueueWatch(q)
+    assert watch.moved()  # never looked at
+    watch.check()
+    assert not watch.moved()  # written a moment ago, yet nothing to read
+    q.write_text('[[jobs]]\ncmd = "false"\n')
+    os.utime(q, ns=(0, 1))  # a stat that surely differs, whatever the clock's granularity
+    assert watch.moved()
+    q.unlink()
+    assert watch.moved()

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import cast
 
 from gtui.commands._names import JobNames, is_pattern
-from gtui.commands.options import GlobalOptions
+from gtui.commands.options import GlobalOptions, queue_file
 from gtui.core.control.client import Op, perform
 from gtui.core.errors import GtuiError
-from gtui.core.paths import QueuePaths, queue_paths
+from gtui.core.paths import QueuePaths
 
 _DONE = {
     "kill": "killed {}",
@@ -40,14 +40,6 @@ _KILLING = (
     "killing {}: SIGTERM sent, SIGKILL after kill_grace if it still runs "
     "(gtui kill --wait waits for the end)"
 )
-
-
-def queue_file(arg: str) -> QueuePaths:
-    """The queue's paths; the file must exist (a typo should not act on nothing)."""
-    paths = queue_paths(arg)
-    if not paths.queue.is_file():
-        raise GtuiError(f"{arg}: no such queue file; give the path of your queue.toml")
-    return paths
 
 
 def act(

@@ -17,10 +17,10 @@ import shlex
 import sys
 from pathlib import Path
 
-from gtui.commands.options import GlobalOptions
+from gtui.commands.options import GlobalOptions, queue_file
 from gtui.core.control.rpc import call, request
 from gtui.core.errors import GtuiError
-from gtui.core.paths import QueuePaths, queue_paths
+from gtui.core.paths import QueuePaths
 
 
 def command_line(words: list[str]) -> str:
@@ -75,9 +75,7 @@ def current_pool(paths: QueuePaths, opts: GlobalOptions) -> list[int | None] | N
 
 def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     # Only what a running scheduler needs is imported before it is asked (see control/rpc).
-    paths = queue_paths(ns.queue)
-    if not paths.queue.is_file():
-        raise GtuiError(f"{ns.queue}: no such queue file; give the path of your queue.toml")
+    paths = queue_file(ns.queue)
     fields = fields_of(ns, paths, list(ns.cmd or []))
     # A running scheduler holds the file's jobs already: it checks and appends the new one
     # without anything here reading the file (100,000 jobs: 13.9 s the other way).

@@ -9,8 +9,7 @@ import argparse
 import sys
 
 from gtui.commands._edits import ENDED, Jobs, tell_scheduler
-from gtui.commands._jobcmd import queue_file
-from gtui.commands.options import GlobalOptions
+from gtui.commands.options import GlobalOptions, queue_file
 from gtui.commands.rm import removed_line
 from gtui.core.queue.queuefile import load_queue
 from gtui.core.queue.writeback import removal_plan, remove_jobs

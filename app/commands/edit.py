@@ -15,9 +15,8 @@ import tempfile
 from pathlib import Path
 
 from gtui.commands._edits import ACTIVE, Jobs, tell_scheduler
-from gtui.commands._jobcmd import queue_file
 from gtui.commands.add import current_pool
-from gtui.commands.options import GlobalOptions
+from gtui.commands.options import GlobalOptions, queue_file
 from gtui.core.errors import GtuiError, QueueFileError
 from gtui.core.exec.runner import safe_name
 from gtui.core.queue.writeback import JobText, job_text, replace_job_text

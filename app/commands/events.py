@@ -23,8 +23,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from gtui.commands._jobcmd import queue_file
-from gtui.commands.options import GlobalOptions
+from gtui.commands.options import GlobalOptions, queue_file
 from gtui.core.control.client import watch_jobs
 from gtui.core.paths import QueuePaths
 

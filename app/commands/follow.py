@@ -12,11 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from gtui.commands._jobcmd import queue_file
 from gtui.commands._logs import BLOCK, LogPrinter, tail_offset
 from gtui.commands._names import JobNames
 from gtui.commands.log import waiting_words
-from gtui.commands.options import GlobalOptions
+from gtui.commands.options import GlobalOptions, queue_file
 from gtui.core.control.client import JobsNow, watch_jobs
 from gtui.core.paths import QueuePaths
 

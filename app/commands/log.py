@@ -10,10 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gtui.commands._jobcmd import queue_file
 from gtui.commands._logs import BLOCK, LogPrinter, attempt_log, tail_offset
 from gtui.commands._names import JobNames
-from gtui.commands.options import GlobalOptions
+from gtui.commands.options import GlobalOptions, queue_file
 from gtui.core.control.client import perform
 from gtui.core.errors import GtuiError
 from gtui.core.paths import QueuePaths

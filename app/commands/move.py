@@ -8,8 +8,7 @@ from __future__ import annotations
 import argparse
 
 from gtui.commands._edits import WAITING, Jobs, tell_scheduler
-from gtui.commands._jobcmd import queue_file
-from gtui.commands.options import GlobalOptions
+from gtui.commands.options import GlobalOptions, queue_file
 from gtui.core.errors import GtuiError
 from gtui.core.queue.writeback import Place, place_job
 

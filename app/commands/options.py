@@ -8,8 +8,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gtui.core.errors import GtuiError
+from gtui.core.paths import QueuePaths, queue_paths
+
 
 @dataclass(frozen=True)
 class GlobalOptions:
     fake_gpus: str | None
     no_tmux: bool
+
+
+def queue_file(arg: str) -> QueuePaths:
+    """The queue's paths; the file must exist (a typo should not act on nothing). Here, with
+    nothing heavy imported, so that `gtui add` can check it before asking the scheduler."""
+    paths = queue_paths(arg)
+    if not paths.queue.is_file():
+        raise GtuiError(f"{arg}: no such queue file; give the path of your queue.toml")
+    return paths

@@ -13,8 +13,7 @@ import argparse
 import asyncio
 import time
 
-from gtui.commands._jobcmd import queue_file
-from gtui.commands.options import GlobalOptions
+from gtui.commands.options import GlobalOptions, queue_file
 from gtui.core.control.client import perform
 from gtui.core.errors import GtuiError
 

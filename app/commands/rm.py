@@ -9,8 +9,7 @@ import argparse
 import sys
 
 from gtui.commands._edits import ACTIVE, Jobs, tell_scheduler
-from gtui.commands._jobcmd import queue_file
-from gtui.commands.options import GlobalOptions
+from gtui.commands.options import GlobalOptions, queue_file
 from gtui.core.errors import GtuiError
 from gtui.core.queue.writeback import remove_jobs
 

@@ -15,11 +15,10 @@ import sys
 import time
 from typing import Any
 
-from gtui.commands._jobcmd import queue_file
 from gtui.commands._names import JobNames
 from gtui.commands.follow import ENDED, end_words
 from gtui.commands.log import waiting_words
-from gtui.commands.options import GlobalOptions
+from gtui.commands.options import GlobalOptions, queue_file
 from gtui.core.control.client import JobsNow, watch_jobs
 from gtui.core.errors import GtuiError
 from gtui.core.paths import QueuePaths

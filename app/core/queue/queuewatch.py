@@ -103,6 +103,17 @@ class QueueWatch:
         self._reported = digest
         return False
 
+    def moved(self) -> bool:
+        """Whether the file's stat differs from the last look (one syscall, no read). The
+        frequent look between polls uses this: ``check`` re-reads and hashes a file changed in
+        the last RECENT_S at every call, which every 0.2 s was 25 reads of an 8 MB,
+        100,000-job file after each ``gtui add``."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return self._sig is not None
+        return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_dev) != self._sig
+
     def check(self, *, force: bool = False) -> Change:
         """What the file holds now, compared with what the engine runs.
 

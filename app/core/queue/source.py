@@ -55,6 +55,10 @@ class QueueSource:
         """``text`` is the version the scheduler runs now."""
         self._watch.taken(self._watch.digest_of(text))
 
+    def moved(self) -> bool:
+        """Whether the file's stat changed since the last look (see QueueWatch.moved)."""
+        return self._watch.moved()
+
     def runs(self, text: str) -> bool:
         """Whether ``text`` is the version the scheduler runs (no edit waits to be taken)."""
         return self._watch.applied == self._watch.digest_of(text)

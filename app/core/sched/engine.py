@@ -416,11 +416,12 @@ class Engine(Runs, Occupancy, Commands):
         return True
 
     async def _watch_file(self) -> None:
-        """Look at the queue file's stat often (one syscall while nothing changes), so an edit
-        is taken within FILE_WATCH_S plus its settle time, not at the next poll (2 s)."""
+        """Look at the queue file's stat often (one syscall), so an edit is taken within
+        FILE_WATCH_S plus its settle time, not at the next poll (2 s). Only a changed stat
+        reads the file; the poll keeps the slower checks (same-second writes)."""
         while not self._stopping:
             await asyncio.sleep(FILE_WATCH_S)
-            if not self._stopping and self._reload_if_changed():
+            if not self._stopping and self._source.moved() and self._reload_if_changed():
                 self._kick()
 
     def _settled(self) -> None:
