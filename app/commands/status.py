@@ -10,6 +10,7 @@ import asyncio
 import gc
 import json
 import shutil
+import signal
 import sys
 import time
 from typing import Any
@@ -137,8 +138,19 @@ def watch(ns: argparse.Namespace, states: frozenset[str] | None) -> int:
     tty = sys.stdout.isatty()
     if tty:
         sys.stdout.write("\x1b[2J\x1b[?25l")  # a clear screen, no cursor blinking over it
+    # Ctrl-C must end it wherever it lands. Under the default handler, asyncio.run (inside
+    # get_status) takes SIGINT over, and one that arrives as its work finishes is lost: the
+    # loop redrew on (seen under load in tests/test_cli_events.py).
+    interrupted = False
+
+    def on_interrupt(signum: int, frame: object) -> None:
+        nonlocal interrupted
+        interrupted = True
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
-        while True:
+        while not interrupted:
             status = get_status(ns.queue)
             lines = [json.dumps(filtered(status, states))] if ns.json else render(status, states)
             head = f"every {interval:g}s: gtui status {ns.queue}"
@@ -158,9 +170,11 @@ def watch(ns: argparse.Namespace, states: frozenset[str] | None) -> int:
     except KeyboardInterrupt:
         return 0
     finally:
+        signal.signal(signal.SIGINT, previous)
         if tty:
             sys.stdout.write("\x1b[?25h")
             sys.stdout.flush()
+    return 0
 
 
 def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
