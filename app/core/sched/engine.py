@@ -39,6 +39,7 @@ from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths, registe
 from gtui.core.queue.queuefile import QueueFile, forget_cached
 from gtui.core.queue.source import QueueSource
 from gtui.core.sched.commands import Commands
+from gtui.core.sched.forecast import Forecast
 from gtui.core.sched.occupancy import Occupancy
 from gtui.core.sched.outcome import Rules
 from gtui.core.sched.planner import Planner
@@ -56,7 +57,7 @@ REASON_SAVE_S = 30.0  # waiting reasons are saved at most this often (and at shu
 FAST_POLL_S = 0.2  # after a job ends on real GPUs, poll this often (occupancy.FAST_POLL_FOR_S)
 
 
-class Engine(Runs, Occupancy, Commands):
+class Engine(Runs, Occupancy, Commands, Forecast):
     """Owns one queue while it runs it: its parts, the lock, and the control socket."""
 
     def __init__(
@@ -106,6 +107,7 @@ class Engine(Runs, Occupancy, Commands):
         self._last_poll = 0.0  # monotonic time of the loop's last GPU read and pass
         self._fast_until = 0.0
         self._init_runs()
+        self._init_forecast()
 
     # ------------------------------------------------------------------ read-only accessors
     @property
@@ -161,6 +163,8 @@ class Engine(Runs, Occupancy, Commands):
         views = self._book.views(copies=False) if self._book is not None else []
         with paused_gc():  # 100,000 dicts of jobs: see JobBook.views
             doc = status_dict(self.queue_path, self._paused, gpus, views, scheduler)
+        if views:
+            self._add_estimates(doc["jobs"], views)  # progress, ETAs (issue 19.3)
         # What is wrong right now, in words: a full disk, a broken queue file.
         problems = []
         book = self._book

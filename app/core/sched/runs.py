@@ -61,6 +61,10 @@ class Runs:
 
         def _arm_retry(self, name: str, delay: float) -> None: ...
 
+        def _read_progress(self, name: str, rec: JobRecord, size: int) -> None: ...
+
+        def _forget_progress(self, name: str, *, ended_done: bool) -> None: ...
+
     def _init_runs(self) -> None:
         self._watchers: dict[str, asyncio.Task[None]] = {}
         self._timeouts: dict[str, asyncio.TimerHandle] = {}
@@ -212,6 +216,7 @@ class Runs:
         if handle is not None:
             handle.cancel()
         self._log_sizes.pop(name, None)
+        self._forget_progress(name, ended_done=status.exit_code == 0 and status.signal is None)
         killed = name in self._killing
         timed_out = name in self._timed_out
         self._killing.discard(name)
@@ -301,6 +306,7 @@ class Runs:
                 if size is not None and self._log_sizes.get(name) != size:
                     self._log_sizes[name] = size
                     self._bus.publish(LogGrew(name, rec.log, size))
+                    self._read_progress(name, rec, size)
 
     # ------------------------------------------------------------------ kill
     async def _kill_process(self, name: str, signalled: asyncio.Event | None = None) -> None:

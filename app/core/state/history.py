@@ -22,6 +22,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gtui.core.errors import GtuiError
 from gtui.core.model import JobRecord
@@ -152,14 +153,44 @@ def attempts_of(db: Path, names: Sequence[str]) -> dict[str, list[Attempt]]:
     finally:
         conn.close()
     out: dict[str, list[Attempt]] = {}
+    for a in _rows_to_attempts(rows):
+        out.setdefault(a.name, []).append(a)
+    return out
+
+
+def all_attempts(db: Path) -> list[Attempt]:
+    """Every recorded attempt of every job, oldest end first ([] with no db or no history):
+    what ``gtui report`` and the start estimates read. Read-only, like :func:`attempts`."""
+    if not db.is_file():
+        return []
+    try:
+        conn = sqlite3.connect(
+            f"{db.resolve().as_uri()}?mode=ro",
+            uri=True,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,
+        )
+    except sqlite3.Error:
+        return []
+    try:
+        rows = conn.execute(f"SELECT {_COLUMNS} FROM {TABLE} ORDER BY ended_at, name").fetchall()
+    except sqlite3.Error:
+        return []
+    finally:
+        conn.close()
+    return _rows_to_attempts(rows)
+
+
+def _rows_to_attempts(rows: Sequence[Any]) -> list[Attempt]:
+    out: list[Attempt] = []
     for r in rows:
         try:
-            gpus = tuple(int(g) for g in json.loads(r[10] or "[]"))
+            gpus = tuple(int(g) for g in json.loads(str(r[10] or "[]")))
         except (ValueError, TypeError):
             gpus = ()
-        out.setdefault(r[0], []).append(
+        out.append(
             Attempt(
-                name=r[0],
+                name=str(r[0]),
                 attempt=int(r[1]),
                 state=str(r[2]),
                 started_at=r[3],

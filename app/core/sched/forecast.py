@@ -1,0 +1,89 @@
+"""The scheduler's side of issue 19.3: it reads running jobs' progress as their logs grow and
+puts the estimates into ``gtui status --json``. The arithmetic is in ``eta`` (pure)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from gtui.core.api import JobView
+from gtui.core.exec.base import Executor
+from gtui.core.model import JobRecord
+from gtui.core.paths import QueuePaths
+from gtui.core.progress import read_progress
+from gtui.core.sched.eta import Estimate, ProgressBook, estimate, runtimes_by_sweep
+from gtui.core.state.book import JobBook
+from gtui.core.state.history import all_attempts
+
+PROGRESS_EVERY_S = 2.0  # a growing log's tail is parsed at most this often per job
+RUNTIMES_EVERY_S = 60.0  # past runtimes are read from the history at most this often
+
+
+class Forecast:
+    """Mixed into the Engine."""
+
+    paths: QueuePaths
+    _book: JobBook
+    _executor: Executor
+
+    def _init_forecast(self) -> None:
+        self._progress = ProgressBook()
+        self._progress_at: dict[str, float] = {}
+        self._runtimes: tuple[dict[int, float], dict[str, float]] | None = None
+        self._runtimes_at = 0.0
+
+    def _read_progress(self, name: str, rec: JobRecord, size: int) -> None:
+        """The log of running job ``name`` grew to ``size``: read its progress (throttled)."""
+        now = time.monotonic()
+        if now - self._progress_at.get(name, -PROGRESS_EVERY_S) < PROGRESS_EVERY_S:
+            return
+        self._progress_at[name] = now
+        log = rec.log
+        if not log:
+            return
+        p = read_progress(lambda off, n: self._executor.read_log(log, off, n), size)
+        if p is not None:
+            self._progress.observe(name, rec.attempt, p, time.time())
+
+    def _forget_progress(self, name: str, *, ended_done: bool) -> None:
+        self._progress.forget(name)
+        self._progress_at.pop(name, None)
+        if ended_done:
+            self._runtimes = None  # a new runtime to count
+
+    def _estimates(self, views: Sequence[JobView]) -> dict[str, Estimate]:
+        now = time.time()
+        if self._runtimes is None or now - self._runtimes_at > RUNTIMES_EVERY_S:
+            specs = self._book.specs
+            entry_of = {n: s.entry for n, s in specs.items()}
+            self._runtimes = runtimes_by_sweep(all_attempts(self.paths.db), entry_of)
+            self._runtimes_at = now
+        return estimate(views, self._progress, self._runtimes, now)
+
+    def _add_estimates(self, jobs: list[dict[str, Any]], views: Sequence[JobView]) -> None:
+        """Put each job's progress and estimated finish / start into its status dict."""
+        est = self._estimates(views)
+        if not est:
+            return
+        now = time.time()
+        for j in jobs:
+            e = est.get(j["name"])
+            if e is None:
+                continue
+            estimate_json(j, e, now)
+
+
+def estimate_json(job: dict[str, Any], e: Estimate, now: float) -> None:
+    """The ``status --json`` fields of an estimate (see README, "Progress, notifications and
+    reports"): every time in them is an estimate, ``estimated`` says so."""
+    if e.progress is not None:
+        job["progress"] = round(e.progress.fraction, 4)
+        job["progress_text"] = e.progress.text
+    if e.finish_at is not None:
+        job["finish_at"] = round(e.finish_at, 1)
+        job["eta_s"] = round(max(0.0, e.finish_at - now), 1)
+        job["estimate_basis"] = e.basis
+    if e.start_at is not None:
+        job["starts_at"] = round(e.start_at, 1)
+        job["starts_in_s"] = round(max(0.0, e.start_at - now), 1)
