@@ -24,15 +24,17 @@ from textual.screen import Screen
 from gtui.core.api import JobView
 from gtui.core.errors import GtuiError
 from gtui.core.model import JobState
+from gtui.core.sched.eta import Estimate
 from gtui.core.units import format_duration
 from gtui.ui.events import Batch
+from gtui.ui.forecast import UiForecast
 from gtui.ui.format import count_states, display_path
 from gtui.ui.forms import changed_fields, fields_from_form, form_from_spec
 from gtui.ui.keys import KEYS, Key
 from gtui.ui.pager import page
 from gtui.ui.port import EnginePort
 from gtui.ui.screens.confirm import Choice, ConfirmScreen
-from gtui.ui.screens.detail import DetailScreen
+from gtui.ui.screens.detail import DetailScreen, state_db
 from gtui.ui.screens.filter import FilterScreen
 from gtui.ui.screens.help import HelpScreen
 from gtui.ui.screens.job_form import JobForm
@@ -46,6 +48,7 @@ from gtui.ui.widgets.log_view import LogView
 
 NARROW_BELOW = 120  # columns: below this the log goes under the queue instead of beside it
 LOG_MIN_INTERVAL = 0.25  # seconds between two repaints of a growing log
+FORECAST_EVERY_TICKS = 2  # progress and estimates are worked out every 2 s
 
 
 class MainScreen(Screen[None]):
@@ -75,6 +78,9 @@ class MainScreen(Screen[None]):
         self._summary = ""
         self._own_edit_until = 0.0
         self.ready = False  # set once the engine runs and its state is on screen
+        self.forecast = UiForecast(state_db(engine))  # progress and estimates (issue 19.3)
+        self.estimates: dict[str, Estimate] = {}
+        self._ticks = 0
 
     # -- layout -----------------------------------------------------------------------------
 
@@ -238,6 +244,10 @@ class MainScreen(Screen[None]):
         box.border_subtitle = self._summary
 
     def _tick(self) -> None:
+        self._ticks += 1
+        if self._ticks % FORECAST_EVERY_TICKS == 1:
+            self.estimates = self.forecast.update(self.table.views(), self.clock())
+            self.table.set_estimates(self.estimates)
         self.table.tick()
         if self.log_view.poll():
             self._log_refreshed = time.monotonic()
