@@ -40,6 +40,7 @@ from gtui.core.queue.queuefile import QueueFile, forget_cached
 from gtui.core.queue.source import QueueSource
 from gtui.core.sched.commands import Commands
 from gtui.core.sched.forecast import Forecast
+from gtui.core.sched.notifying import Notifying
 from gtui.core.sched.occupancy import Occupancy
 from gtui.core.sched.outcome import Rules
 from gtui.core.sched.planner import Planner
@@ -57,7 +58,7 @@ REASON_SAVE_S = 30.0  # waiting reasons are saved at most this often (and at shu
 FAST_POLL_S = 0.2  # after a job ends on real GPUs, poll this often (occupancy.FAST_POLL_FOR_S)
 
 
-class Engine(Runs, Occupancy, Commands, Forecast):
+class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
     """Owns one queue while it runs it: its parts, the lock, and the control socket."""
 
     def __init__(
@@ -108,6 +109,7 @@ class Engine(Runs, Occupancy, Commands, Forecast):
         self._fast_until = 0.0
         self._init_runs()
         self._init_forecast()
+        self._init_notifying()
 
     # ------------------------------------------------------------------ read-only accessors
     @property
@@ -268,6 +270,7 @@ class Engine(Runs, Occupancy, Commands, Forecast):
                 # (end to start: 2 ms of 10 on 2 busy cores, benchmarks/end_to_start.py).
                 self._publish_gpus()
                 if exit_when_idle and self._idle():
+                    self._check_queue_done(True)  # [notify]'s queue_done, before the exit
                     break
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=self._poll_interval())
@@ -335,6 +338,7 @@ class Engine(Runs, Occupancy, Commands, Forecast):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._watchers.clear()
+        await self._notifier.drain(self._settings.notify.timeout_s + 1.0)  # queue done, ...
         self._source.close()
         if self._control is not None:
             with contextlib.suppress(Exception):

@@ -65,6 +65,12 @@ class Runs:
 
         def _forget_progress(self, name: str, *, ended_done: bool) -> None: ...
 
+        def _notify_end(self, rec: JobRecord) -> None: ...
+
+        def _check_queue_done(self, idle: bool) -> None: ...
+
+        def _idle(self) -> bool: ...
+
     def _init_runs(self) -> None:
         self._watchers: dict[str, asyncio.Task[None]] = {}
         self._timeouts: dict[str, asyncio.TimerHandle] = {}
@@ -204,6 +210,7 @@ class Runs:
         if rec is not None and rec.token and rec.final:
             self._check_leftovers_soon(name, rec.token)
         await self._after_end(name)
+        self._check_queue_done(self._idle())
 
     def _finish(self, name: str, status: ExitStatus, *, recovered: bool = False) -> None:
         """A job's run ended: decide its state, diagnose, maybe retry; commit; publish."""
@@ -242,6 +249,7 @@ class Runs:
         book.commit(rec)
         record_attempt(book.store, rec)  # the attempts history (the job detail view)
         self._bus.publish(JobChanged(book.view(name)))
+        self._notify_end(rec)  # [notify] (issue 19.4): queued for delivery, never waited on
         if rec.final or name not in book.index:
             # Ended, or would be retried under a name the file no longer has: its edit (if
             # any) takes over, as the next attempt.
