@@ -26,6 +26,7 @@ from gtui.core.errors import GtuiError
 from gtui.core.model import JobState
 from gtui.core.sched.eta import Estimate
 from gtui.core.units import format_duration
+from gtui.ui.alerts import Alerts, end_events
 from gtui.ui.events import Batch
 from gtui.ui.forecast import UiForecast
 from gtui.ui.format import count_states, display_path
@@ -80,6 +81,7 @@ class MainScreen(Screen[None]):
         self.ready = False  # set once the engine runs and its state is on screen
         self.forecast = UiForecast(state_db(engine))  # progress and estimates (issue 19.3)
         self.estimates: dict[str, Estimate] = {}
+        self.alerts = Alerts(self._terminal_write, in_tmux=in_tmux)
         self._ticks = 0
 
     # -- layout -----------------------------------------------------------------------------
@@ -180,8 +182,12 @@ class MainScreen(Screen[None]):
                 table.set_jobs(batch.queue)
                 jobs_changed = True
             if batch.jobs:
+                before = {n: v.record.state for n in batch.jobs if (v := table.view(n))}
                 table.update_jobs(batch.jobs.values())
                 jobs_changed = True
+                conf = self.engine.settings.notify  # bell / OSC 9 (issue 19.4), off by default
+                self.alerts.say(conf, end_events(before, batch.jobs.values(), conf.on))
+                self.alerts.queue_state(conf, table.views())
             if batch.removed:
                 table.remove_jobs(batch.removed)
                 jobs_changed = True
@@ -242,6 +248,12 @@ class MainScreen(Screen[None]):
         flt = f" · {f}" + (f" · name~{table.filter_text}" if table.filter_text else "")
         box.border_title = f"Queue{flt} · {what}  (/ filters)"
         box.border_subtitle = self._summary
+
+    def _terminal_write(self, seq: str) -> None:
+        """A bell or an OSC 9 straight to the terminal, as Textual's own ``bell`` does."""
+        driver = getattr(self.app, "_driver", None)
+        if driver is not None and not self.app.is_headless:
+            driver.write(seq)
 
     def _tick(self) -> None:
         self._ticks += 1
