@@ -36,6 +36,7 @@ SUBCOMMANDS = (
     "stop",
     "events",
     "quarantine",
+    "report",
     "import",
     "attach",
     "ls",
@@ -140,9 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
         "killed, blocked, unknown, or waiting, active, ended, trouble",
     )
     p.add_argument("--watch", action="store_true", help="redraw in place, like watch(1)")
-    p.add_argument(
-        "--interval", default="2s", metavar="DURATION", help="with --watch (default 2s)"
-    )
+    p.add_argument("--interval", default="2s", metavar="DURATION", help="with --watch (default 2s)")
 
     p = sub.add_parser("gpus", help="the GPUs, their memory, utilization and processes")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -180,7 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
         p = _add(sub, verb, text, example)
         _queue_arg(p)
         p.add_argument(
-            "names", nargs="*" if verb in ("pause", "resume") else "+", metavar="NAME",
+            "names",
+            nargs="*" if verb in ("pause", "resume") else "+",
+            metavar="NAME",
             help=NAMES_HELP,
         )
         if verb == "kill":
@@ -293,6 +294,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _queue_arg(p)
     p.add_argument("--clear", metavar="GPU,...|all", help="give these GPUs back to placement")
+
+    p = _add(
+        sub,
+        "report",
+        "what the queue's jobs cost and waited for: GPU-hours, memory asked vs used, waits, "
+        "failures, GPUs idle while jobs waited (from the saved state; no scheduler needed)",
+        "gtui report q.toml --json | jq .total",
+    )
+    _queue_arg(p)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = sub.add_parser("import", help="print a queue.toml made from a bash queue script")
     p.add_argument("file", metavar="FILE")
