@@ -41,6 +41,8 @@ from gtui.ui.screens.help import HelpScreen
 from gtui.ui.screens.job_form import JobForm
 from gtui.ui.widgets.diagnosis import DiagnosisPanel
 from gtui.ui.widgets.gpu_panel import GpuPanel
+from gtui.ui.widgets.gpu_sparks import MIN_ROWS as SPARKS_MIN_ROWS
+from gtui.ui.widgets.gpu_sparks import GpuSparks
 from gtui.ui.widgets.header import HeaderBar
 from gtui.ui.widgets.job_table import JobTable
 from gtui.ui.widgets.keybar import KeyBar
@@ -96,6 +98,7 @@ class MainScreen(Screen[None]):
         )
         with VerticalScroll(id="gpus-box"):
             yield GpuPanel(e.settings, id="gpus")
+            yield GpuSparks(clock=self.clock, id="gpu-sparks")  # issue 19.5
         with Container(id="main"):
             with Vertical(id="queue-box"):
                 yield JobTable(clock=self.clock, id="jobs")
@@ -113,6 +116,7 @@ class MainScreen(Screen[None]):
         self.query_one("#gpus-box").border_title = "GPUs  ▓ others █ ours ░ free"
         self.query_one("#diagnosis").display = False
         self.query_one("#main").set_class(self.size.width < NARROW_BELOW, "-narrow")
+        self._fit_sparks()
         self._update_queue_title()
         self._update_log_title()
         self.query_one(JobTable).focus()
@@ -125,6 +129,15 @@ class MainScreen(Screen[None]):
     def on_resize(self) -> None:
         for main in self.query("#main"):
             main.set_class(self.size.width < NARROW_BELOW, "-narrow")
+        self._fit_sparks()
+
+    def _fit_sparks(self) -> None:
+        """The GPU sparklines only where the screen is tall enough to spare the lines."""
+        tall = self.size.height >= SPARKS_MIN_ROWS
+        for sparks in self.query(GpuSparks):
+            sparks.display = tall
+        for box in self.query("#gpus-box"):
+            box.styles.max_height = 24 if tall else None
 
     @property
     def composed(self) -> bool:
@@ -170,6 +183,7 @@ class MainScreen(Screen[None]):
         self._sync_settings()
         self.table.set_jobs(self.engine.jobs())
         self.query_one(GpuPanel).set_read(self.engine.gpus)
+        self.query_one(GpuSparks).set_read(self.engine.gpus)
         self._after_jobs_changed()
 
     def apply(self, batch: Batch) -> None:
@@ -193,6 +207,7 @@ class MainScreen(Screen[None]):
                 jobs_changed = True
             if batch.gpus is not None:
                 self.query_one(GpuPanel).set_read(batch.gpus)
+                self.query_one(GpuSparks).set_read(batch.gpus)
             if batch.summary is not None:
                 self._summary = batch.summary
             for n in batch.notices:
