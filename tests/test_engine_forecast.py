@@ -67,3 +67,13 @@ async def test_running_job_progress_eta_and_the_next_jobs_start(tmp_path: Path) 
         go.touch()
         await engine.shutdown(kill_jobs=True)
         task.cancel()
+
+
+def test_status_text_marks_the_estimates() -> None:
+    from gtui.commands.status import _with_estimate
+
+    running = {"progress": 0.42, "progress_text": "420/1000", "eta_s": 2400.0}
+    assert _with_estimate("3:10", running) == "3:10 · 42% (420/1000) · ends in ~40 min (estimate)"
+    waiting = {"starts_in_s": 600.0}
+    assert _with_estimate("needs 1 GPU", waiting) == "needs 1 GPU · starts in ~10 min (estimate)"
+    assert _with_estimate("x", {}) == "x"
