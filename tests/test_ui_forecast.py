@@ -5,13 +5,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from gtui.core.model import JobState
 from gtui.ui.screens.detail import DetailScreen
 from tests.conftest import write_queue
 from tests.test_ui_app import dashboard, screen_text, select, state, until
 
 
-async def test_progress_bar_eta_and_starts_in_are_shown(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("size", "column"), [((200, 30), True), ((120, 30), False)])
+async def test_progress_bar_eta_and_starts_in_are_shown(
+    tmp_path: Path, size: tuple[int, int], column: bool
+) -> None:
+    """A wide table has a progress column; a narrower one leads each note with it."""
     go = tmp_path / "go"
     q = write_queue(
         tmp_path,
@@ -28,7 +34,7 @@ async def test_progress_bar_eta_and_starts_in_are_shown(tmp_path: Path) -> None:
         """,
     )
     try:
-        async with dashboard(q, size=(140, 30), fake="1x80G") as (app, pilot, engine):
+        async with dashboard(q, size=size, fake="1x80G") as (app, pilot, engine):
             names = [v.spec.name for v in engine.jobs()]
             first, running, waiting = names
             await until(pilot, lambda: state(engine, first) == JobState.DONE, what="first done")
@@ -45,7 +51,8 @@ async def test_progress_bar_eta_and_starts_in_are_shown(tmp_path: Path) -> None:
                 what="the running job's progress and the waiting job's start",
             )
             text = screen_text(app)
-            assert "progress" in text  # the column's title
+            header = next(line for line in text.splitlines() if " name " in line)
+            assert ("progress" in header) == column  # the column's title
             row = next(
                 line for line in text.splitlines() if f" {running} " in line and "running" in line
             )

@@ -38,8 +38,10 @@ _FIXED = (
     ("time", "time", 8, "right"),
     ("note", "note", 0, "left"),
 )
-# Shown before "note" once some job has progress or an estimate (issue 19.3).
+# Shown before "note" once some job has progress or an estimate (issue 19.3), where the table
+# is this wide; narrower, the progress leads the job's note instead (a running job has none).
 _PROGRESS = ("progress", "progress", 14, "left")
+PROGRESS_COLUMN_FROM = 96
 
 # Groups first, then each state alone (the filter dialog lists them in this order).
 FILTERS: dict[str, frozenset[JobState] | None] = {
@@ -295,7 +297,8 @@ class JobTable(ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         base = self.rich_style
-        cols = column_widths(width, self._longest, progress=bool(self.estimates))
+        column = bool(self.estimates) and width >= PROGRESS_COLUMN_FROM
+        cols = column_widths(width, self._longest, progress=column)
         if y == 0:
             header = Text(no_wrap=True, end="")
             for i, (_, title, w, justify) in enumerate(cols):
@@ -322,6 +325,9 @@ class JobTable(ScrollView, can_focus=True):
             "note": cells.note,
             "progress": progress_cell(self.estimates.get(name), self.clock()),
         }
+        if not column and by_key["progress"].plain:  # no room for the column: note it first
+            lead = by_key["progress"]
+            by_key["note"] = lead + Text(" · ") + cells.note if cells.note.plain else lead
         line = Text(no_wrap=True, end="")
         for i, (key, _, w, justify) in enumerate(cols):
             if i:
