@@ -67,5 +67,18 @@ async def test_progress_bar_eta_and_starts_in_are_shown(
             await until(pilot, lambda: "finishes" in screen_text(app), what="detail's ETA")
             detail = screen_text(app)
             assert "42%  (420/1000" in detail and "estimate" in detail
+            await pilot.press("escape")
+            go.touch()
+            await until(
+                pilot,
+                lambda: table.view(running).record.state == JobState.DONE,
+                what="the running job ended on screen",
+            )
+            row = next(
+                line
+                for line in screen_text(app).splitlines()
+                if f" {running} " in line and " done " in line
+            )
+            assert "42%" not in row  # the estimate made while it ran is not shown any more
     finally:
         go.touch()

@@ -232,7 +232,8 @@ def detail_renderable(
         _row(grid, label, why)
     if rec.waiting:
         _row(grid, "queued", f"since {when(rec.queued_since, now)}", "dim")
-    for label, text in detail_lines(estimate, now):  # progress, ETA, start (issue 19.3)
+    live = rec.active or rec.waiting  # an estimate made before the job ended is old
+    for label, text in detail_lines(estimate if live else None, now):  # issue 19.3
         _row(grid, label, text)
     parts.append(grid)
 

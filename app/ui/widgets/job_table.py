@@ -312,6 +312,7 @@ class JobTable(ScrollView, can_focus=True):
             return Strip.blank(width, base)
         name = self._order[index]
         cells = job_cells(self._views[name], self.clock())
+        rec = self._views[name].record
         selected = index == self._cursor
         by_key = {
             "sel": Text("›" if selected else " ", style="bold"),
@@ -323,7 +324,10 @@ class JobTable(ScrollView, can_focus=True):
             "tries": cells.tries,
             "time": cells.time,
             "note": cells.note,
-            "progress": progress_cell(self.estimates.get(name), self.clock()),
+            # An estimate is worked out every 2 s: one for a job that has ended since is old.
+            "progress": progress_cell(
+                self.estimates.get(name) if rec.active or rec.waiting else None, self.clock()
+            ),
         }
         if not column and by_key["progress"].plain:  # no room for the column: note it first
             lead = by_key["progress"]
