@@ -116,3 +116,22 @@ def test_short_duration_reads_as_an_estimate() -> None:
     assert short_duration(7800) == "~2 h 10 min"
     assert short_duration(7200) == "~2 h"
     assert short_duration(12) == "~12 s"
+
+
+def test_a_job_of_unknown_runtime_does_not_hide_the_next_ones_start() -> None:
+    """w0's own runtime is unknown: the slot it takes is lost to the estimate, but w1 still
+    takes the other GPU's."""
+    book = ProgressBook()
+    book.observe("r0", 1, Progress(0.5, "gtui", "0.5"), NOW)
+    book.observe("r1", 1, Progress(0.5, "gtui", "0.5"), NOW)
+    views = [
+        _view("r0", 0, JobState.RUNNING, on=(0,), started=NOW - 100),
+        _view("r1", 1, JobState.RUNNING, on=(1,), started=NOW - 200),
+        _view("w0", 2, entry=7),
+        _view("w1", 3, entry=7),
+        _view("w2", 4, entry=7),
+    ]
+    est = estimate(views, book, ({}, {}), NOW)
+    assert est["w0"].start_at == pytest.approx(NOW + 100)
+    assert est["w1"].start_at == pytest.approx(NOW + 200)
+    assert "w2" not in est  # both slots now free at times unknown

@@ -12,6 +12,7 @@ from pathlib import Path
 from rich.text import Text
 
 from gtui.core.api import JobView
+from gtui.core.model import JobState
 from gtui.core.progress import read_progress
 from gtui.core.sched.eta import (
     Estimate,
@@ -35,11 +36,18 @@ class UiForecast:
         self._sizes: dict[str, int] = {}
         self._runtimes: tuple[dict[int, float], dict[str, float]] | None = None
         self._runtimes_at = 0.0
+        self._done = -1
 
     def update(self, views: Iterable[JobView], now: float | None = None) -> dict[str, Estimate]:
         now = time.time() if now is None else now
         views = list(views)
-        if self._runtimes is None or now - self._runtimes_at > RUNTIMES_EVERY_S:
+        done = sum(1 for v in views if v.record.state == JobState.DONE)
+        if (
+            self._runtimes is None
+            or done != self._done
+            or now - self._runtimes_at > RUNTIMES_EVERY_S
+        ):
+            self._done = done  # a job ended done: one more runtime to count
             entry_of = {v.spec.name: v.spec.entry for v in views}
             self._runtimes = runtimes_by_sweep(all_attempts(self.db), entry_of)
             self._runtimes_at = now

@@ -181,12 +181,9 @@ def estimate(
         run = typical(v)
         end = start + run if start is not None and run is not None else None
         ends[name] = end
-        if need > 0 and start is not None:
-            if end is None:
-                blocked = True  # its slots free at an unknown time
-            else:
-                for _ in range(need):
-                    heapq.heappush(slots, (end, len(slots) + unknown_slots + 1_000_000))
+        if need > 0 and start is not None and end is not None:
+            for _ in range(need):  # its slots free again at its end (else: at a time unknown)
+                heapq.heappush(slots, (end, len(slots) + unknown_slots + 1_000_000))
         if start is not None:
             out[name] = Estimate(start_at=start)
     return out
