@@ -34,6 +34,8 @@ def test_bucket_keeps_each_slices_highest_and_drops_old_readings() -> None:
     cells = bucket(samples, now, 10, window=300)
     assert cells[0] == 0.9  # 0.2 and 0.9 share the first slice: the spike stays
     assert cells[-1] == 0.5
+    # The slice under way shows the latest reading: a GPU just freed reads free at once.
+    assert bucket([(now - 20, 0.9), (now - 1, 0.1)], now, 10, window=300)[-1] == 0.1
     assert cells[1:-1] == [None] * 8  # no reading there yet
     assert 1.0 not in cells  # older than the window
 
@@ -54,7 +56,7 @@ async def test_dashboard_shows_memory_and_utilization_history(tmp_path: Path) ->
         await until(pilot, lambda: "▁" in gpu0()[0] and "▁" in gpu0()[1], what="a low reading")
         assert "█" not in "".join(gpu0())
         spec.write_text("80G:76G@100,80G\n")  # another user fills GPU 0
-        # A slice shows its highest reading: the newest one turns full.
+        # The slice under way shows the latest reading: it turns full.
         await until(pilot, lambda: "█" in gpu0()[0] and "█" in gpu0()[1], what="GPU 0 full")
         text = screen_text(app)
         assert "last 5 min" in text and " 0 mem " in text and " 1 mem " in text

@@ -2,9 +2,10 @@
 
 Its own widget under the GPU rows (the rows stay as they are; another line per GPU can go
 under each row for its holders). One line per GPU: ``  0 mem ▁▂▅▇█▇ 62G  util ▁▁▅█▇ 71%``.
-Each cell is a slice of the window (:data:`WINDOW_S`), showing the highest reading in it; a
-slice with no reading yet is blank, so the line fills from the right as the minutes pass.
-It takes room from the queue, so it is shown only on a tall terminal (:data:`MIN_ROWS`).
+Each cell is a slice of the window (:data:`WINDOW_S`), showing the highest reading in it (the
+newest cell: the latest reading); a slice with no reading yet is blank, so the line fills
+from the right as the minutes pass. It takes room from the queue, so it is shown only on a
+tall terminal (:data:`MIN_ROWS`).
 """
 
 from __future__ import annotations
@@ -40,17 +41,19 @@ def bucket(
     samples: Sequence[tuple[float, float]], now: float, cells: int, window: float = WINDOW_S
 ) -> list[float | None]:
     """``samples`` (time, value) of the last ``window`` seconds in ``cells`` slices, oldest
-    first: the highest value of each slice (a spike must not vanish between two cells)."""
+    first: the highest value of each slice (a spike must not vanish between two cells), but
+    the newest reading for the slice now under way (a GPU just freed shows it at once)."""
     out: list[float | None] = [None] * cells
     if cells <= 0:
         return out
     start = now - window
+    last = cells - 1
     for t, v in samples:
         if t < start or t > now:
             continue
-        i = min(cells - 1, int((t - start) / window * cells))
+        i = min(last, int((t - start) / window * cells))
         cur = out[i]
-        out[i] = v if cur is None else max(cur, v)
+        out[i] = v if cur is None or i == last else max(cur, v)
     return out
 
 
