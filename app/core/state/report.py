@@ -127,7 +127,7 @@ def build(
         by_job.setdefault(a.name, []).append(a)
     for runs in by_job.values():
         runs.sort(key=lambda a: a.attempt)
-    names = list(dict.fromkeys([*records, *by_job]))
+    names = list(dict.fromkeys([*specs, *records, *by_job]))  # queue order first
 
     def ended(name: str) -> float | None:
         """When the job's last run ended done (its dependants may start from then)."""
@@ -200,7 +200,7 @@ def build(
         jobs.append(
             JobReport(
                 name=name,
-                state=rec.state.value if rec is not None else (runs[-1].state if runs else "?"),
+                state=rec.state.value if rec else (runs[-1].state if runs else "not run"),
                 attempts=len(runs),
                 gpus=spec.gpus if spec else (len(runs[-1].gpus) if runs else 0),
                 gpu_hours=gpu_h,
