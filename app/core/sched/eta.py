@@ -13,7 +13,8 @@ Pure: progress readings, job views and past runtimes in, times out. The engine (
   runtime of their sweep. Only the capacity our own jobs hold now is counted: a GPU that is free
   yet not taken is kept from us by something else (other users, the reserve), so it promises
   nothing. Any unknown on the way (a runtime never seen, a suspended job) makes the estimates
-  behind it unknown rather than wrong. Every figure is an estimate and is shown as one
+  behind it unknown rather than wrong. Only the first :data:`MAX_STARTS` waiting jobs get one.
+  Every figure is an estimate and is shown as one
   ("starts in ~40 min").
 """
 
@@ -27,9 +28,11 @@ from dataclasses import dataclass, field
 from gtui.core.api import JobView
 from gtui.core.model import JobState
 from gtui.core.progress import Progress
+from gtui.core.state.book import paused_gc
 from gtui.core.state.history import Attempt
 
 MIN_SPAN_S = 10.0  # two progress readings closer than this say too little about the rate
+MAX_STARTS = 1000  # waiting jobs given a start estimate, in the order they would start
 
 
 @dataclass
@@ -130,10 +133,18 @@ def estimate(
     ends: dict[str, float | None] = {}  # when each job is expected to have ended
     slots: list[tuple[float, int]] = []  # heap of (free at, tie-break); unknown ones are out
     unknown_slots = 0
-    for v in views:
+    queued: list[tuple[int, int, JobView]] = []  # (-priority, order, view): placement order
+    active: list[JobView] = []
+    queued_state, running, suspended = JobState.QUEUED, JobState.RUNNING, JobState.SUSPENDED
+    with paused_gc():  # 100,000 small tuples: see JobBook.views
+        for v in views:  # one pass, no property: a 100,000-job queue's status walks it
+            state = v.record.state
+            if state is queued_state:
+                queued.append((-v.spec.priority, v.order, v))
+            elif state is running or state is suspended:
+                active.append(v)
+    for v in active:
         rec = v.record
-        if not rec.active:
-            continue
         name = v.spec.name
         progress = book.progress(name, rec.attempt)
         finish: float | None = None
@@ -153,10 +164,11 @@ def estimate(
                 unknown_slots += 1
             else:
                 heapq.heappush(slots, (finish, len(slots)))
-    waiting = sorted(
-        (v for v in views if v.record.state == JobState.QUEUED),
-        key=lambda v: (-v.spec.priority, v.order),
-    )
+    if not out:
+        return out  # nothing runs: nothing to start after
+    # The first MAX_STARTS waiting jobs in placement order: beyond them an estimate says little
+    # ("starts in ~3 days") and the walk would cost a 100,000-job queue's status 0.4 s.
+    waiting = [t[2] for t in heapq.nsmallest(MAX_STARTS, queued)]
     blocked = False  # an unknown on the way: every later GPU job's start is unknown
     for v in waiting:
         name = v.spec.name
