@@ -135,3 +135,15 @@ def test_a_job_of_unknown_runtime_does_not_hide_the_next_ones_start() -> None:
     assert est["w0"].start_at == pytest.approx(NOW + 100)
     assert est["w1"].start_at == pytest.approx(NOW + 200)
     assert "w2" not in est  # both slots now free at times unknown
+
+
+def test_only_the_first_waiting_jobs_get_a_start() -> None:
+    from gtui.core.sched.eta import MAX_STARTS
+
+    book = ProgressBook()
+    book.observe("r0", 1, Progress(0.5, "gtui", "0.5"), NOW)
+    views = [_view("r0", 0, JobState.RUNNING, on=(0,), started=NOW - 10)]
+    views += [_view(f"w{i}", i + 1) for i in range(MAX_STARTS + 50)]
+    est = estimate(views, book, ({0: 1.0}, {}), NOW)
+    starts = [n for n, e in est.items() if e.start_at is not None]
+    assert len(starts) == MAX_STARTS and "w0" in starts and f"w{MAX_STARTS}" not in starts

@@ -242,3 +242,15 @@ async def test_apprise_delivers_a_failure_through_a_real_install(
     titles = [str(m.get("title")) for m in got]
     assert "gtui: bad failed (import_error)" in titles
     assert any("queue done" in t for t in titles)
+
+
+def test_notify_settings_reach_a_remote_dashboard_whole(tmp_path: Path) -> None:
+    """A dashboard attached over the socket gets [settings] on the wire: bell / desktop too."""
+    from gtui.core.control.wire import decode_settings, encode_settings
+
+    q = write_queue(
+        tmp_path, '[notify]\non = ["end"]\nbell = true\napprise = ["ntfy://t"]\n' + JOBS
+    )
+    settings = load_queue(q).settings
+    assert decode_settings(encode_settings(settings)) == settings
+    assert decode_settings(encode_settings(settings)).notify.bell
