@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 
 from gtui.commands.options import GlobalOptions, queue_file
@@ -30,7 +31,10 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
         if qf.settings.gpus != "all":  # a listed pool: its GPUs none of ours took count too
             pool = tuple(g for g in qf.settings.gpus if g not in qf.settings.exclude)
     except QueueFileError as e:  # the report stands on the saved state; say what is missing
-        print(f"gtui: {e}\n(the report leaves out what only the file says: mem asked, after)")
+        print(
+            f"gtui: {e}\n(the report leaves out what only the file says: mem asked, after)",
+            file=sys.stderr,
+        )
     store = open_store_readonly(paths.db)
     records = {}
     if store is not None:
@@ -38,7 +42,7 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
             with store:
                 records = store.load()
         except StoreError as e:
-            print(f"gtui: cannot read the saved state of {paths.queue.name}: {e}")
+            print(f"gtui: cannot read the saved state of {paths.queue.name}: {e}", file=sys.stderr)
             return 1
     report = build(
         str(paths.queue), records, all_attempts(paths.db), specs, time.time(), CHART_WIDTH, pool
