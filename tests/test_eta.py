@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from gtui.core.api import JobView
@@ -147,3 +150,38 @@ def test_only_the_first_waiting_jobs_get_a_start() -> None:
     est = estimate(views, book, ({0: 1.0}, {}), NOW)
     starts = [n for n, e in est.items() if e.start_at is not None]
     assert len(starts) == MAX_STARTS and "w0" in starts and f"w{MAX_STARTS}" not in starts
+
+
+def _logs(tmp_path: Path, n: int) -> list[JobView]:
+    views = []
+    for i in range(n):
+        log = tmp_path / f"j{i}.log"
+        log.write_text(f" {i}%|#   | {i}/100 [00:01<00:09]\r")
+        v = _view(f"j{i}", i, JobState.RUNNING, on=(0,), started=NOW - 10)
+        v.record.log = str(log)
+        views.append(v)
+    return views
+
+
+def test_the_dashboard_reads_a_bounded_number_of_logs_per_update(tmp_path: Path) -> None:
+    from gtui.ui.forecast import PARSES_PER_UPDATE, UiForecast
+
+    views = _logs(tmp_path, PARSES_PER_UPDATE + 10)
+    fc = UiForecast(tmp_path / "none.db")
+    fc.update(views, NOW)
+    assert len(fc.book.tracks) == PARSES_PER_UPDATE
+    fc.update(views, NOW + 2)  # the ones not read yet come first
+    assert len(fc.book.tracks) == PARSES_PER_UPDATE + 10
+
+
+def test_the_scheduler_parses_a_bounded_number_of_logs_per_second(tmp_path: Path) -> None:
+    from gtui.core.sched.engine import Engine
+    from gtui.core.sched.forecast import PARSES_PER_S
+
+    q = tmp_path / "q.toml"
+    q.write_text('[[jobs]]\ncmd = "true"\ngpus = 0\n')
+    engine = Engine(q, control=False)
+    views = _logs(tmp_path, PARSES_PER_S + 5)
+    for v in views:
+        engine._read_progress(v.spec.name, v.record, os.path.getsize(str(v.record.log)))
+    assert len(engine._progress.tracks) == PARSES_PER_S

@@ -24,6 +24,7 @@ from gtui.core.sched.eta import (
 from gtui.core.state.history import all_attempts
 
 RUNTIMES_EVERY_S = 60.0
+PARSES_PER_UPDATE = 40  # log tails parsed per update (every 2 s) at most
 BAR_CELLS = 5
 
 
@@ -37,6 +38,7 @@ class UiForecast:
         self._runtimes: tuple[dict[int, float], dict[str, float]] | None = None
         self._runtimes_at = 0.0
         self._done = -1
+        self._read_at: dict[str, float] = {}
 
     def update(self, views: Iterable[JobView], now: float | None = None) -> dict[str, Estimate]:
         now = time.time() if now is None else now
@@ -51,25 +53,32 @@ class UiForecast:
             entry_of = {v.spec.name: v.spec.entry for v in views}
             self._runtimes = runtimes_by_sweep(all_attempts(self.db), entry_of)
             self._runtimes_at = now
-        live = set()
+        live: set[str] = set()
+        grown: list[tuple[float, str, str, int, int]] = []  # (last read, name, log, size, try)
         for v in views:
             rec = v.record
             if not rec.active or not rec.log:
                 continue
-            live.add(v.spec.name)
+            name = v.spec.name
+            live.add(name)
             try:
                 size = os.stat(rec.log).st_size
             except OSError:
                 continue
-            if self._sizes.get(v.spec.name) == size:
-                continue
-            self._sizes[v.spec.name] = size
-            p = read_progress(_reader(rec.log), size)
+            if self._sizes.get(name) != size:
+                grown.append((self._read_at.get(name, 0.0), name, rec.log, size, rec.attempt))
+        # The least recently read first, PARSES_PER_UPDATE at most: the screen stays quick
+        # with a thousand jobs printing.
+        for _, name, log, size, attempt in sorted(grown)[:PARSES_PER_UPDATE]:
+            self._sizes[name] = size
+            self._read_at[name] = now
+            p = read_progress(_reader(log), size)
             if p is not None:
-                self.book.observe(v.spec.name, rec.attempt, p, now)
-        for gone in set(self.book.tracks) - live:
+                self.book.observe(name, attempt, p, now)
+        for gone in set(self._sizes) - live:
             self.book.forget(gone)
             self._sizes.pop(gone, None)
+            self._read_at.pop(gone, None)
         return estimate(views, self.book, self._runtimes, now)
 
 

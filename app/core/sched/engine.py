@@ -270,7 +270,7 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
                 # (end to start: 2 ms of 10 on 2 busy cores, benchmarks/end_to_start.py).
                 self._publish_gpus()
                 if exit_when_idle and self._idle():
-                    self._check_queue_done(True)  # [notify]'s queue_done, before the exit
+                    self._check_queue_done(lambda: True)  # [notify]'s queue_done, before exit
                     break
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=self._poll_interval())

@@ -18,6 +18,7 @@ from gtui.core.state.history import all_attempts
 
 PROGRESS_EVERY_S = 2.0  # a growing log's tail is parsed at most this often per job
 RUNTIMES_EVERY_S = 60.0  # past runtimes are read from the history at most this often
+PARSES_PER_S = 40  # log tails parsed per second at most (about 1.5 ms each)
 
 
 class Forecast:
@@ -32,12 +33,20 @@ class Forecast:
         self._progress_at: dict[str, float] = {}
         self._runtimes: tuple[dict[int, float], dict[str, float]] | None = None
         self._runtimes_at = 0.0
+        self._parse_window = 0.0
+        self._parses = 0
 
     def _read_progress(self, name: str, rec: JobRecord, size: int) -> None:
-        """The log of running job ``name`` grew to ``size``: read its progress (throttled)."""
+        """The log of running job ``name`` grew to ``size``: read its progress (throttled per
+        job, and to :data:`PARSES_PER_S` in all: 1,000 chatty jobs must not take the loop)."""
         now = time.monotonic()
         if now - self._progress_at.get(name, -PROGRESS_EVERY_S) < PROGRESS_EVERY_S:
             return
+        if now - self._parse_window >= 1.0:
+            self._parse_window, self._parses = now, 0
+        if self._parses >= PARSES_PER_S:
+            return  # its next growth asks again
+        self._parses += 1
         self._progress_at[name] = now
         log = rec.log
         if not log:

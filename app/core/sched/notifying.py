@@ -4,6 +4,7 @@ carries (the environment of ``[notify] command``). Delivery is gtui.core.exec.no
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 
 from gtui.core.bus import EventBus
 from gtui.core.exec.notify import Message, Notifier
@@ -31,6 +32,8 @@ class Notifying:
             return  # queued again for a retry: not an end yet
         self._ends_since_done += 1
         conf = self._settings.notify
+        if not (conf.command or conf.apprise):
+            return  # nobody to tell (the dashboard's bell and OSC 9 are its own)
         event = "failure" if rec.state == JobState.FAILED and "failure" in conf.on else "end"
         d = rec.diagnosis
         runtime = (
@@ -61,10 +64,14 @@ class Notifying:
         env["GTUI_MESSAGE"] = body
         self._notifier.send(conf, Message(event, title, body, env))
 
-    def _check_queue_done(self, idle: bool) -> None:
+    def _check_queue_done(self, idle: Callable[[], bool]) -> None:
         """After an end: if nothing runs and nothing more can start, say the queue is done
-        (once per time it empties; a scheduler that started with nothing to do says nothing)."""
-        if not idle or not self._ends_since_done:
+        (once per time it empties; a scheduler that started with nothing to do says nothing).
+        ``idle`` is only asked when someone is to be told."""
+        conf = self._settings.notify
+        if not self._ends_since_done or "queue_done" not in conf.on:
+            return
+        if not (conf.command or conf.apprise) or not idle():
             return
         self._ends_since_done = 0
         counts = self._book.counts()

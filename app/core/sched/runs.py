@@ -14,6 +14,7 @@ import dataclasses
 import os
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,7 +68,7 @@ class Runs:
 
         def _notify_end(self, rec: JobRecord) -> None: ...
 
-        def _check_queue_done(self, idle: bool) -> None: ...
+        def _check_queue_done(self, idle: Callable[[], bool]) -> None: ...
 
         def _idle(self) -> bool: ...
 
@@ -210,7 +211,7 @@ class Runs:
         if rec is not None and rec.token and rec.final:
             self._check_leftovers_soon(name, rec.token)
         await self._after_end(name)
-        self._check_queue_done(self._idle())
+        self._check_queue_done(self._idle)
 
     def _finish(self, name: str, status: ExitStatus, *, recovered: bool = False) -> None:
         """A job's run ended: decide its state, diagnose, maybe retry; commit; publish."""
