@@ -107,3 +107,13 @@ def test_a_real_tqdm_process_writing_its_log(tmp_path: Path) -> None:
     p = _progress_of(log)
     assert p is not None and p.source == "tqdm"
     assert p.fraction == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize("name", ["keras3", "keras2"])
+def test_keras_bar_after_its_epoch_line(name: str) -> None:
+    """Keras 3 (``━`` cells, backspaces and ANSI on a terminal) and Keras 2 (``[===>...]``,
+    one line per update into a file): epoch 3 of 10 (from 1), 120 of its 500 steps."""
+    p = _progress_of(LOGS / f"{name}.log")
+    assert p is not None and p.source == "epoch"
+    assert p.fraction == pytest.approx((2 + 120 / 500) / 10)
+    assert p.text == "epoch 3/10 · 120/500"

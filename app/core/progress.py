@@ -11,7 +11,9 @@ change in the job:
 - PyTorch Lightning's bar, whose description is ``Epoch 3/9`` (Lightning 2.x: the epoch index
   counted from 0, then ``max_epochs - 1``): the run's fraction is (3 + the bar's fraction) / 10;
 - an epoch line the job prints, ``epoch 3/10`` (counted from 1), followed by a per-epoch tqdm
-  bar: (2 + the bar's fraction) / 10.
+  bar: (2 + the bar's fraction) / 10;
+- Keras' progress bar (``120/500 ━━━━━━━━━━ 12s`` in Keras 3, ``120/500 [====>.....]`` in Keras
+  2) after its ``Epoch 3/10`` line, read the same way.
 
 Bars of a validation / test / sanity-check loop (Lightning's ``Validation DataLoader 0``) are
 not the run's progress and are skipped. Among several bars in the tail, the last bar of the
@@ -40,6 +42,9 @@ _TQDM = re.compile(
     rf"(?P<n>{_NUM})/(?P<total>{_NUM})"
     r"(?:\s*\[(?P<elapsed>[\d:]+)<(?P<remaining>[\d:?]+))?"
 )
+# Keras' Progbar (keras/src/utils/progbar.py): Keras 3 ``120/500 ━━━━━━━━━━ 12s 24ms/step``,
+# Keras 2 ``120/500 [=====>........] - ETA: 12s``; an ``Epoch 3/10`` line (from 1) before it.
+_KERAS = re.compile(r"(?<![\d/.])(?P<n>\d+)/(?P<total>\d+)\s+(?:\[[=>.]+\]|━+)")
 _LIGHTNING_EPOCH = re.compile(r"^\s*Epoch\s+(\d+)/(\d+)\s*$")
 _EPOCH_LINE = re.compile(r"\bepoch\s*[:=]?\s*(\d+)\s*/\s*(\d+)\b", re.IGNORECASE)
 _NOT_TRAINING = re.compile(r"^\s*(validation|validating|sanity|test|predict|eval)", re.I)
@@ -51,7 +56,7 @@ class Progress:
     """How far a job is: ``fraction`` in [0, 1], where it was read from, and what it said."""
 
     fraction: float
-    source: str  # "gtui" | "tqdm" | "lightning" | "epoch"
+    source: str  # "gtui" | "tqdm" | "lightning" | "epoch" (a bar after an epoch line)
     text: str  # what the log said, short: "450/1000", "epoch 3/10 · 176/391", "0.42"
     remaining_s: float | None = None  # what the bar itself estimated (tqdm's ``<01:42``)
 
@@ -86,7 +91,7 @@ def _clock(s: str | None) -> float | None:
 
 def _segments(text: str) -> list[str]:
     """The log's writes, in order: every ``\\r`` redraw and every line is its own segment."""
-    text = _ANSI.sub("", text)
+    text = _ANSI.sub("", text).replace("\b", "")  # Keras backspaces over its bar
     return [s for s in re.split(r"[\r\n]", text) if s.strip()]
 
 
@@ -112,6 +117,10 @@ def parse_progress(text: str) -> Progress | None:
             desc = (t.group("desc") or "").strip()
             if total > 0 and not _NOT_TRAINING.match(desc):
                 bars.append(_Bar(pos, desc, n, total, _clock(t.group("remaining"))))
+            continue
+        k = _KERAS.search(seg)
+        if k and int(k.group("total")) > 0:
+            bars.append(_Bar(pos, "", float(k.group("n")), float(k.group("total")), None))
             continue
         e = _EPOCH_LINE.search(seg)
         if e and int(e.group(2)) > 0 and int(e.group(1)) <= int(e.group(2)):

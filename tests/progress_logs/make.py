@@ -82,11 +82,51 @@ def epochs() -> str:
     return out.getvalue()
 
 
+def keras3(epochs: int = 10, at_epoch: int = 3, steps: int = 500, at: int = 120) -> str:
+    """Keras 3's Progbar on a terminal (keras/src/utils/progbar.py): the count in bold, done
+    cells green and the rest white, all ``━``; each redraw backspaces over the last, then
+    ``\\r``. Written here by hand (no Keras install), as that source writes it."""
+    out = io.StringIO()
+    width, n = 20, len(str(steps))
+    for e in range(1, at_epoch + 1):
+        out.write(f"Epoch {e}/{epochs}\n")
+        prev = 0
+        for cur in range(20, (steps if e < at_epoch else at) + 1, 20):
+            pw = int(width * cur / steps)
+            bar = f"\x1b[1m{cur:{n}d}/{steps}\x1b[0m "
+            bar += ("\x1b[32m" + "━" * pw + "\x1b[0m") if pw else ""
+            bar += "\x1b[37m" + "━" * (width - pw) + "\x1b[0m"
+            line = bar + f" \x1b[1m{(steps - cur) * 0.024:.0f}s\x1b[0m 24ms/step - loss: 0.4123"
+            out.write("\b" * prev + "\r" + line)
+            prev = len(line)
+        if e < at_epoch:
+            out.write("\n")
+    return out.getvalue()
+
+
+def keras2(epochs: int = 10, at_epoch: int = 3, steps: int = 500, at: int = 120) -> str:
+    """Keras 2's Progbar into a file (tf_keras/src/utils/generic_utils.py, not a terminal: a
+    newline before each update, no backspaces): ``120/500 [======>.....] - ETA: 9s``."""
+    out = io.StringIO()
+    width, n = 30, len(str(steps))
+    for e in range(1, at_epoch + 1):
+        out.write(f"Epoch {e}/{epochs}\n")
+        for cur in range(20, (steps if e < at_epoch else at) + 1, 20):
+            pw = int(width * cur / steps)
+            done = ("=" * (pw - 1) + (">" if cur < steps else "=")) if pw else ""
+            bar = f"{cur:{n}d}/{steps} [" + done + "." * (width - pw) + "]"
+            out.write("\n" + bar + f" - ETA: {(steps - cur) * 0.024:.0f}s - loss: 0.4123")
+        out.write("\n")
+    return out.getvalue()
+
+
 if __name__ == "__main__":
     for name, make in (
         ("plain", plain),
         ("lightning", lightning),
         ("huggingface", huggingface),
         ("epochs", epochs),
+        ("keras3", keras3),
+        ("keras2", keras2),
     ):
         (HERE / f"{name}.log").write_text(make())
