@@ -255,3 +255,35 @@ def test_notify_settings_reach_a_remote_dashboard_whole(tmp_path: Path) -> None:
     settings = load_queue(q).settings
     assert decode_settings(encode_settings(settings)) == settings
     assert decode_settings(encode_settings(settings)).notify.bell
+
+
+async def test_a_quitting_dashboards_engine_does_not_wait_out_a_hung_delivery(
+    tmp_path: Path,
+) -> None:
+    """Not a `gtui run`: shutdown gives deliveries a few seconds, says what it left, and
+    leaves no notification process behind."""
+    pid = tmp_path / "pid"
+    q = write_queue(
+        tmp_path,
+        f"""
+        [settings]
+        poll = "0.1s"
+
+        [notify]
+        on = ["end"]
+        timeout = "600s"
+        command = "echo $$ > {pid}; exec sleep 600"
+        """
+        + JOBS,
+    )
+    engine = Engine(q, fake_gpus="1x80G", control=False)
+    said = notices(engine)
+    task = asyncio.create_task(engine.run())
+    try:
+        await until(lambda: pid.exists() and pid.read_text().strip(), what="a delivery hangs")
+    finally:
+        await asyncio.wait_for(engine.shutdown(kill_jobs=True), 60)
+        task.cancel()
+    assert any("not delivered: the scheduler stopped after waiting 3 s" in t for t in said), said
+    p = int(pid.read_text())
+    assert not psutil.pid_exists(p) or psutil.Process(p).status() == "zombie"

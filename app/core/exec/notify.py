@@ -49,7 +49,6 @@ class Notifier:
         self._worker: asyncio.Task[None] | None = None
         self._failing: set[str] = set()  # channels whose last delivery failed (said once)
         self._dropped = 0
-        self.delivered: list[tuple[str, str]] = []  # (channel, event) of the last deliveries
 
     def send(self, conf: Notify, msg: Message) -> None:
         """Queue ``msg`` for the channels of ``conf`` that take its event; return at once."""
@@ -72,13 +71,19 @@ class Notifier:
 
     async def drain(self, timeout: float) -> None:
         """Give the queued deliveries up to ``timeout`` seconds (at shutdown: `gtui run`'s
-        "queue done" must go out before it exits), then stop."""
+        "queue done" must go out before it exits), then stop; say what was left undelivered."""
         worker = self._worker
         if worker is None:
             return
         if self._queue is not None:
-            with contextlib.suppress(TimeoutError):
+            try:
                 await asyncio.wait_for(self._queue.join(), timeout)
+            except TimeoutError:
+                left = self._queue.qsize() + 1  # the one under way too
+                self._on_problem(
+                    f"{left} notification(s) not delivered: the scheduler stopped after waiting "
+                    f"{timeout:g} s for them"
+                )
         worker.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await worker
@@ -98,7 +103,6 @@ class Notifier:
     def _result(self, channel: str, msg: Message, error: str | None) -> None:
         if error is None:
             self._failing.discard(channel)
-            self.delivered = [*self.delivered[-99:], (channel, msg.event)]
             return
         if channel in self._failing:
             return  # said already; quiet until it works again

@@ -56,6 +56,7 @@ __all__ = ["UNISOLATED_WARNING", "Engine", "pool_totals"]  # pool_totals: gpus.s
 FILE_WATCH_S = 0.2  # how often the queue file's stat is looked at between polls
 REASON_SAVE_S = 30.0  # waiting reasons are saved at most this often (and at shutdown)
 FAST_POLL_S = 0.2  # after a job ends on real GPUs, poll this often (occupancy.FAST_POLL_FOR_S)
+QUIT_NOTIFY_S = 3.0  # what a quitting dashboard gives notifications still being delivered
 
 
 class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
@@ -338,7 +339,10 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._watchers.clear()
-        await self._notifier.drain(self._settings.notify.timeout_s + 1.0)  # queue done, ...
+        # Deliveries under way: `gtui run` waits their deadline out ("queue done" goes out
+        # before it exits); a dashboard that quits, a few seconds at most.
+        wait = self._settings.notify.timeout_s + 1.0 if self.exits_with_run else QUIT_NOTIFY_S
+        await self._notifier.drain(wait)
         self._source.close()
         if self._control is not None:
             with contextlib.suppress(Exception):
