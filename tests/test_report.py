@@ -75,6 +75,10 @@ def test_gpu_hours_waits_failures_and_idle_while_waiting() -> None:
     assert r.failures == {"cuda_oom": ["c", "c"]}
     assert by["b"].mem_asked_mib == 60 * 1024 and by["b"].peak_mib == 30 * 1024
     assert over_asked(r.jobs) == pytest.approx(3.0)  # 4x, 2x -> median 3x
+    # In total, memory over time: a held 40G for 1 h using 10G, b 60G for 1 h using 30G.
+    assert by["a"].asked_gib_h == pytest.approx(40) and by["a"].peak_gib_h == pytest.approx(10)
+    assert sum(j.asked_gib_h for j in r.jobs) == pytest.approx(100)
+    assert sum(j.peak_gib_h for j in r.jobs) == pytest.approx(40)
     gpus = {g.index: g for g in r.gpus}
     assert gpus[0].busy_h == pytest.approx(2 + 120 / H)
     # c's retry waited 60 s (its back-off) with both GPUs free of ours; b waited an hour while

@@ -110,9 +110,11 @@ def render(r: Report, name: str) -> str:
     with_peak = sum(1 for j in r.jobs if j.mem_asked_mib and j.peak_mib)
     out.append("")
     if ratio is not None:
+        asked = sum(j.asked_gib_h for j in r.jobs)
+        peak = sum(j.peak_gib_h for j in r.jobs)
         out.append(
             f"memory: jobs ask {ratio:.1f}x the peak they used (median of {with_peak} job(s) "
-            "with a recorded peak)"
+            f"with a recorded peak); {asked:.1f} GiB-hours asked, {peak:.1f} used at peak"
         )
     else:
         out.append("memory: no job has both a declared mem and a recorded peak yet")

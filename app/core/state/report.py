@@ -7,7 +7,9 @@ What each figure means, as the report prints it:
   now). An attempt that carries its own ``gpu_hours`` (the history's field, where recorded) is
   taken as it is.
 - **memory asked vs peak**: what the job declares per GPU, against the highest GPU memory its
-  attempts were seen using (``peak_mib`` of the history; absent where never recorded).
+  attempts were seen using (``peak_mib`` of the history; absent where never recorded); in
+  total, GiB-hours: asked x GPUs x time against peak x GPUs x time, over the attempts with a
+  recorded peak.
 - **waits**: how long the job waited to start: its first attempt from when it was queued, each
   retry from the end of the attempt before; a job still waiting counts up to now.
 - **failures by diagnosis**: every attempt that failed, by the kind its diagnosis gave.
@@ -43,6 +45,10 @@ class JobReport:
     wait_s: float | None
     runtime_s: float
     failures: dict[str, int] = field(default_factory=dict)
+    # Memory held over time, over the attempts whose peak was recorded: what the job asked
+    # (mem x GPUs x hours) against the peak it used (peak x GPUs x hours), in GiB-hours.
+    asked_gib_h: float = 0.0
+    peak_gib_h: float = 0.0
 
 
 @dataclass
@@ -167,6 +173,8 @@ def build(
         runtime = 0.0
         wait: float | None = None
         fails: dict[str, int] = {}
+        asked_gib_h = peak_gib_h = 0.0
+        mem_asked = spec.mem_mib if spec else (rec.mem_mib if rec else None)
         prev_end: float | None = None
         for a in runs:
             if a.started_at is None:
@@ -176,6 +184,10 @@ def build(
             runtime += dur
             given = getattr(a, "gpu_hours", None)  # the history's own figure, where recorded
             gpu_h += float(given) if isinstance(given, int | float) else dur * len(a.gpus) / 3600
+            if mem_asked and a.peak_mib is not None and a.gpus:
+                hours_held = dur * len(a.gpus) / 3600
+                asked_gib_h += mem_asked / 1024 * hours_held
+                peak_gib_h += a.peak_mib / 1024 * hours_held
             for g in a.gpus:
                 busy.setdefault(g, []).append((a.started_at, end))
             queued_from = prev_end
@@ -204,11 +216,13 @@ def build(
                 attempts=len(runs),
                 gpus=spec.gpus if spec else (len(runs[-1].gpus) if runs else 0),
                 gpu_hours=gpu_h,
-                mem_asked_mib=spec.mem_mib if spec else (rec.mem_mib if rec else None),
+                mem_asked_mib=mem_asked,
                 peak_mib=max(peaks) if peaks else None,
                 wait_s=wait,
                 runtime_s=runtime,
                 failures=fails,
+                asked_gib_h=asked_gib_h,
+                peak_gib_h=peak_gib_h,
             )
         )
 
@@ -261,6 +275,8 @@ def to_json(r: Report) -> dict[str, object]:
             "wait_s": round(sum(j.wait_s or 0.0 for j in r.jobs), 1),
             "failed_attempts": sum(len(v) for v in r.failures.values()),
             "mem_asked_over_peak_median": over_asked(r.jobs),
+            "mem_asked_gib_hours": round(sum(j.asked_gib_h for j in r.jobs), 3),
+            "mem_peak_gib_hours": round(sum(j.peak_gib_h for j in r.jobs), 3),
         },
         "jobs": [
             {
@@ -274,6 +290,8 @@ def to_json(r: Report) -> dict[str, object]:
                 "mem_asked_mib": j.mem_asked_mib,
                 "peak_mib": j.peak_mib,
                 "failures": j.failures,
+                "mem_asked_gib_hours": round(j.asked_gib_h, 3),
+                "mem_peak_gib_hours": round(j.peak_gib_h, 3),
             }
             for j in r.jobs
         ],
