@@ -11,7 +11,8 @@ What each figure means, as the report prints it:
   total, GiB-hours: asked x GPUs x time against peak x GPUs x time, over the attempts with a
   recorded peak.
 - **waits**: how long the job waited to start: its first attempt from when it was queued, each
-  retry from the end of the attempt before; a job still waiting counts up to now.
+  retry from the end of the attempt before; a job still waiting counts up to now. (A job that
+  ran more than once has no first wait: its record keeps only its latest queueing time.)
 - **failures by diagnosis**: every attempt that failed, by the kind its diagnosis gave.
 - **GPU idle while jobs waited**: for each GPU our jobs ran on, the time no job of ours held it
   while at least one of our jobs waited with its dependencies met. A job that waited for memory
