@@ -141,7 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
         "killed, blocked, unknown, or waiting, active, ended, trouble",
     )
     p.add_argument("--watch", action="store_true", help="redraw in place, like watch(1)")
-    p.add_argument("--interval", default="2s", metavar="DURATION", help="with --watch (default 2s)")
+    p.add_argument(
+        "--interval", default="2s", metavar="DURATION", help="with --watch (default 2s)"
+    )
 
     p = sub.add_parser("gpus", help="the GPUs, their memory, utilization and processes")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -179,9 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = _add(sub, verb, text, example)
         _queue_arg(p)
         p.add_argument(
-            "names",
-            nargs="*" if verb in ("pause", "resume") else "+",
-            metavar="NAME",
+            "names", nargs="*" if verb in ("pause", "resume") else "+", metavar="NAME",
             help=NAMES_HELP,
         )
         if verb == "kill":

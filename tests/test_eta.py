@@ -11,7 +11,6 @@ from gtui.core.api import JobView
 from gtui.core.model import JobRecord, JobSpec, JobState
 from gtui.core.progress import Progress
 from gtui.core.sched.eta import ProgressBook, estimate, runtimes_by_sweep, short_duration
-from gtui.core.state.history import Attempt
 
 NOW = 10_000.0
 
@@ -39,8 +38,17 @@ def _view(
     return JobView(spec=spec, record=rec, order=order)
 
 
-def _done(name: str, secs: float) -> Attempt:
-    return Attempt(name, 1, "done", 0.0, secs, 0, None, None, None, None, (0,), None)
+def test_done_runtimes_come_from_the_history_db(tmp_path: Path) -> None:
+    """history.done_runtimes: one query of the attempts that ended done, as (name, seconds)."""
+    from gtui.core.state.history import done_runtimes, record_attempt
+    from gtui.core.state.store import Store
+
+    with Store(tmp_path / "s.db") as store:
+        for name, state, secs in (("a", JobState.DONE, 30.0), ("b", JobState.FAILED, 5.0)):
+            rec = JobRecord(name, state, attempt=1, started_at=100.0, ended_at=100.0 + secs)
+            record_attempt(store, rec)
+    assert done_runtimes(tmp_path / "s.db") == [("a", 30.0)]
+    assert done_runtimes(tmp_path / "none.db") == []
 
 
 def test_rate_between_two_readings_gives_the_finish() -> None:
@@ -72,7 +80,7 @@ def test_waiting_jobs_start_when_running_ones_free_their_gpus() -> None:
         _view("w1", 3, entry=1),
         _view("w2", 4, entry=1),
     ]
-    runtimes = runtimes_by_sweep([_done("old-1", 500.0)], {"old-1": 1, "w0": 1})
+    runtimes = runtimes_by_sweep([("old-1", 500.0)], {"old-1": 1, "w0": 1})
     est = estimate(views, book, runtimes, NOW)
     assert est["r0"].finish_at == pytest.approx(NOW + 600) and est["r0"].basis == "progress"
     assert est["r1"].finish_at == pytest.approx(NOW + 400) and est["r1"].basis == "history"

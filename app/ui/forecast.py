@@ -21,9 +21,10 @@ from gtui.core.sched.eta import (
     runtimes_by_sweep,
     short_duration,
 )
-from gtui.core.state.history import all_attempts
+from gtui.core.state.history import done_runtimes
 
 RUNTIMES_EVERY_S = 60.0
+RUNTIMES_AFTER_END_S = 2.0  # and again after a job ended done, at most this often
 PARSES_PER_UPDATE = 40  # log tails parsed per update (every 2 s) at most
 BAR_CELLS = 5
 
@@ -44,14 +45,15 @@ class UiForecast:
         now = time.time() if now is None else now
         views = list(views)
         done = sum(1 for v in views if v.record.state == JobState.DONE)
+        since = now - self._runtimes_at
         if (
             self._runtimes is None
-            or done != self._done
-            or now - self._runtimes_at > RUNTIMES_EVERY_S
+            or since > RUNTIMES_EVERY_S
+            or (done != self._done and since > RUNTIMES_AFTER_END_S)
         ):
             self._done = done  # a job ended done: one more runtime to count
             entry_of = {v.spec.name: v.spec.entry for v in views}
-            self._runtimes = runtimes_by_sweep(all_attempts(self.db), entry_of)
+            self._runtimes = runtimes_by_sweep(done_runtimes(self.db), entry_of)
             self._runtimes_at = now
         live: set[str] = set()
         grown: list[tuple[float, str, str, int, int]] = []  # (last read, name, log, size, try)

@@ -29,7 +29,6 @@ from gtui.core.api import JobView
 from gtui.core.model import JobState
 from gtui.core.progress import Progress
 from gtui.core.state.book import paused_gc
-from gtui.core.state.history import Attempt
 
 MIN_SPAN_S = 10.0  # two progress readings closer than this say too little about the rate
 MAX_STARTS = 1000  # waiting jobs given a start estimate, in the order they would start
@@ -89,18 +88,16 @@ class ProgressBook:
 
 
 def runtimes_by_sweep(
-    attempts: Iterable[Attempt], entry_of: Mapping[str, int]
+    runs: Iterable[tuple[str, float]], entry_of: Mapping[str, int]
 ) -> tuple[dict[int, float], dict[str, float]]:
-    """Median runtime of the runs that ended done: by ``[[jobs]]`` entry (a sweep), by name."""
+    """Median runtime of the runs that ended done ((name, seconds), as
+    ``history.done_runtimes`` gives them): by ``[[jobs]]`` entry (a sweep), and by name."""
     by_entry: dict[int, list[float]] = {}
     by_name: dict[str, list[float]] = {}
-    for a in attempts:
-        if a.state != JobState.DONE.value or a.started_at is None or a.ended_at is None:
-            continue
-        d = max(0.0, a.ended_at - a.started_at)
-        by_name.setdefault(a.name, []).append(d)
-        if a.name in entry_of:
-            by_entry.setdefault(entry_of[a.name], []).append(d)
+    for name, d in runs:
+        by_name.setdefault(name, []).append(d)
+        if name in entry_of:
+            by_entry.setdefault(entry_of[name], []).append(d)
     return (
         {k: statistics.median(v) for k, v in by_entry.items()},
         {k: statistics.median(v) for k, v in by_name.items()},

@@ -14,10 +14,11 @@ from gtui.core.paths import QueuePaths
 from gtui.core.progress import read_progress
 from gtui.core.sched.eta import Estimate, ProgressBook, estimate, runtimes_by_sweep
 from gtui.core.state.book import JobBook
-from gtui.core.state.history import all_attempts
+from gtui.core.state.history import done_runtimes
 
 PROGRESS_EVERY_S = 2.0  # a growing log's tail is parsed at most this often per job
-RUNTIMES_EVERY_S = 60.0  # past runtimes are read from the history at most this often
+RUNTIMES_EVERY_S = 60.0  # past runtimes are read from the history at least this often
+RUNTIMES_AFTER_END_S = 2.0  # and again after a job ended done, at most this often
 PARSES_PER_S = 40  # log tails parsed per second at most (about 1.5 ms each)
 
 
@@ -32,7 +33,8 @@ class Forecast:
         self._progress = ProgressBook()
         self._progress_at: dict[str, float] = {}
         self._runtimes: tuple[dict[int, float], dict[str, float]] | None = None
-        self._runtimes_at = 0.0
+        self._runtimes_at = -RUNTIMES_EVERY_S - 1.0  # read at the first status
+        self._runtimes_stale = True
         self._parse_window = 0.0
         self._parses = 0
 
@@ -59,15 +61,16 @@ class Forecast:
         self._progress.forget(name)
         self._progress_at.pop(name, None)
         if ended_done:
-            self._runtimes = None  # a new runtime to count
+            self._runtimes_stale = True  # a new runtime to count
 
     def _estimates(self, views: Sequence[JobView]) -> dict[str, Estimate]:
         now = time.time()
-        if self._runtimes is None or now - self._runtimes_at > RUNTIMES_EVERY_S:
-            specs = self._book.specs
-            entry_of = {n: s.entry for n, s in specs.items()}
-            self._runtimes = runtimes_by_sweep(all_attempts(self.paths.db), entry_of)
-            self._runtimes_at = now
+        since = now - self._runtimes_at
+        if since > RUNTIMES_EVERY_S or (self._runtimes_stale and since > RUNTIMES_AFTER_END_S):
+            entry_of = {n: s.entry for n, s in self._book.specs.items()}
+            self._runtimes = runtimes_by_sweep(done_runtimes(self.paths.db), entry_of)
+            self._runtimes_at, self._runtimes_stale = now, False
+        assert self._runtimes is not None
         return estimate(views, self._progress, self._runtimes, now)
 
     def _add_estimates(self, jobs: list[dict[str, Any]], views: Sequence[JobView]) -> None:

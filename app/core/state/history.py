@@ -153,44 +153,14 @@ def attempts_of(db: Path, names: Sequence[str]) -> dict[str, list[Attempt]]:
     finally:
         conn.close()
     out: dict[str, list[Attempt]] = {}
-    for a in _rows_to_attempts(rows):
-        out.setdefault(a.name, []).append(a)
-    return out
-
-
-def all_attempts(db: Path) -> list[Attempt]:
-    """Every recorded attempt of every job, oldest end first ([] with no db or no history):
-    what ``gtui report`` and the start estimates read. Read-only, like :func:`attempts`."""
-    if not db.is_file():
-        return []
-    try:
-        conn = sqlite3.connect(
-            f"{db.resolve().as_uri()}?mode=ro",
-            uri=True,
-            timeout=BUSY_TIMEOUT_MS / 1000,
-            isolation_level=None,
-        )
-    except sqlite3.Error:
-        return []
-    try:
-        rows = conn.execute(f"SELECT {_COLUMNS} FROM {TABLE} ORDER BY ended_at, name").fetchall()
-    except sqlite3.Error:
-        return []
-    finally:
-        conn.close()
-    return _rows_to_attempts(rows)
-
-
-def _rows_to_attempts(rows: Sequence[Any]) -> list[Attempt]:
-    out: list[Attempt] = []
     for r in rows:
         try:
-            gpus = tuple(int(g) for g in json.loads(str(r[10] or "[]")))
+            gpus = tuple(int(g) for g in json.loads(r[10] or "[]"))
         except (ValueError, TypeError):
             gpus = ()
-        out.append(
+        out.setdefault(r[0], []).append(
             Attempt(
-                name=str(r[0]),
+                name=r[0],
                 attempt=int(r[1]),
                 state=str(r[2]),
                 started_at=r[3],
@@ -209,3 +179,52 @@ def _rows_to_attempts(rows: Sequence[Any]) -> list[Attempt]:
 
 def _q(n: int) -> str:
     return ", ".join("?" * n)
+
+
+# -- the whole history (issue 19: estimates and `gtui report`) -----------------------------------
+
+REPORT_CHUNK = 500  # names per query (SQLite's limit on parameters is far above)
+
+
+def _read(db: Path, sql: str) -> list[Any]:
+    """Rows of one read-only query of ``db``; [] with no db, no table yet, or a locked db."""
+    if not db.is_file():
+        return []
+    try:
+        conn = sqlite3.connect(
+            f"{db.resolve().as_uri()}?mode=ro",
+            uri=True,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,
+        )
+    except sqlite3.Error:
+        return []
+    try:
+        return conn.execute(sql).fetchall()
+    except sqlite3.Error:
+        return []
+    finally:
+        conn.close()
+
+
+def done_runtimes(db: Path) -> list[tuple[str, float]]:
+    """(name, seconds) of every attempt that ended done: what start estimates are made of.
+    One light query, however long the history."""
+    rows = _read(
+        db,
+        f"SELECT name, ended_at - started_at FROM {TABLE} "
+        "WHERE state = 'done' AND started_at IS NOT NULL AND ended_at IS NOT NULL",
+    )
+    return [(str(n), max(0.0, float(d))) for n, d in rows]
+
+
+def all_attempts(db: Path) -> list[Attempt]:
+    """Every recorded attempt of every job, oldest end first ([] with no db or no history):
+    what ``gtui report`` reads. Through :func:`attempts_of`, so every field it reads is here."""
+    names = [str(r[0]) for r in _read(db, f"SELECT DISTINCT name FROM {TABLE}")]
+    out: list[Attempt] = []
+    for i in range(0, len(names), REPORT_CHUNK):
+        for runs in attempts_of(db, names[i : i + REPORT_CHUNK]).values():
+            out.extend(runs)
+    out.sort(key=lambda a: (a.ended_at or 0.0, a.name, a.attempt))
+    return out
