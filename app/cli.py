@@ -36,6 +36,7 @@ SUBCOMMANDS = (
     "stop",
     "events",
     "quarantine",
+    "report",
     "import",
     "attach",
     "ls",
@@ -293,6 +294,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _queue_arg(p)
     p.add_argument("--clear", metavar="GPU,...|all", help="give these GPUs back to placement")
+
+    p = _add(
+        sub,
+        "report",
+        "what the queue's jobs cost and waited for: GPU-hours, memory asked vs used, waits, "
+        "failures, GPUs idle while jobs waited (from the saved state; no scheduler needed)",
+        "gtui report q.toml --json | jq .total",
+    )
+    _queue_arg(p)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = sub.add_parser("import", help="print a queue.toml made from a bash queue script")
     p.add_argument("file", metavar="FILE")

@@ -33,6 +33,22 @@ GROUPS = {
 }
 
 
+def _with_estimate(note: str, j: dict[str, Any]) -> str:
+    """``note`` with the job's progress and estimated finish or start, marked as estimates."""
+    if j.get("progress") is None and j.get("eta_s") is None and j.get("starts_in_s") is None:
+        return note
+    from gtui.core.sched.eta import short_duration  # only when there is one to show
+
+    extra = []
+    if j.get("progress") is not None:
+        extra.append(f"{j['progress'] * 100:.0f}% ({j.get('progress_text') or ''})")
+    if j.get("eta_s") is not None:
+        extra.append(f"ends in {short_duration(j['eta_s'])} (estimate)")
+    if j.get("starts_in_s") is not None:
+        extra.append(f"starts in {short_duration(j['starts_in_s'])} (estimate)")
+    return " · ".join([p for p in (note, *extra) if p])
+
+
 def parse_states(text: str) -> frozenset[str]:
     """``failed,waiting`` -> the states it names; GtuiError (exit 2) for a word that is none."""
     out: set[str] = set()
@@ -110,6 +126,7 @@ def render(status: dict[str, Any], states: frozenset[str] | None = None) -> list
             note = f"{j['diagnosis']['kind']}: {j['diagnosis']['line']}"
         elif j["state"] in ("running", "suspended") and j["started_at"]:
             note = format_duration(time.time() - j["started_at"])
+        note = _with_estimate(note, j)  # progress, ETA, start (issue 19.3)
         note = "; ".join([note, *j["warnings"]]) if j["warnings"] else note
         rows.append((j["name"], j["state"], gpus, mem, str(j["attempt"]), note))
     width = max([len(r[0]) for r in rows] + [4])

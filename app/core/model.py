@@ -69,6 +69,29 @@ class DiagnosisRule:
     signals: tuple[int, ...] = ()
 
 
+NOTIFY_EVENTS = ("end", "failure", "queue_done")
+
+
+@dataclass(frozen=True)
+class Notify:
+    """``[notify]`` of a queue file (issue 19.4): how the user hears that jobs ended.
+
+    ``on``: which events: ``end`` (every job's end: done, failed, killed), ``failure`` (a job
+    failed, retries spent), ``queue_done`` (nothing runs and nothing more can start).
+    ``command`` runs through ``bash -c`` with the facts in its environment (GTUI_JOB_NAME, ...);
+    ``apprise`` lists Apprise URLs (the optional extra ``gtui[notify]``); ``bell`` / ``desktop``
+    are the dashboard's terminal bell and OSC 9 desktop notification, off by default. Each
+    delivery is cut off after ``timeout_s``.
+    """
+
+    command: str | None = None
+    apprise: tuple[str, ...] = ()
+    on: tuple[str, ...] = ("failure", "queue_done")
+    timeout_s: float = 30.0
+    bell: bool = False
+    desktop: bool = False
+
+
 @dataclass(frozen=True)
 class Settings:
     """``[settings]`` of a queue file, with DESIGN.md 3's defaults."""
@@ -96,6 +119,7 @@ class Settings:
     diagnose: tuple[DiagnosisRule, ...] = ()
     # Publish this queue's claims and count other users' (issue 20, DESIGN.md 4.1).
     neighbours: bool = True
+    notify: Notify = field(default_factory=Notify)  # the [notify] section (issue 19.4)
 
 
 @dataclass(frozen=True)

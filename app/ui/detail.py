@@ -23,8 +23,10 @@ from gtui.core.api import JobView
 from gtui.core.model import JobRecord, JobSpec, JobState, Settings
 from gtui.core.queue.placeholders import substitute
 from gtui.core.queue.queuefile import isolated
+from gtui.core.sched.eta import Estimate
 from gtui.core.state.history import Attempt, attempt_of
 from gtui.core.units import format_duration, format_mib
+from gtui.ui.forecast import detail_lines
 from gtui.ui.format import STATE_GLYPH, STATE_STYLE, display_path, kind_label
 
 
@@ -183,6 +185,7 @@ def detail_renderable(
     settings: Settings,
     queue_path: Path,
     now: float,
+    estimate: Estimate | None = None,
 ) -> RenderableType:
     """The detail view's text for ``view``: what happened (state, diagnosis, waiting reason),
     every attempt, what it runs (command, cwd, GPUs, memory, dependencies), the environment.
@@ -229,6 +232,9 @@ def detail_renderable(
         _row(grid, label, why)
     if rec.waiting:
         _row(grid, "queued", f"since {when(rec.queued_since, now)}", "dim")
+    live = rec.active or rec.waiting  # an estimate made before the job ended is old
+    for label, text in detail_lines(estimate if live else None, now):  # issue 19.3
+        _row(grid, label, text)
     parts.append(grid)
 
     # Every attempt, as it ended.

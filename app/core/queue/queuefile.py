@@ -47,7 +47,15 @@ from pathlib import Path
 from typing import Any
 
 from gtui.core.errors import QueueFileError
-from gtui.core.model import DiagnosisRule, JobSpec, Mode, Placement, Settings
+from gtui.core.model import (
+    NOTIFY_EVENTS,
+    DiagnosisRule,
+    JobSpec,
+    Mode,
+    Notify,
+    Placement,
+    Settings,
+)
 from gtui.core.queue.placeholders import (
     gpu_indices_in,
     is_reserved,
@@ -97,7 +105,8 @@ JOB_KEYS = (
 )
 RULE_KEYS = ("kind", "pattern", "hint", "exit_codes", "signals")
 _JOB_KEYSET = frozenset(JOB_KEYS)
-TOP_KEYS = ("settings", "jobs", "diagnose")
+TOP_KEYS = ("settings", "jobs", "diagnose", "notify")
+NOTIFY_KEYS = ("command", "apprise", "on", "timeout", "bell", "desktop")
 MAX_JOBS_PER_ENTRY = 100_000
 
 _NAME_BAD = re.compile(r"[\s/\\,{}\"'$*?\[\]<>|;&()`\x00-\x1f\x7f]")
@@ -523,6 +532,37 @@ def parse_settings(
             wheres = [_Where(str(path), ln, ks, "[[settings.diagnose]]") for ln, ks in rule_lines]
             kw["diagnose"] = tuple(_rules(str(path), value, wheres, w))
     return Settings(**kw)
+
+
+def parse_notify(data: Any, w: _Where) -> Notify:
+    """Check a ``[notify]`` table (issue 19.4): every key, with the fix in its message."""
+    if not isinstance(data, Mapping):
+        raise w.error(f"expected a table ([notify]), got {_kind(data)}", "notify")
+    _check_keys(w, data, NOTIFY_KEYS, {"[settings]": SETTINGS_KEYS})
+    kw: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "command":
+            kw["command"] = _str(w, key, value)
+        elif key in ("apprise", "on"):
+            items = [value] if isinstance(value, str) else value
+            if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+                raise w.error(f"expected a list of strings, got {_kind(value)}", key)
+            if key == "on":
+                for x in items:
+                    _choice(w, key, x, NOTIFY_EVENTS)
+            elif any("://" not in x for x in items):
+                bad = next(x for x in items if "://" not in x)
+                raise w.error(
+                    f"{printable(bad)!r} is not an Apprise URL (e.g. ntfy://topic, "
+                    "mailto://user:pass@example.com, json://host/path)",
+                    key,
+                )
+            kw[key] = tuple(dict.fromkeys(items))
+        elif key == "timeout":
+            kw["timeout_s"] = _duration(w, key, value, positive=True)
+        else:  # bell, desktop
+            kw[key] = _bool(w, key, value)
+    return Notify(**kw)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1301,6 +1341,12 @@ def _load_queue(
         fallback = _Where(shown, root.line_of("diagnose"), {}, "the top level")
         extra = _rules(shown, data["diagnose"], wheres, fallback)
         settings = replace(settings, diagnose=settings.diagnose + tuple(extra))
+    if "notify" in data:
+        t = sc.table("notify")
+        nw = _Where(
+            shown, _table_line(t) or root.line_of("notify"), t.keys if t else {}, "[notify]"
+        )
+        settings = replace(settings, notify=parse_notify(data["notify"], nw))
 
     if machine is not None and pool is None:
         pool = _pool_from_machine(settings, machine, _Where(shown, s_line, s_keys, "[settings]"))
@@ -1372,6 +1418,8 @@ def settings_to_json(settings: Settings) -> dict[str, Any]:
             out[key] = dict(value)
         elif isinstance(value, (Mode, Placement)):
             out[key] = value.value
+        elif isinstance(value, Notify):
+            out[key] = {k: list(v) if isinstance(v, tuple) else v for k, v in vars(value).items()}
         else:
             out[key] = value
     return out

@@ -39,6 +39,8 @@ from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths, registe
 from gtui.core.queue.queuefile import QueueFile, forget_cached
 from gtui.core.queue.source import QueueSource
 from gtui.core.sched.commands import Commands
+from gtui.core.sched.forecast import Forecast
+from gtui.core.sched.notifying import Notifying
 from gtui.core.sched.occupancy import Occupancy
 from gtui.core.sched.outcome import Rules
 from gtui.core.sched.planner import Planner
@@ -54,9 +56,10 @@ __all__ = ["UNISOLATED_WARNING", "Engine", "pool_totals"]  # pool_totals: gpus.s
 FILE_WATCH_S = 0.2  # how often the queue file's stat is looked at between polls
 REASON_SAVE_S = 30.0  # waiting reasons are saved at most this often (and at shutdown)
 FAST_POLL_S = 0.2  # after a job ends on real GPUs, poll this often (occupancy.FAST_POLL_FOR_S)
+QUIT_NOTIFY_S = 3.0  # what a quitting dashboard gives notifications still being delivered
 
 
-class Engine(Runs, Occupancy, Commands):
+class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
     """Owns one queue while it runs it: its parts, the lock, and the control socket."""
 
     def __init__(
@@ -106,6 +109,8 @@ class Engine(Runs, Occupancy, Commands):
         self._last_poll = 0.0  # monotonic time of the loop's last GPU read and pass
         self._fast_until = 0.0
         self._init_runs()
+        self._init_forecast()
+        self._init_notifying()
 
     # ------------------------------------------------------------------ read-only accessors
     @property
@@ -161,6 +166,8 @@ class Engine(Runs, Occupancy, Commands):
         views = self._book.views(copies=False) if self._book is not None else []
         with paused_gc():  # 100,000 dicts of jobs: see JobBook.views
             doc = status_dict(self.queue_path, self._paused, gpus, views, scheduler)
+        if views:
+            self._add_estimates(doc["jobs"], views)  # progress, ETAs (issue 19.3)
         # What is wrong right now, in words: a full disk, a broken queue file.
         problems = []
         book = self._book
@@ -264,6 +271,7 @@ class Engine(Runs, Occupancy, Commands):
                 # (end to start: 2 ms of 10 on 2 busy cores, benchmarks/end_to_start.py).
                 self._publish_gpus()
                 if exit_when_idle and self._idle():
+                    self._check_queue_done(lambda: True)  # [notify]'s queue_done, before exit
                     break
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=self._poll_interval())
@@ -331,6 +339,10 @@ class Engine(Runs, Occupancy, Commands):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._watchers.clear()
+        # Deliveries under way: `gtui run` waits their deadline out ("queue done" goes out
+        # before it exits); a dashboard that quits, a few seconds at most.
+        wait = self._settings.notify.timeout_s + 1.0 if self.exits_with_run else QUIT_NOTIFY_S
+        await self._notifier.drain(wait)
         self._source.close()
         if self._control is not None:
             with contextlib.suppress(Exception):

@@ -14,6 +14,7 @@ import dataclasses
 import os
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +61,16 @@ class Runs:
         def _after_failure(self, rec: JobRecord) -> None: ...
 
         def _arm_retry(self, name: str, delay: float) -> None: ...
+
+        def _read_progress(self, name: str, rec: JobRecord, size: int) -> None: ...
+
+        def _forget_progress(self, name: str, *, ended_done: bool) -> None: ...
+
+        def _notify_end(self, rec: JobRecord) -> None: ...
+
+        def _check_queue_done(self, idle: Callable[[], bool]) -> None: ...
+
+        def _idle(self) -> bool: ...
 
     def _init_runs(self) -> None:
         self._watchers: dict[str, asyncio.Task[None]] = {}
@@ -200,6 +211,7 @@ class Runs:
         if rec is not None and rec.token and rec.final:
             self._check_leftovers_soon(name, rec.token)
         await self._after_end(name)
+        self._check_queue_done(self._idle)
 
     def _finish(self, name: str, status: ExitStatus, *, recovered: bool = False) -> None:
         """A job's run ended: decide its state, diagnose, maybe retry; commit; publish."""
@@ -212,6 +224,7 @@ class Runs:
         if handle is not None:
             handle.cancel()
         self._log_sizes.pop(name, None)
+        self._forget_progress(name, ended_done=status.exit_code == 0 and status.signal is None)
         killed = name in self._killing
         timed_out = name in self._timed_out
         self._killing.discard(name)
@@ -237,6 +250,7 @@ class Runs:
         book.commit(rec)
         record_attempt(book.store, rec)  # the attempts history (the job detail view)
         self._bus.publish(JobChanged(book.view(name)))
+        self._notify_end(rec)  # [notify] (issue 19.4): queued for delivery, never waited on
         if rec.final or name not in book.index:
             # Ended, or would be retried under a name the file no longer has: its edit (if
             # any) takes over, as the next attempt.
@@ -301,6 +315,7 @@ class Runs:
                 if size is not None and self._log_sizes.get(name) != size:
                     self._log_sizes[name] = size
                     self._bus.publish(LogGrew(name, rec.log, size))
+                    self._read_progress(name, rec, size)
 
     # ------------------------------------------------------------------ kill
     async def _kill_process(self, name: str, signalled: asyncio.Event | None = None) -> None:

@@ -22,6 +22,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gtui.core.errors import GtuiError
 from gtui.core.model import JobRecord
@@ -178,3 +179,52 @@ def attempts_of(db: Path, names: Sequence[str]) -> dict[str, list[Attempt]]:
 
 def _q(n: int) -> str:
     return ", ".join("?" * n)
+
+
+# -- the whole history (issue 19: estimates and `gtui report`) -----------------------------------
+
+REPORT_CHUNK = 500  # names per query (SQLite's limit on parameters is far above)
+
+
+def _read(db: Path, sql: str) -> list[Any]:
+    """Rows of one read-only query of ``db``; [] with no db, no table yet, or a locked db."""
+    if not db.is_file():
+        return []
+    try:
+        conn = sqlite3.connect(
+            f"{db.resolve().as_uri()}?mode=ro",
+            uri=True,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,
+        )
+    except sqlite3.Error:
+        return []
+    try:
+        return conn.execute(sql).fetchall()
+    except sqlite3.Error:
+        return []
+    finally:
+        conn.close()
+
+
+def done_runtimes(db: Path) -> list[tuple[str, float]]:
+    """(name, seconds) of every attempt that ended done: what start estimates are made of.
+    One light query, however long the history."""
+    rows = _read(
+        db,
+        f"SELECT name, ended_at - started_at FROM {TABLE} "
+        "WHERE state = 'done' AND started_at IS NOT NULL AND ended_at IS NOT NULL",
+    )
+    return [(str(n), max(0.0, float(d))) for n, d in rows]
+
+
+def all_attempts(db: Path) -> list[Attempt]:
+    """Every recorded attempt of every job, oldest end first ([] with no db or no history):
+    what ``gtui report`` reads. Through :func:`attempts_of`, so every field it reads is here."""
+    names = [str(r[0]) for r in _read(db, f"SELECT DISTINCT name FROM {TABLE}")]
+    out: list[Attempt] = []
+    for i in range(0, len(names), REPORT_CHUNK):
+        for runs in attempts_of(db, names[i : i + REPORT_CHUNK]).values():
+            out.extend(runs)
+    out.sort(key=lambda a: (a.ended_at or 0.0, a.name, a.attempt))
+    return out

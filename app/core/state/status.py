@@ -34,6 +34,14 @@ def job_dict(view: JobView) -> dict[str, Any]:
         "reason_at": rec.reason_at if rec.waiting else None,
         "diagnosis": {"kind": d.kind, "line": d.line, "hint": d.hint} if d else None,
         "warnings": list(rec.warnings),
+        # Issue 19.3, estimates: filled by a running scheduler (sched/forecast.py), else None.
+        "progress": None,
+        "progress_text": None,
+        "eta_s": None,
+        "finish_at": None,
+        "estimate_basis": None,
+        "starts_at": None,
+        "starts_in_s": None,
     }
 
 

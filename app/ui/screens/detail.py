@@ -23,6 +23,7 @@ from textual.widgets import Static
 from gtui.core.api import JobView
 from gtui.core.errors import GtuiError
 from gtui.core.paths import queue_paths
+from gtui.core.sched.eta import Estimate
 from gtui.core.state.history import Attempt, attempts
 from gtui.ui.detail import detail_renderable, detail_title
 from gtui.ui.events import Batch
@@ -120,6 +121,7 @@ class DetailScreen(Screen[None]):
             settings=self.engine.settings,
             queue_path=self.engine.queue_path,
             now=self.clock(),
+            estimate=self._estimate(),
         )
         self.query_one("#detail-body", Static).update(body)
         self.query_one("#detail-header", Static).update(detail_title(view))
@@ -135,6 +137,14 @@ class DetailScreen(Screen[None]):
             placeholder = "no log yet: the job has not started" if not rec.attempt else "no log"
             self.log_view.show(path, placeholder)
         self._update_log_title()
+
+    def _estimate(self) -> Estimate | None:
+        """The main screen's estimate for this job (it works them out every 2 s)."""
+        for screen in self.app.screen_stack:
+            estimates = getattr(screen, "estimates", None)
+            if isinstance(estimates, dict):
+                return estimates.get(self.job)
+        return None
 
     def apply(self, batch: Batch) -> None:
         """A batch of engine events (from the main screen): show what concerns this job."""

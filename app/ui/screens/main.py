@@ -24,20 +24,25 @@ from textual.screen import Screen
 from gtui.core.api import JobView
 from gtui.core.errors import GtuiError
 from gtui.core.model import JobState
+from gtui.core.sched.eta import Estimate
 from gtui.core.units import format_duration
+from gtui.ui.alerts import Alerts, end_events
 from gtui.ui.events import Batch
+from gtui.ui.forecast import UiForecast
 from gtui.ui.format import count_states, display_path
 from gtui.ui.forms import changed_fields, fields_from_form, form_from_spec
 from gtui.ui.keys import KEYS, Key
 from gtui.ui.pager import page
 from gtui.ui.port import EnginePort
 from gtui.ui.screens.confirm import Choice, ConfirmScreen
-from gtui.ui.screens.detail import DetailScreen
+from gtui.ui.screens.detail import DetailScreen, state_db
 from gtui.ui.screens.filter import FilterScreen
 from gtui.ui.screens.help import HelpScreen
 from gtui.ui.screens.job_form import JobForm
 from gtui.ui.widgets.diagnosis import DiagnosisPanel
 from gtui.ui.widgets.gpu_panel import GpuPanel
+from gtui.ui.widgets.gpu_sparks import MIN_ROWS as SPARKS_MIN_ROWS
+from gtui.ui.widgets.gpu_sparks import GpuSparks
 from gtui.ui.widgets.header import HeaderBar
 from gtui.ui.widgets.job_table import JobTable
 from gtui.ui.widgets.keybar import KeyBar
@@ -46,6 +51,7 @@ from gtui.ui.widgets.log_view import LogView
 
 NARROW_BELOW = 120  # columns: below this the log goes under the queue instead of beside it
 LOG_MIN_INTERVAL = 0.25  # seconds between two repaints of a growing log
+FORECAST_EVERY_TICKS = 2  # progress and estimates are worked out every 2 s
 
 
 class MainScreen(Screen[None]):
@@ -75,6 +81,10 @@ class MainScreen(Screen[None]):
         self._summary = ""
         self._own_edit_until = 0.0
         self.ready = False  # set once the engine runs and its state is on screen
+        self.forecast = UiForecast(state_db(engine))  # progress and estimates (issue 19.3)
+        self.estimates: dict[str, Estimate] = {}
+        self.alerts = Alerts(self._terminal_write, in_tmux=in_tmux)
+        self._ticks = 0
 
     # -- layout -----------------------------------------------------------------------------
 
@@ -88,6 +98,7 @@ class MainScreen(Screen[None]):
         )
         with VerticalScroll(id="gpus-box"):
             yield GpuPanel(e.settings, id="gpus")
+            yield GpuSparks(clock=self.clock, id="gpu-sparks")  # issue 19.5
         with Container(id="main"):
             with Vertical(id="queue-box"):
                 yield JobTable(clock=self.clock, id="jobs")
@@ -105,6 +116,7 @@ class MainScreen(Screen[None]):
         self.query_one("#gpus-box").border_title = "GPUs  ▓ others █ ours ░ free"
         self.query_one("#diagnosis").display = False
         self.query_one("#main").set_class(self.size.width < NARROW_BELOW, "-narrow")
+        self._fit_sparks()
         self._update_queue_title()
         self._update_log_title()
         self.query_one(JobTable).focus()
@@ -117,6 +129,15 @@ class MainScreen(Screen[None]):
     def on_resize(self) -> None:
         for main in self.query("#main"):
             main.set_class(self.size.width < NARROW_BELOW, "-narrow")
+        self._fit_sparks()
+
+    def _fit_sparks(self) -> None:
+        """The GPU sparklines only where the screen is tall enough to spare the lines."""
+        tall = self.size.height >= SPARKS_MIN_ROWS
+        for sparks in self.query(GpuSparks):
+            sparks.display = tall
+        for box in self.query("#gpus-box"):
+            box.styles.max_height = 24 if tall else None
 
     @property
     def composed(self) -> bool:
@@ -162,6 +183,7 @@ class MainScreen(Screen[None]):
         self._sync_settings()
         self.table.set_jobs(self.engine.jobs())
         self.query_one(GpuPanel).set_read(self.engine.gpus)
+        self.query_one(GpuSparks).set_read(self.engine.gpus)
         self._after_jobs_changed()
 
     def apply(self, batch: Batch) -> None:
@@ -174,13 +196,18 @@ class MainScreen(Screen[None]):
                 table.set_jobs(batch.queue)
                 jobs_changed = True
             if batch.jobs:
+                before = {n: v.record.state for n in batch.jobs if (v := table.view(n))}
                 table.update_jobs(batch.jobs.values())
                 jobs_changed = True
+                conf = self.engine.settings.notify  # bell / OSC 9 (issue 19.4), off by default
+                self.alerts.say(conf, end_events(before, batch.jobs.values(), conf.on))
+                self.alerts.queue_state(conf, table.views())
             if batch.removed:
                 table.remove_jobs(batch.removed)
                 jobs_changed = True
             if batch.gpus is not None:
                 self.query_one(GpuPanel).set_read(batch.gpus)
+                self.query_one(GpuSparks).set_read(batch.gpus)
             if batch.summary is not None:
                 self._summary = batch.summary
             for n in batch.notices:
@@ -237,7 +264,17 @@ class MainScreen(Screen[None]):
         box.border_title = f"Queue{flt} · {what}  (/ filters)"
         box.border_subtitle = self._summary
 
+    def _terminal_write(self, seq: str) -> None:
+        """A bell or an OSC 9 straight to the terminal, as Textual's own ``bell`` does."""
+        driver = getattr(self.app, "_driver", None)
+        if driver is not None and not self.app.is_headless:
+            driver.write(seq)
+
     def _tick(self) -> None:
+        self._ticks += 1
+        if self._ticks % FORECAST_EVERY_TICKS == 1:
+            self.estimates = self.forecast.update(self.table.views(), self.clock())
+            self.table.set_estimates(self.estimates)
         self.table.tick()
         if self.log_view.poll():
             self._log_refreshed = time.monotonic()

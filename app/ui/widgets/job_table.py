@@ -22,6 +22,8 @@ from textual.strip import Strip
 
 from gtui.core.api import JobView
 from gtui.core.model import ACTIVE_STATES, WAITING_STATES, JobState
+from gtui.core.sched.eta import Estimate
+from gtui.ui.forecast import progress_cell
 from gtui.ui.format import COUNT_ORDER, job_cells
 
 # (key, title, width or 0 = flexible, justify)
@@ -36,6 +38,10 @@ _FIXED = (
     ("time", "time", 8, "right"),
     ("note", "note", 0, "left"),
 )
+# Shown before "note" once some job has progress or an estimate (issue 19.3), where the table
+# is this wide; narrower, the progress leads the job's note instead (a running job has none).
+_PROGRESS = ("progress", "progress", 14, "left")
+PROGRESS_COLUMN_FROM = 96
 
 # Groups first, then each state alone (the filter dialog lists them in this order).
 FILTERS: dict[str, frozenset[JobState] | None] = {
@@ -53,14 +59,18 @@ FILTER_LABELS = {
 }
 
 
-def column_widths(width: int, longest_name: int) -> list[tuple[str, str, int, str]]:
-    """Fit the columns into ``width``: fixed ones as they are, name and note share the rest."""
-    fixed = sum(w for _, _, w, _ in _FIXED) + (len(_FIXED) - 1)
+def column_widths(
+    width: int, longest_name: int, *, progress: bool = False
+) -> list[tuple[str, str, int, str]]:
+    """Fit the columns into ``width``: fixed ones as they are, name and note share the rest.
+    ``progress``: with the progress / estimate column."""
+    columns = (*_FIXED[:-1], _PROGRESS, _FIXED[-1]) if progress else _FIXED
+    fixed = sum(w for _, _, w, _ in columns) + (len(columns) - 1)
     rest = max(10, width - fixed)
     name_w = max(8, min(longest_name, 32, max(12, rest // 2)))
     note_w = max(4, rest - name_w)
     out = []
-    for key, title, w, justify in _FIXED:
+    for key, title, w, justify in columns:
         if key == "name":
             w = name_w
         elif key == "note":
@@ -118,6 +128,7 @@ class JobTable(ScrollView, can_focus=True):
         self.filter_name = "all"
         self.filter_text = ""
         self.reorders = 0  # how often the visible order was recomputed (tests, benchmark)
+        self.estimates: dict[str, Estimate] = {}
 
     # -- data -----------------------------------------------------------------------------------
 
@@ -270,6 +281,12 @@ class JobTable(ScrollView, can_focus=True):
             if self._views[self._order[i]].record.active:
                 self._refresh_row(i)
 
+    def set_estimates(self, estimates: dict[str, Estimate]) -> None:
+        """Progress, finish and start estimates (gtui.ui.forecast): repaint if they moved."""
+        if estimates != self.estimates:
+            self.estimates = estimates
+            self.refresh()
+
     # -- painting -------------------------------------------------------------------------------
 
     def _refresh_row(self, index: int) -> None:
@@ -280,7 +297,8 @@ class JobTable(ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         base = self.rich_style
-        cols = column_widths(width, self._longest)
+        column = bool(self.estimates) and width >= PROGRESS_COLUMN_FROM
+        cols = column_widths(width, self._longest, progress=column)
         if y == 0:
             header = Text(no_wrap=True, end="")
             for i, (_, title, w, justify) in enumerate(cols):
@@ -294,6 +312,7 @@ class JobTable(ScrollView, can_focus=True):
             return Strip.blank(width, base)
         name = self._order[index]
         cells = job_cells(self._views[name], self.clock())
+        rec = self._views[name].record
         selected = index == self._cursor
         by_key = {
             "sel": Text("›" if selected else " ", style="bold"),
@@ -305,7 +324,14 @@ class JobTable(ScrollView, can_focus=True):
             "tries": cells.tries,
             "time": cells.time,
             "note": cells.note,
+            # An estimate is worked out every 2 s: one for a job that has ended since is old.
+            "progress": progress_cell(
+                self.estimates.get(name) if rec.active or rec.waiting else None, self.clock()
+            ),
         }
+        if not column and by_key["progress"].plain:  # no room for the column: note it first
+            lead = by_key["progress"]
+            by_key["note"] = lead + Text(" · ") + cells.note if cells.note.plain else lead
         line = Text(no_wrap=True, end="")
         for i, (key, _, w, justify) in enumerate(cols):
             if i:

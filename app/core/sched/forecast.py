@@ -1,0 +1,101 @@
+"""The scheduler's side of issue 19.3: it reads running jobs' progress as their logs grow and
+puts the estimates into ``gtui status --json``. The arithmetic is in ``eta`` (pure)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from gtui.core.api import JobView
+from gtui.core.exec.base import Executor
+from gtui.core.model import JobRecord
+from gtui.core.paths import QueuePaths
+from gtui.core.progress import read_progress
+from gtui.core.sched.eta import Estimate, ProgressBook, estimate, runtimes_by_sweep
+from gtui.core.state.book import JobBook
+from gtui.core.state.history import done_runtimes
+
+PROGRESS_EVERY_S = 2.0  # a growing log's tail is parsed at most this often per job
+RUNTIMES_EVERY_S = 60.0  # past runtimes are read from the history at least this often
+RUNTIMES_AFTER_END_S = 2.0  # and again after a job ended done, at most this often
+PARSES_PER_S = 40  # log tails parsed per second at most (about 1.5 ms each)
+
+
+class Forecast:
+    """Mixed into the Engine."""
+
+    paths: QueuePaths
+    _book: JobBook
+    _executor: Executor
+
+    def _init_forecast(self) -> None:
+        self._progress = ProgressBook()
+        self._progress_at: dict[str, float] = {}
+        self._runtimes: tuple[dict[int, float], dict[str, float]] | None = None
+        self._runtimes_at = -RUNTIMES_EVERY_S - 1.0  # read at the first status
+        self._runtimes_stale = True
+        self._parse_window = 0.0
+        self._parses = 0
+
+    def _read_progress(self, name: str, rec: JobRecord, size: int) -> None:
+        """The log of running job ``name`` grew to ``size``: read its progress (throttled per
+        job, and to :data:`PARSES_PER_S` in all: 1,000 chatty jobs must not take the loop)."""
+        now = time.monotonic()
+        if now - self._progress_at.get(name, -PROGRESS_EVERY_S) < PROGRESS_EVERY_S:
+            return
+        if now - self._parse_window >= 1.0:
+            self._parse_window, self._parses = now, 0
+        if self._parses >= PARSES_PER_S:
+            return  # its next growth asks again
+        self._parses += 1
+        self._progress_at[name] = now
+        log = rec.log
+        if not log:
+            return
+        p = read_progress(lambda off, n: self._executor.read_log(log, off, n), size)
+        if p is not None:
+            self._progress.observe(name, rec.attempt, p, time.time())
+
+    def _forget_progress(self, name: str, *, ended_done: bool) -> None:
+        self._progress.forget(name)
+        self._progress_at.pop(name, None)
+        if ended_done:
+            self._runtimes_stale = True  # a new runtime to count
+
+    def _estimates(self, views: Sequence[JobView]) -> dict[str, Estimate]:
+        now = time.time()
+        since = now - self._runtimes_at
+        if since > RUNTIMES_EVERY_S or (self._runtimes_stale and since > RUNTIMES_AFTER_END_S):
+            entry_of = {n: s.entry for n, s in self._book.specs.items()}
+            self._runtimes = runtimes_by_sweep(done_runtimes(self.paths.db), entry_of)
+            self._runtimes_at, self._runtimes_stale = now, False
+        assert self._runtimes is not None
+        return estimate(views, self._progress, self._runtimes, now)
+
+    def _add_estimates(self, jobs: list[dict[str, Any]], views: Sequence[JobView]) -> None:
+        """Put each job's progress and estimated finish / start into its status dict."""
+        est = self._estimates(views)
+        if not est:
+            return
+        now = time.time()
+        for j in jobs:
+            e = est.get(j["name"])
+            if e is None:
+                continue
+            estimate_json(j, e, now)
+
+
+def estimate_json(job: dict[str, Any], e: Estimate, now: float) -> None:
+    """The ``status --json`` fields of an estimate (see README, "Progress, notifications and
+    reports"): every time in them is an estimate, ``estimated`` says so."""
+    if e.progress is not None:
+        job["progress"] = round(e.progress.fraction, 4)
+        job["progress_text"] = e.progress.text
+    if e.finish_at is not None:
+        job["finish_at"] = round(e.finish_at, 1)
+        job["eta_s"] = round(max(0.0, e.finish_at - now), 1)
+        job["estimate_basis"] = e.basis
+    if e.start_at is not None:
+        job["starts_at"] = round(e.start_at, 1)
+        job["starts_in_s"] = round(max(0.0, e.start_at - now), 1)

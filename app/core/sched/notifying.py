@@ -1,0 +1,89 @@
+"""The scheduler's side of issue 19.4: which ends are worth a notification, and the facts each
+carries (the environment of ``[notify] command``). Delivery is gtui.core.exec.notify's."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+
+from gtui.core.bus import EventBus
+from gtui.core.exec.notify import Message, Notifier
+from gtui.core.model import JobRecord, JobState, Settings
+from gtui.core.state.book import JobBook
+
+ENDS = frozenset({JobState.DONE, JobState.FAILED, JobState.KILLED, JobState.UNKNOWN})
+
+
+class Notifying:
+    """Mixed into the Engine."""
+
+    _bus: EventBus
+    _book: JobBook
+    _settings: Settings
+    queue_path: object
+
+    def _init_notifying(self) -> None:
+        self._notifier = Notifier(lambda text: self._bus.notice("warning", text))
+        self._ends_since_done = 0
+
+    def _notify_end(self, rec: JobRecord) -> None:
+        """A job's run ended (``_finish``): tell, if ``[notify]`` asks for this end."""
+        if rec.state not in ENDS:
+            return  # queued again for a retry: not an end yet
+        self._ends_since_done += 1
+        conf = self._settings.notify
+        if not (conf.command or conf.apprise):
+            return  # nobody to tell (the dashboard's bell and OSC 9 are its own)
+        event = "failure" if rec.state == JobState.FAILED and "failure" in conf.on else "end"
+        d = rec.diagnosis
+        runtime = (
+            rec.ended_at - rec.started_at
+            if rec.ended_at is not None and rec.started_at is not None
+            else None
+        )
+        how = rec.state.value + (f" ({d.kind})" if d is not None else "")
+        env = {
+            "GTUI_EVENT": event,
+            "GTUI_QUEUE": str(self.queue_path),
+            "GTUI_HOST": socket.gethostname(),
+            "GTUI_JOB_NAME": rec.name,
+            "GTUI_JOB_STATE": rec.state.value,
+            "GTUI_EXIT_CODE": "" if rec.exit_code is None else str(rec.exit_code),
+            "GTUI_SIGNAL": "" if rec.signal is None else str(rec.signal),
+            "GTUI_ATTEMPT": str(rec.attempt),
+            "GTUI_GPUS": ",".join(map(str, rec.gpus)),
+            "GTUI_LOG": rec.log or "",
+            "GTUI_DIAGNOSIS": d.kind if d is not None else "",
+            "GTUI_DIAGNOSIS_LINE": d.line if d is not None else "",
+            "GTUI_RUNTIME_S": "" if runtime is None else f"{runtime:.0f}",
+        }
+        title = f"gtui: {rec.name} {how}"
+        body = f"{rec.name} {how} after {env['GTUI_RUNTIME_S'] or '?'} s, attempt {rec.attempt}"
+        if d is not None and d.line:
+            body += f"\n{d.line[:300]}"
+        env["GTUI_MESSAGE"] = body
+        self._notifier.send(conf, Message(event, title, body, env))
+
+    def _check_queue_done(self, idle: Callable[[], bool]) -> None:
+        """After an end: if nothing runs and nothing more can start, say the queue is done
+        (once per time it empties; a scheduler that started with nothing to do says nothing).
+        ``idle`` is only asked when someone is to be told."""
+        conf = self._settings.notify
+        if not self._ends_since_done or "queue_done" not in conf.on:
+            return
+        if not (conf.command or conf.apprise) or not idle():
+            return
+        self._ends_since_done = 0
+        counts = self._book.counts()
+        env = {
+            "GTUI_EVENT": "queue_done",
+            "GTUI_QUEUE": str(self.queue_path),
+            "GTUI_HOST": socket.gethostname(),
+            **{f"GTUI_{s.value.upper()}": str(counts.get(s.value, 0)) for s in JobState},
+            "GTUI_TOTAL": str(sum(counts.values())),
+        }
+        parts = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        body = f"{self.queue_path}: nothing more to run ({parts})"
+        env["GTUI_MESSAGE"] = body
+        msg = Message("queue_done", f"gtui: queue done ({parts})", body, env)
+        self._notifier.send(self._settings.notify, msg)

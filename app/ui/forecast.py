@@ -1,0 +1,153 @@
+"""The dashboard's progress and estimates (issue 19.3): it reads running jobs' logs itself (the
+same files the log panel reads, in process or attached to a scheduler elsewhere) and runs the
+core's estimator (gtui.core.sched.eta), so no event has to carry them."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from rich.text import Text
+
+from gtui.core.api import JobView
+from gtui.core.model import JobState
+from gtui.core.progress import read_progress
+from gtui.core.sched.eta import (
+    Estimate,
+    ProgressBook,
+    estimate,
+    runtimes_by_sweep,
+    short_duration,
+)
+from gtui.core.state.history import done_runtimes
+
+RUNTIMES_EVERY_S = 60.0
+RUNTIMES_AFTER_END_S = 2.0  # and again after a job ended done, at most this often
+PARSES_PER_UPDATE = 40  # log tails parsed per update (every 2 s) at most
+BAR_CELLS = 5
+
+
+class UiForecast:
+    """Progress readings of the running jobs on screen, and the estimates made of them."""
+
+    def __init__(self, db: Path) -> None:
+        self.db = db
+        self.book = ProgressBook()
+        self._sizes: dict[str, int] = {}
+        self._runtimes: tuple[dict[int, float], dict[str, float]] | None = None
+        self._runtimes_at = 0.0
+        self._done = -1
+        self._read_at: dict[str, float] = {}
+
+    def update(self, views: Iterable[JobView], now: float | None = None) -> dict[str, Estimate]:
+        now = time.time() if now is None else now
+        views = list(views)
+        done = sum(1 for v in views if v.record.state == JobState.DONE)
+        since = now - self._runtimes_at
+        if (
+            self._runtimes is None
+            or since > RUNTIMES_EVERY_S
+            or (done != self._done and since > RUNTIMES_AFTER_END_S)
+        ):
+            self._done = done  # a job ended done: one more runtime to count
+            entry_of = {v.spec.name: v.spec.entry for v in views}
+            self._runtimes = runtimes_by_sweep(done_runtimes(self.db), entry_of)
+            self._runtimes_at = now
+        live: set[str] = set()
+        grown: list[tuple[float, str, str, int, int]] = []  # (last read, name, log, size, try)
+        for v in views:
+            rec = v.record
+            if not rec.active or not rec.log:
+                continue
+            name = v.spec.name
+            live.add(name)
+            try:
+                size = os.stat(rec.log).st_size
+            except OSError:
+                continue
+            if self._sizes.get(name) != size:
+                grown.append((self._read_at.get(name, 0.0), name, rec.log, size, rec.attempt))
+        # The least recently read first, PARSES_PER_UPDATE at most: the screen stays quick
+        # with a thousand jobs printing.
+        for _, name, log, size, attempt in sorted(grown)[:PARSES_PER_UPDATE]:
+            self._sizes[name] = size
+            self._read_at[name] = now
+            p = read_progress(_reader(log), size)
+            if p is not None:
+                self.book.observe(name, attempt, p, now)
+        for gone in set(self._sizes) - live:
+            self.book.forget(gone)
+            self._sizes.pop(gone, None)
+            self._read_at.pop(gone, None)
+        return estimate(views, self.book, self._runtimes, now)
+
+
+def _reader(path: str) -> Callable[[int, int], bytes]:
+    def read(offset: int, limit: int) -> bytes:
+        try:
+            with open(path, "rb") as f:
+                f.seek(offset)
+                return f.read(limit)
+        except OSError:
+            return b""
+
+    return read
+
+
+def compact(seconds: float) -> str:
+    """``~40m``, ``~2h10``, ``~30s``: an estimate in few cells."""
+    s = max(0.0, seconds)
+    if s < 60:
+        return f"~{int(s)}s"
+    m = round(s / 60)
+    if m < 60:
+        return f"~{m}m"
+    h, m = divmod(m, 60)
+    return f"~{h}h{m:02d}" if m else f"~{h}h"
+
+
+def progress_cell(e: Estimate | None, now: float) -> Text:
+    """The job table's progress column: ``███░░ 42% ~12m`` running, ``starts ~40m`` waiting."""
+    if e is None:
+        return Text("")
+    if e.start_at is not None:
+        return Text(f"starts {compact(e.start_at - now)}", style="dim italic")
+    out = Text()
+    if e.progress is not None:
+        f = e.progress.fraction
+        full = round(f * BAR_CELLS)
+        out.append("█" * full, style="green")
+        out.append("░" * (BAR_CELLS - full), style="dim")
+        out.append(f" {int(f * 100):>2d}%")
+    if e.finish_at is not None:
+        out.append(f" {compact(e.finish_at - now)}", style="dim" if e.basis == "history" else "")
+    return out
+
+
+def detail_lines(e: Estimate | None, now: float) -> list[tuple[str, str]]:
+    """The detail view's rows for an estimate: (label, text)."""
+    if e is None:
+        return []
+    rows: list[tuple[str, str]] = []
+    if e.progress is not None:
+        p = e.progress
+        rows.append(
+            ("progress", f"{p.fraction * 100:.0f}%  ({p.text}, read from the log: {p.source})")
+        )
+    if e.finish_at is not None:
+        at = time.strftime("%H:%M", time.localtime(e.finish_at))
+        why = "its progress rate" if e.basis == "progress" else "its sweep's past runtimes"
+        left = short_duration(e.finish_at - now)
+        rows.append(("finishes", f"in {left}, about {at} (estimate, from {why})"))
+    if e.start_at is not None:
+        at = time.strftime("%H:%M", time.localtime(e.start_at))
+        rows.append(
+            (
+                "starts",
+                f"in {short_duration(e.start_at - now)}, about {at} (estimate: when "
+                "running jobs' ETAs and its sweep's past runtimes free a GPU)",
+            )
+        )
+    return rows
