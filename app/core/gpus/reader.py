@@ -12,6 +12,7 @@ import threading
 from collections.abc import Sequence
 
 from gtui.core.bus import EventBus
+from gtui.core.gpus.holders import HolderReader
 from gtui.core.gpus.snapshot import GpuBackend, GpuSnapshot, JobUsage
 
 NVML_WAIT_S = 2.0  # a GPU read that takes longer: schedule on the last one meanwhile
@@ -25,6 +26,7 @@ class GpuReader:
         self._lost: dict[int, str] = {}  # GPU index -> why it is lost, as last told
         self._in_flight: asyncio.Future[GpuSnapshot] | None = None
         self._slow = False
+        self._holders = HolderReader()  # names who holds each GPU (issue 19.1)
 
     @property
     def source(self) -> str:
@@ -51,6 +53,7 @@ class GpuReader:
         (a poll's, a job end's): one kept silently would make the next, with the same error,
         look old, and the error would never be told."""
         previous_error = self.snapshot.error
+        snapshot = self._holders.describe(snapshot, snapshot.taken_at or None)
         self.snapshot = snapshot
         if snapshot.error and snapshot.error != previous_error:
             self._bus.notice("warning", snapshot.error)

@@ -11,10 +11,36 @@ from gtui.core.model import Settings
 
 @dataclass(frozen=True)
 class GpuProcess:
-    """A process seen on a GPU; ``mem_mib`` is None where the driver does not say."""
+    """A process seen on a GPU; ``mem_mib`` is None where the driver does not say.
+
+    The rest says who holds the memory (issue 19.1), filled by ``gtui.core.gpus.holders`` from
+    the process table (or declared by the fake layer): None where it cannot be read (another
+    pid namespace, a process gone between two calls). ``job`` is the gtui job it belongs to
+    (its ``GTUI_JOB``), None for anyone else's.
+    """
 
     pid: int
     mem_mib: int | None = None
+    user: str | None = None
+    command: str | None = None
+    started: float | None = None  # epoch seconds
+    parent_gone: bool = False  # adopted by init: whatever started it has ended
+    zombie: bool = False
+    job: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        """What is known of it; who it is only where it could be read (issue 19.1)."""
+        doc: dict[str, object] = {"pid": self.pid, "mem_mib": self.mem_mib}
+        if self.user is not None or self.command is not None or self.started is not None:
+            doc.update(
+                user=self.user,
+                command=self.command,
+                started=self.started,
+                parent_gone=self.parent_gone,
+                zombie=self.zombie,
+                job=self.job,
+            )
+        return doc
 
 
 @dataclass(frozen=True)
@@ -31,6 +57,9 @@ class GpuInfo:
     processes: tuple[GpuProcess, ...] = ()
     lost: bool = False  # the GPU fell off the bus / stopped answering; never placed on
     error: str | None = None  # why some field is missing, in words
+    # Since when its utilization has read 0 % without a break, as far as the reader knows
+    # (None: busy, or not known yet): how long a holder has sat idle on it (issue 19.1).
+    idle_since: float | None = None
 
     def to_json(self) -> dict[str, object]:
         """The ``gtui gpus --json`` shape."""
@@ -42,7 +71,7 @@ class GpuInfo:
             "mem_used_mib": self.mem_used_mib,
             "util": self.util,
             "temperature": self.temperature,
-            "processes": [{"pid": p.pid, "mem_mib": p.mem_mib} for p in self.processes],
+            "processes": [p.to_json() for p in self.processes],
         }
 
 

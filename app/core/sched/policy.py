@@ -64,6 +64,7 @@ from itertools import compress, repeat
 from operator import attrgetter, is_not
 
 from gtui.core.gpus.claims import NeighbourClaim
+from gtui.core.gpus.holders import held_text, holders
 from gtui.core.gpus.snapshot import GpuSnapshot
 from gtui.core.model import Mode, Placement, Settings
 from gtui.core.units import format_mib
@@ -394,6 +395,9 @@ class _Pass:
         if not self.pool and snapshot.error:
             self.notes.append(snapshot.error)
         by_index = {g.index: g for g in self.pool}
+        self.infos = {i.index: i for i in snapshot.gpus if i.index in by_index and i.processes}
+        self.our_names = frozenset(a.name for a in allocations)
+        self.holder_texts: dict[int, str] = {}  # GPU index -> who holds it, in words
         for alloc in allocations:
             for index in alloc.gpus:
                 gpu = by_index.get(index)
@@ -599,6 +603,7 @@ class _Pass:
         free = busy_ours = 0
         m_text = m_text or ("" if m is None else format_mib(m))
         claimed: list[_Gpu] = []  # kept from the job by a neighbour's claim (among others)
+        short: list[_Gpu] = []  # kept from the job by memory others hold
         for g in self.pool:
             why = self.why_not(g, m, m_text)
             if why is None:
@@ -610,6 +615,8 @@ class _Pass:
                 groups.setdefault(why, []).append(g.index)
                 if g.claims and not g.ours:
                     claimed.append(g)
+                if not g.ours and g.others > 0 and (m is None or g.avail < m):
+                    short.append(g)
         allowed = reserve_allows(free, self.k, self.reserve_rule)
         usable = busy_ours + min(free, allowed)
         if protected and usable >= n:
@@ -619,7 +626,30 @@ class _Pass:
             details.append(f"reserve {self.k} keeps {free - allowed}")
         text = f"{self.header(n, m, m_text)}: {usable or 'none'} eligible"
         text = f"{text} ({', '.join(details)})" if details else text
+        if short:
+            text += self.holders_text(short)
         return text + _claims_text(claimed, self.now) if claimed else text
+
+    def holders_text(self, gpus: Sequence[_Gpu]) -> str:
+        """``; GPU 2: 61G held by alice's python train.py, 3 h``: who holds the memory that
+        keeps a job from ``gpus`` (the largest holder of each, issue 19.1); "" when the GPUs
+        list no such process (NVML hides other users' processes on some systems)."""
+        said = []
+        for g in gpus:
+            text = self.holder_texts.get(g.index)
+            if text is None:
+                info = self.infos.get(g.index)
+                found = holders(info, self.our_names) if info is not None else []
+                text = held_text(info, found[0], self.now) if info is not None and found else ""
+                if len(found) > 1:
+                    text += f" (+{len(found) - 1} more)"
+                self.holder_texts[g.index] = text
+            if text:
+                said.append(text)
+        shown = said[:MAX_CLAIMS_SAID]
+        if len(said) > MAX_CLAIMS_SAID:
+            shown.append(f"{len(said) - MAX_CLAIMS_SAID} more GPU(s) held")
+        return "; " + "; ".join(shown) if shown else ""
 
     def after_reason(self, after: tuple[str, ...]) -> str | None:
         """``after prep (running), fetch (unknown job)``, or None once every one is done."""
