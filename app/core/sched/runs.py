@@ -104,6 +104,8 @@ class Runs:
         rec.diagnosis = None
         rec.warnings = [] if isolated(spec, self._settings) else [UNISOLATED_WARNING]
         rec.peak_mib = None
+        rec.peak_gpu_mib = []
+        rec.host_peak_mib = None
         rec.started_at = time.time()
         rec.ended_at = None
         rec.reason = ""

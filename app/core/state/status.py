@@ -14,6 +14,7 @@ from gtui.core.diagnosis.diagnose import read_log_tail
 from gtui.core.exec.base import Executor, handle_of
 from gtui.core.exec.local import LocalExecutor
 from gtui.core.model import Diagnosis, JobRecord, JobState
+from gtui.core.state.history import gpu_hours
 
 
 def job_dict(view: JobView) -> dict[str, Any]:
@@ -34,6 +35,13 @@ def job_dict(view: JobView) -> dict[str, Any]:
         "reason_at": rec.reason_at if rec.waiting else None,
         "diagnosis": {"kind": d.kind, "line": d.line, "hint": d.hint} if d else None,
         "warnings": list(rec.warnings),
+        # Issue 19.2: what the attempt really used (a running one: so far).
+        "peak_mib": rec.peak_mib,
+        "peak_gpu_mib": {str(g): m for g, m in zip(rec.gpus, rec.peak_gpu_mib, strict=False)},
+        "host_peak_mib": rec.host_peak_mib,
+        "gpu_hours": gpu_hours(
+            len(rec.gpus), rec.started_at, rec.ended_at or (time.time() if rec.active else None)
+        ),
     }
 
 
