@@ -100,3 +100,27 @@ def test_an_older_history_table_gains_the_new_columns(tmp_path: Path) -> None:
     assert attempts(db, "old")[0].peak_mib == 5000
     columns = {r[1] for r in sqlite3.connect(db).execute("PRAGMA table_info(attempts)")}
     assert {"peak_gpu_mib", "host_peak_mib", "gpu_hours"} <= columns
+
+
+def test_the_detail_view_says_what_an_attempt_used() -> None:
+    from gtui.ui.detail import usage_text
+
+    assert usage_text((0, 1), [12 * G, 9 * G + 512], 3100, 0.4216) == (
+        " · peaks GPU0 12G, GPU1 9.5G · host 3G · 0.42 GPU-h"
+    )
+    assert usage_text((0,), [12 * G], None, 0.001) == ""  # one GPU: its peak is said already
+
+
+def test_the_job_table_says_the_peak_where_it_differs_from_the_request() -> None:
+    from gtui.core.api import JobView
+    from gtui.core.model import JobSpec
+    from gtui.ui.format import note_cell
+
+    def view(state: JobState, mem: int | None, peak: int | None) -> JobView:
+        rec = JobRecord(name="a", state=state, attempt=1, mem_mib=mem, peak_mib=peak)
+        return JobView(JobSpec(name="a", cmd="x", mem_mib=mem), rec, 0)
+
+    assert note_cell(view(JobState.DONE, 12 * G, 9 * G + 512)).plain == "peak 9.5G of 12G"
+    assert note_cell(view(JobState.RUNNING, None, 30 * G)).plain == "peak 30G of whole GPU"
+    assert note_cell(view(JobState.RUNNING, 12 * G, 12 * G)).plain == ""  # as asked
+    assert note_cell(view(JobState.DONE, 12 * G, None)).plain == ""  # nothing measured

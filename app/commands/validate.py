@@ -17,6 +17,7 @@ from gtui.commands.options import GlobalOptions
 from gtui.core.errors import GtuiError
 from gtui.core.gpus.snapshot import GpuSnapshot
 from gtui.core.model import JobSpec, Settings
+from gtui.core.paths import queue_paths
 from gtui.core.queue.queuefile import (
     QueueFile,
     isolated,
@@ -25,6 +26,7 @@ from gtui.core.queue.queuefile import (
     read_queue_text,
     settings_to_json,
 )
+from gtui.core.state.usage import mem_notes, peaks_by_job
 from gtui.core.units import format_duration, format_mib
 
 
@@ -76,6 +78,8 @@ def _job_lines(job: JobSpec, settings: Settings) -> list[str]:
         where = "cpu"
     else:
         mem = format_mib(job.mem_mib) if job.mem_mib is not None else "whole GPU"
+        if job.mem_auto:
+            mem = "mem auto (its runs' peak + 20 %; whole GPU until one is recorded)"
         where = f"{job.gpus} GPU{'s' if job.gpus > 1 else ''} · {mem}"
     facts = [where]
     if job.priority:
@@ -130,6 +134,9 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
         pool_note = f"checked against the machine's {len(machine)} GPUs ({source})"
     for warning in qf.warnings:
         print(f"gtui: warning: {warning}", file=sys.stderr)
+    # Issue 19.2: a mem far from what the job's last runs used (the queue's attempts history).
+    for note in mem_notes(qf.jobs, peaks_by_job(queue_paths(path).db)):
+        print(f"gtui: warning: {note}", file=sys.stderr)
     if getattr(ns, "json", False):
         doc = {
             "settings": settings_to_json(qf.settings),

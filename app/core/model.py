@@ -111,6 +111,9 @@ class JobSpec:
     mem_mib: int | None = None  # per GPU; None = the job needs its GPUs to itself
     priority: int = 0
     after: tuple[str, ...] = ()
+    # mem = "auto" (issue 19.2): the request comes from its runs' peaks (state/usage.py);
+    # mem_mib is then None, the first run's whole GPU.
+    mem_auto: bool = False
     retries: int = 0  # already resolved against settings.retries; -1 = until it succeeds
     timeout_s: float | None = None
     cwd: str = "."

@@ -238,9 +238,22 @@ def note_cell(view: JobView) -> Text:
         if rec.exit_code is not None:
             return Text(f"exit {rec.exit_code}", style="red")
         return Text("killed" if st == JobState.KILLED else "failed", style="red")
-    if st == JobState.DONE:
-        return Text(rec.reason, style="dim") if rec.reason else Text("")
+    if st == JobState.DONE and rec.reason:
+        return Text(rec.reason, style="dim")
+    if st in (JobState.DONE, JobState.RUNNING) and not rec.reason:
+        used = used_note(view)
+        return Text(used, style="dim") if used else Text("")
     return Text(rec.reason)
+
+
+def used_note(view: JobView) -> str:
+    """``peak 9.5G of 12G``: what a running or done job really used (issue 19.2), where it
+    says more than its request (a peak equal to the request is the request)."""
+    rec = view.record
+    if not rec.peak_mib or rec.peak_mib == rec.mem_mib:
+        return ""
+    asked = format_mib(rec.mem_mib) if rec.mem_mib is not None else "whole GPU"
+    return f"peak {format_mib(rec.peak_mib)} of {asked}"
 
 
 def job_cells(view: JobView, now: float) -> JobCells:
