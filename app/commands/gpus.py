@@ -48,7 +48,7 @@ def format_table(snapshot: GpuSnapshot) -> list[str]:
     """The GPUs as aligned text lines (also usable by ``gtui status``)."""
     rows = [
         (
-            str(g.index),
+            g.label,
             g.name,
             _memory(g),
             "n/a" if g.util is None else f"{g.util}%",
@@ -77,7 +77,7 @@ def format_holders(snapshot: GpuSnapshot, now: float) -> list[str]:
                 command = f"{command} (gtui job {p.job})"
             rows.append(
                 (
-                    str(g.index),
+                    g.label,
                     str(p.pid),
                     p.user or "?",
                     format_mib(p.mem_mib),

@@ -359,7 +359,7 @@ def gpu_line(
     wide = width >= 110
     name_w = 14 if wide else 10
     line = Text(no_wrap=True, overflow="ellipsis")
-    line.append(f"{gpu.index:>2} ", style="bold")
+    line.append(f"{gpu.label:>2} ", style="bold")
     line.append(_fit(short_gpu_name(gpu.name, compact=not wide), name_w) + " ")
     if gpu.lost:
         line.append("LOST", style="bold red reverse")

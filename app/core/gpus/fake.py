@@ -4,6 +4,10 @@ A spec is comma-separated entries ``[Nx]TOTAL[:USED_BY_OTHERS][@UTIL][HOLDERS]``
 ``80G:16G@35,24G``), or ``@FILE``: a file holding such a spec (one entry per line allowed, ``#``
 comments), read again at every poll so a test can make other users come and go.
 
+``/SIZE+SIZE...`` after TOTAL splits the GPU into MIG instances of those sizes (issue 19.6):
+``80G/40G+20G+10G`` shows as three GPUs, ``0:0`` to ``0:2`` (indices 100 to 102), each with its
+own memory and a ``MIG-...`` UUID; jobs are placed on them as on GPUs, one job per instance.
+
 ``HOLDERS`` declares other users' processes on the GPU (issue 19.1), in square brackets,
 separated by ``;``: ``USER MEM AGE [zombie] [orphan] COMMAND``, e.g.
 ``80G@0[alice 61G 3h python train.py; bob 2G 20m orphan jupyter-lab]``. Their memory counts as
@@ -24,6 +28,7 @@ How the simulation behaves, so that everything above it runs unchanged:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 import time
@@ -33,7 +38,7 @@ from pathlib import Path
 from typing import Literal
 
 from gtui.core.errors import GtuiError
-from gtui.core.gpus.snapshot import GpuInfo, GpuProcess, GpuSnapshot, JobUsage
+from gtui.core.gpus.snapshot import GpuInfo, GpuProcess, GpuSnapshot, JobUsage, mig_index
 from gtui.core.units import UnitError, format_mib, parse_duration_s, parse_size_mib
 
 GRAMMAR = (
@@ -72,6 +77,7 @@ class FakeGpu:
     others_mib: int = 0
     others_util: int = 0
     holders: tuple[FakeHolder, ...] = ()
+    mig: tuple[int, ...] = ()  # MIG instance sizes (MiB); () = not split
 
 
 def _split_entries(text: str) -> list[str]:
@@ -146,6 +152,13 @@ def parse_fake_spec(spec: str, source: str = "--fake-gpus") -> list[FakeGpu]:
                 raise _bad(spec, f"in {entry!r}, holders end with ]", source)
             held = _parse_holders(entry[bracket + 1 : -1], entry, spec, source)
             entry = entry[:bracket].strip()
+        mig: tuple[int, ...] = ()
+        if "/" in entry:
+            entry, _, layout = entry.partition("/")
+            try:
+                mig = tuple(parse_size_mib(x) for x in layout.split("+"))
+            except UnitError as e:
+                raise _bad(spec, f"in {raw.strip()!r}, MIG instances: {e}", source) from None
         m = _ENTRY_RE.match(entry)
         if not m:
             raise _bad(spec, f"cannot read {entry!r}", source)
@@ -168,7 +181,12 @@ def parse_fake_spec(spec: str, source: str = "--fake-gpus") -> list[FakeGpu]:
             raise _bad(spec, f"in {entry!r}, others use more than the GPU has", source)
         if util > 100:
             raise _bad(spec, f"in {entry!r}, utilization is a percentage (0-100)", source)
-        gpus.extend(FakeGpu(total, used, util, held) for _ in range(count))
+        if mig and (used or held or sum(mig) > total):
+            why = "others' memory goes on a GPU, not on its MIG instances" if used or held else (
+                "its MIG instances hold more than the GPU has"
+            )
+            raise _bad(spec, f"in {raw.strip()!r}, {why}", source)
+        gpus.extend(FakeGpu(total, used, util, held, mig) for _ in range(count))
         if len(gpus) > MAX_FAKE_GPUS:
             raise _bad(spec, f"more than {MAX_FAKE_GPUS} GPUs", source)
     return gpus
@@ -253,7 +271,11 @@ class FakeBackend:
         with self._lock:
             error = self._reload()
             now = time.time()
-            gpus = tuple(self._gpu(i, g, ours, now) for i, g in enumerate(self._gpus))
+            gpus = tuple(
+                info
+                for i, g in enumerate(self._gpus)
+                for info in (self._instances(i, g, ours) if g.mig else [self._gpu(i, g, ours, now)])
+            )
         return GpuSnapshot(gpus=gpus, taken_at=time.time(), source="fake", error=error)
 
     def _gpu(self, index: int, gpu: FakeGpu, ours: Sequence[JobUsage], now: float) -> GpuInfo:
@@ -305,6 +327,24 @@ class FakeBackend:
             processes=tuple(procs),
             idle_since=idle_since,
         )
+
+    def _instances(self, index: int, gpu: FakeGpu, ours: Sequence[JobUsage]) -> list[GpuInfo]:
+        """A GPU split into MIG instances: one GpuInfo each (utilization is not reported per
+        instance by NVML either: n/a)."""
+        out = []
+        for slot, size in enumerate(gpu.mig):
+            as_gpu = self._gpu(mig_index(index, slot), FakeGpu(size), ours, 0.0)
+            out.append(
+                dataclasses.replace(
+                    as_gpu,
+                    name=f"Fake MIG {format_mib(size)} of GPU {index}",
+                    uuid=f"MIG-fa4e0000-0000-4000-8000-{index:04x}{slot:08x}",
+                    util=None,
+                    temperature=None,
+                    mig_parent=index,
+                )
+            )
+        return out
 
     def close(self) -> None:
         """Nothing to release."""

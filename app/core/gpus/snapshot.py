@@ -43,6 +43,14 @@ class GpuProcess:
         return doc
 
 
+MIG_INDEX_BASE = 100  # MIG instance k of GPU p has index 100 * (p + 1) + k: stable, and apart
+
+
+def mig_index(parent: int, slot: int) -> int:
+    """The index gtui gives MIG instance ``slot`` of GPU ``parent`` (shown as ``parent:slot``)."""
+    return MIG_INDEX_BASE * (parent + 1) + slot
+
+
 @dataclass(frozen=True)
 class GpuInfo:
     """One GPU. Fields the driver does not support are None (shown as n/a)."""
@@ -60,6 +68,16 @@ class GpuInfo:
     # Since when its utilization has read 0 % without a break, as far as the reader knows
     # (None: busy, or not known yet): how long a holder has sat idle on it (issue 19.1).
     idle_since: float | None = None
+    # A MIG instance (issue 19.6): the physical GPU it is part of; its ``uuid`` is ``MIG-...``
+    # (what CUDA_VISIBLE_DEVICES takes) and its ``index`` is mig_index(parent, slot).
+    mig_parent: int | None = None
+
+    @property
+    def label(self) -> str:
+        """How people name it: ``2``, or ``2:1`` for MIG instance 1 of GPU 2."""
+        if self.mig_parent is None:
+            return str(self.index)
+        return f"{self.mig_parent}:{self.index - mig_index(self.mig_parent, 0)}"
 
     def to_json(self) -> dict[str, object]:
         """The ``gtui gpus --json`` shape."""
@@ -72,6 +90,7 @@ class GpuInfo:
             "util": self.util,
             "temperature": self.temperature,
             "processes": [p.to_json() for p in self.processes],
+            **({"mig_parent": self.mig_parent} if self.mig_parent is not None else {}),
         }
 
 

@@ -310,6 +310,7 @@ class _Gpu:
         "claims",
         "idle",
         "index",
+        "mig",
         "others",
         "ours",
         "promised",
@@ -317,8 +318,11 @@ class _Gpu:
         "whole",
     )
 
-    def __init__(self, index: int, total: int, used: int, util: int | None) -> None:
+    def __init__(
+        self, index: int, total: int, used: int, util: int | None, mig: bool = False
+    ) -> None:
         self.index = index
+        self.mig = mig  # a MIG instance (issue 19.6): one job at a time, of one GPU
         self.total = total
         self.avail = total - used
         self.ours = 0  # jobs of ours on it
@@ -380,14 +384,29 @@ class _Pass:
         seen: set[int] = set()
         for info in sorted(snapshot.gpus, key=attrgetter("index")):
             seen.add(info.index)
-            if (wanted is not None and info.index not in wanted) or info.index in excluded:
+            parent = info.mig_parent  # a MIG instance is named by its GPU's index too
+            if parent is not None:
+                seen.add(parent)
+            if (
+                wanted is not None
+                and info.index not in wanted
+                and (parent is None or parent not in wanted)
+            ) or (info.index in excluded or (parent is not None and parent in excluded)):
                 continue
             if info.lost:
                 self.notes.append(f"GPU{info.index} lost")
             elif info.mem_total_mib is None or info.mem_used_mib is None:
                 self.notes.append(f"GPU{info.index} memory unknown")
             else:
-                self.pool.append(_Gpu(info.index, info.mem_total_mib, info.mem_used_mib, info.util))
+                self.pool.append(
+                    _Gpu(
+                        info.index,
+                        info.mem_total_mib,
+                        info.mem_used_mib,
+                        info.util,
+                        parent is not None,
+                    )
+                )
         if wanted is not None:
             missing = sorted(wanted - seen - excluded)
             if missing:
@@ -408,7 +427,7 @@ class _Pass:
                 gpu.ours += 1
                 gpu.avail -= max(0, declared - observed)
                 gpu.others -= observed
-                if alloc.mem_mib is None:
+                if alloc.mem_mib is None or gpu.mig:  # a MIG instance takes one job
                     gpu.whole = True
         for c in claims:
             gpu = by_index.get(c.gpu)
@@ -476,6 +495,8 @@ class _Pass:
         """The GPUs a job gets now, or None: eligibility, the reserve, then the placement order."""
         ok = self.ok
         eligible = [g for g in self.pool if g.index not in skip and ok(g, m)]
+        if n > 1:  # CUDA gives a process one MIG instance: a multi-GPU job takes whole GPUs
+            eligible = [g for g in eligible if not g.mig]
         free = sum(1 for g in eligible if not g.ours)
         allowed = reserve_allows(free, self.k, self.reserve_rule)
         if len(eligible) - free + min(free, allowed) < n:
@@ -508,6 +529,7 @@ class _Pass:
                 g.avail -= g.total
             else:
                 g.avail -= m
+                g.whole = g.whole or g.mig  # one job per MIG instance
         return converted and self.pack and self.k > 0
 
     def forget_failures(self) -> None:

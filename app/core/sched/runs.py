@@ -85,10 +85,18 @@ class Runs:
         # unisolated job names the GPU gtui gave it (seed 004).
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         if isolated(spec, self._settings):
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
+            env["CUDA_VISIBLE_DEVICES"] = self._cuda_devices(gpus)
         if rec.port is not None:
             env["GTUI_PORT"] = str(rec.port)
         return env
+
+    def _cuda_devices(self, gpus: tuple[int, ...]) -> str:
+        """CUDA_VISIBLE_DEVICES for ``gpus``: indices, and a MIG instance by its ``MIG-...``
+        UUID (issue 19.6: CUDA names MIG instances no other way)."""
+        reader = self._reader
+        infos = reader.snapshot.gpus if reader is not None else ()
+        mig = {g.index: g.uuid for g in infos if g.mig_parent is not None}
+        return ",".join(mig.get(g) or str(g) for g in gpus)
 
     def _start_job(self, name: str, gpus: tuple[int, ...]) -> None:
         book = self._book
