@@ -75,8 +75,8 @@ async def test_jobs_go_one_per_instance_by_uuid(tmp_path: Path) -> None:
     task = asyncio.create_task(engine.run())
     try:
         await until(lambda: list(states(engine).values()).count("running") == 2, what="2 run")
-        await until(lambda: "one eligible" in engine.view("c").record.reason or
-                    "none eligible" in engine.view("c").record.reason, what="c's reason")
+        words = "none eligible (GPU100,101 ours (one job per MIG instance))"
+        await until(lambda: words in engine.view("c").record.reason, what=words)
         assert states(engine)["c"] == "queued"  # pack mode, memory left: still one per instance
         snap = engine.gpus.snapshot if engine.gpus else None
         assert snap is not None

@@ -468,7 +468,7 @@ class _Pass:
         """``ok`` in words: None if eligible, else what keeps ``g`` from the job."""
         if g.ours:
             if g.whole:
-                return "ours (whole GPU)"
+                return "ours (one job per MIG instance)" if g.mig else "ours (whole GPU)"
             if not self.pack or m is None:
                 return "ours"
         elif (m is None or self.exclusive) and not g.idle:
