@@ -211,3 +211,12 @@ async def test_a_job_waiting_for_memory_names_the_holder(tmp_path: Path) -> None
     finally:
         await engine.shutdown(kill_jobs=True)
         task.cancel()
+
+
+def test_our_jobs_root_pids_are_named_without_the_process_table() -> None:
+    """The scheduler tells the reader its jobs' pids: a burst of short jobs must not each cost
+    a look-up, and our job is never shown as somebody's holder."""
+    gpu = GpuInfo(0, "g", "u", 80 * G, 10 * G, 90, 30, (GpuProcess(os.getpid(), 10 * G),))
+    snap = HolderReader().describe(GpuSnapshot((gpu,), 0.0, "fake"), 0.0, {os.getpid(): "mine"})
+    (p,) = snap.gpus[0].processes
+    assert p.job == "mine" and p.user is None and p.command is None  # not looked up

@@ -171,3 +171,38 @@ async def test_an_oom_retry_grows_from_the_real_peak(tmp_path: Path) -> None:
         await engine.shutdown(kill_jobs=True)
         task.cancel()
         nv.fake_reset()
+
+
+async def test_a_run_far_below_its_request_is_pointed_out_when_it_ends(tmp_path: Path) -> None:
+    from gtui.core.api import Notice
+
+    nv = load_fake_pynvml()
+    nv.fake_reset([nv.FakeGpu()])
+    q = write_queue(
+        tmp_path,
+        f"""
+        [settings]
+        poll = "0.1s"
+        [[jobs]]
+        name = "a"
+        mem = "40G"
+        cmd = "{WAIT}"
+        """,
+    )
+    engine = Engine(q, backend=NvmlBackend(nvml=nv))
+    notices: list[str] = []
+    engine.subscribe(lambda e: notices.append(e.text) if isinstance(e, Notice) else None)
+    task = asyncio.create_task(engine.run())
+    try:
+        await until(lambda: states(engine).get("a") == "running", what="a running")
+        nv.fake_state.gpus[0].compute = [(engine.view("a").record.pid, 6 * G)]
+        await until(lambda: engine.view("a").record.peak_mib == 6 * G, what="peak 6G")
+        nv.fake_state.gpus[0].compute = []
+        (tmp_path / "release").touch()
+        words = "a: mem 40G is far above its last run's peak 6G; 8G would do"
+        await until(lambda: any(words in n for n in notices), what=words)
+    finally:
+        (tmp_path / "release").touch()
+        await engine.shutdown(kill_jobs=True)
+        task.cancel()
+        nv.fake_reset()

@@ -19,7 +19,7 @@ import contextlib
 import dataclasses
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import psutil
 
@@ -145,13 +145,25 @@ class HolderReader:
         self._idle_since: dict[int, float] = {}
         self._me = os.getuid()
 
-    def describe(self, snapshot: GpuSnapshot, now: float | None = None) -> GpuSnapshot:
-        """``snapshot`` with its processes named and each GPU's ``idle_since`` set."""
+    def describe(
+        self,
+        snapshot: GpuSnapshot,
+        now: float | None = None,
+        ours: Mapping[int, str] | None = None,
+    ) -> GpuSnapshot:
+        """``snapshot`` with its processes named and each GPU's ``idle_since`` set. ``ours``:
+        our jobs' root pids and names, named without asking the process table."""
         now = time.time() if now is None else now
+        ours = ours or {}
         gpus = []
         seen: set[int] = set()
         for g in snapshot.gpus:
-            procs = tuple(self._process(p, seen, now) for p in g.processes)
+            procs = tuple(
+                dataclasses.replace(p, job=ours[p.pid])
+                if p.pid in ours and p.job is None
+                else self._process(p, seen, now)
+                for p in g.processes
+            )
             idle_since = g.idle_since
             if idle_since is None and g.util == 0 and not g.lost:
                 idle_since = self._idle_since.setdefault(g.index, now)

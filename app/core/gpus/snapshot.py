@@ -119,7 +119,7 @@ class JobUsage:
     gpus: tuple[int, ...]
     mem_mib: int | None  # declared per GPU; None = the whole GPU
     suspended: bool = False
-
+    name: str | None = None  # the job's name: its pid on a GPU is ours, not a holder
 
 @dataclass(frozen=True)
 class GpuStaticInfo:

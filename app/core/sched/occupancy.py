@@ -100,6 +100,7 @@ class Occupancy:
                         gpus=rec.gpus,
                         mem_mib=rec.mem_mib,
                         suspended=rec.state == JobState.SUSPENDED,
+                        name=name,
                     )
                 )
         return out
