@@ -29,6 +29,7 @@ SUITE = [
     "dashboard",
     "ui_latency",  # the dashboard in a real terminal (tmux); the dashboard engineer's
     "simulate",
+    "usage",  # issue 19: host memory walk and GPU holders' names, per poll
 ]
 FULL_ONLY = {"ui_latency"}  # keeps --quick under two minutes on 2 cores
 NOTES = Path(__file__).with_name("OPTIMIZATIONS.md")
