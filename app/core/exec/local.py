@@ -23,6 +23,8 @@ from gtui.core.exec.base import (
     read_file_range,
 )
 
+PID_MAX_LIMIT = 1 << 22  # Linux's largest pid_max
+
 
 class LocalExecutor:
     name = "local"
@@ -104,8 +106,9 @@ class LocalExecutor:
         if not on_gpu:
             return out
         roots = {h.pid for h in handles.values()}
-        # Walk process trees (psutil, costly) only when some GPU process is not a job's root.
-        need_trees = any(pid not in roots for pid in on_gpu)
+        # Walk process trees (psutil, costly) only when some GPU process is not a job's root
+        # (pids beyond pid_max are the fake layer's declared holders: never a job's).
+        need_trees = any(pid not in roots and pid <= PID_MAX_LIMIT for pid in on_gpu)
         for name, handle in handles.items():
             tree = runner.process_tree(handle.pid) if need_trees else {handle.pid}
             out[name] = [
