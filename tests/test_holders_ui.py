@@ -42,3 +42,29 @@ async def test_holders_under_the_gpu_bar_and_h_expands_them(tmp_path: Path) -> N
             await until(pilot, lambda: summary in panel.render().plain, what="folded again")
     finally:
         (tmp_path / "release").touch()
+
+
+async def test_the_dashboard_points_out_mem_far_from_the_last_runs(tmp_path: Path) -> None:
+    """Issue 19.2: at start, a job whose mem is far above its last runs' peak is a warning on
+    screen (a toast), as ``gtui validate`` says it."""
+    from gtui.core.model import JobRecord, JobState
+    from gtui.core.paths import queue_paths
+    from gtui.core.state.history import record_attempt
+    from gtui.core.state.store import Store
+    from tests.test_ui_app import shows_toast
+
+    q = write_queue(
+        tmp_path,
+        """
+        [[jobs]]
+        name = "big"
+        mem = "40G"
+        cmd = "true"
+        """,
+    )
+    with Store(queue_paths(q).db) as store:
+        rec = JobRecord(name="big", state=JobState.DONE, attempt=1, gpus=(0,), peak_mib=12 * 1024)
+        record_attempt(store, rec)
+    async with dashboard(q) as (app, pilot, _engine):
+        words = ("big: mem 40G is far above its last run's peak 12G", 'mem = "auto"')
+        await until(pilot, lambda: shows_toast(app, "warning", *words), what=words)
