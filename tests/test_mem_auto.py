@@ -206,3 +206,13 @@ async def test_a_run_far_below_its_request_is_pointed_out_when_it_ends(tmp_path:
         await engine.shutdown(kill_jobs=True)
         task.cancel()
         nv.fake_reset()
+
+
+def test_the_edit_form_keeps_auto(tmp_path: Path) -> None:
+    from gtui.ui.forms import changed_fields, form_from_spec
+
+    q = write_queue(tmp_path, '[[jobs]]\nname = "a"\ncmd = "x"\nmem = "auto"\n')
+    (job,) = load_queue(q).jobs
+    form = form_from_spec(job)
+    assert form["mem"] == "auto"
+    assert changed_fields(form, {**form, "priority": "3"}) == {"priority": 3}  # mem untouched
