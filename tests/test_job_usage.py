@@ -124,3 +124,7 @@ def test_the_job_table_says_the_peak_where_it_differs_from_the_request() -> None
     assert note_cell(view(JobState.RUNNING, None, 30 * G)).plain == "peak 30G of whole GPU"
     assert note_cell(view(JobState.RUNNING, 12 * G, 12 * G)).plain == ""  # as asked
     assert note_cell(view(JobState.DONE, 12 * G, None)).plain == ""  # nothing measured
+    long = view(JobState.DONE, 12 * G, 12 * G)
+    long.record.gpus, long.record.started_at, long.record.ended_at = (0, 1), 0.0, 1800.0
+    long.record.host_peak_mib = 3 * G
+    assert note_cell(long).plain == "host 3G · 1.00 GPU-h"  # two GPUs for half an hour

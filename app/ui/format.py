@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from rich.text import Text
 from gtui.core.api import JobView
 from gtui.core.gpus.snapshot import GpuInfo
 from gtui.core.model import JobState, Settings
+from gtui.core.state.history import gpu_hours
 from gtui.core.units import format_duration, format_mib
 
 # Thresholds that colours stand for (percent). The help screen prints the same numbers.
@@ -246,14 +248,22 @@ def note_cell(view: JobView) -> Text:
     return Text(rec.reason)
 
 
-def used_note(view: JobView) -> str:
-    """``peak 9.5G of 12G``: what a running or done job really used (issue 19.2), where it
-    says more than its request (a peak equal to the request is the request)."""
+def used_note(view: JobView, now: float | None = None) -> str:
+    """``peak 9.5G of 12G · host 3G · 0.42 GPU-h``: what a running or done job really used
+    (issue 19.2), where it says more than its request: the peak when it differs from the
+    request, host memory and GPU-hours once the job has held GPUs for 0.01 GPU-h (36 s)."""
     rec = view.record
-    if not rec.peak_mib or rec.peak_mib == rec.mem_mib:
-        return ""
-    asked = format_mib(rec.mem_mib) if rec.mem_mib is not None else "whole GPU"
-    return f"peak {format_mib(rec.peak_mib)} of {asked}"
+    parts = []
+    if rec.peak_mib and rec.peak_mib != rec.mem_mib:
+        asked = format_mib(rec.mem_mib) if rec.mem_mib is not None else "whole GPU"
+        parts.append(f"peak {format_mib(rec.peak_mib)} of {asked}")
+    end = rec.ended_at or ((now or time.time()) if rec.active else None)
+    hours = gpu_hours(len(rec.gpus), rec.started_at, end)
+    if hours is not None and hours >= 0.01:
+        if rec.host_peak_mib:
+            parts.append(f"host {format_mib(rec.host_peak_mib)}")
+        parts.append(f"{hours:.2f} GPU-h")
+    return " · ".join(parts)
 
 
 def job_cells(view: JobView, now: float) -> JobCells:
