@@ -28,7 +28,12 @@ exec > >(tee -a "$LOG") 2>&1
 
 FOREIGN_PID=""
 FAILED=0
+RUN_PID=""
 cleanup() {
+    if [ -n "$RUN_PID" ] && kill -0 "$RUN_PID" 2>/dev/null; then
+        kill "$RUN_PID" 2>/dev/null  # gtui run stops on SIGTERM; its job is killed with it
+        wait "$RUN_PID" 2>/dev/null
+    fi
     if [ -n "$FOREIGN_PID" ] && kill -0 "$FOREIGN_PID" 2>/dev/null; then
         kill "$FOREIGN_PID" 2>/dev/null
         for _ in 1 2 3 4 5 6 7 8 9 10; do
@@ -154,7 +159,20 @@ gpus = 1
 mem = "6G"
 EOF
 cat "$WORK/q/check.toml"
-GTUI_TIMEOUT=300 gtui run "$WORK/q/check.toml" --no-tmux
+GTUI_TIMEOUT=300 gtui run "$WORK/q/check.toml" --no-tmux &
+RUN_PID=$!
+# While the job holds its memory: gtui gpus names it as a gtui job, beside the foreign holder.
+for _ in $(seq 1 240); do
+    grep -qs "allocated" "$WORK"/q/logs/alloc2g.*.log && break
+    kill -0 "$RUN_PID" 2>/dev/null || break
+    sleep 0.5
+done
+if grep -qs "allocated" "$WORK"/q/logs/alloc2g.*.log; then
+    sleep 1
+    step "3. gtui gpus while the job runs"
+    gtui gpus
+fi
+wait "$RUN_PID"
 rc=$?
 [ "$rc" -eq 0 ] && ok "gtui run exited 0" || bad "gtui run exited $rc"
 echo "--- the job's log"
@@ -172,6 +190,9 @@ if not peak:
     print("CHECK FAILED: no peak GPU memory recorded"); sys.exit(1)
 print(f"CHECK OK: recorded peak GPU memory {peak} MiB ({peak / 1024:.2f} GiB)")
 EOF
+
+step "3. gtui status (text)"
+gtui status "$WORK/q/check.toml"
 
 step "result"
 if [ "$FAILED" -eq 0 ]; then echo "ALL CHECKS PASSED"; else echo "SOME CHECKS FAILED"; fi
