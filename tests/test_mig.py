@@ -134,3 +134,19 @@ def test_gpus_command_on_nvml_mig(tmp_path: Path) -> None:
         (100, "MIG-aaaa", 0),
         (101, "MIG-bbbb", 100),
     ]
+
+
+def test_settings_gpus_may_name_a_mig_gpu_by_its_index(tmp_path: Path) -> None:
+    """``gpus = [0]`` on a GPU split into instances stands for its instances: validate checks
+    a job's mem against the largest of them."""
+    from tests.conftest import gtui
+
+    q = write_queue(
+        tmp_path,
+        '[settings]\ngpus = [0]\n[[jobs]]\nname = "x"\ncmd = "true"\nmem = "30G"\n',
+    )
+    r = gtui("validate", str(q), "--fake-gpus", "80G/40G+20G")
+    assert r.returncode == 0, r.stderr
+    big = write_queue(tmp_path, '[settings]\ngpus = [0]\n[[jobs]]\ncmd = "x"\nmem = "50G"\n', "b.toml")
+    r = gtui("validate", str(big), "--fake-gpus", "80G/40G+20G")
+    assert r.returncode == 2 and "more than any GPU has (largest: 40G)" in r.stderr

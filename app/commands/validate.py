@@ -30,8 +30,13 @@ from gtui.core.state.usage import mem_notes, peaks_by_job
 from gtui.core.units import format_duration, format_mib
 
 
-def read_machine(fake_spec: str | None, base_dir: Path) -> tuple[dict[int, int | None] | None, str]:
+def read_machine(
+    fake_spec: str | None, base_dir: Path, wanted: object = None
+) -> tuple[dict[int, int | None] | None, str]:
     """Every GPU of the machine (index -> total MiB) and where that came from, or None and why.
+
+    ``wanted`` (``[settings] gpus``): a GPU split into MIG instances that it names by its own
+    index stands for its instances (issue 19.6), as large as the largest of them.
 
     A bad fake spec is the user's mistake (GtuiError, exit 2); any other failure to read the GPUs
     only means the pool checks cannot be made.
@@ -56,7 +61,13 @@ def read_machine(fake_spec: str | None, base_dir: Path) -> tuple[dict[int, int |
     if not gpus:
         return None, snapshot.error or "no GPU found"
     source = f"fake GPUs {fake_spec}" if snapshot.source == "fake" else snapshot.source.upper()
-    return {g.index: g.mem_total_mib for g in gpus}, source
+    machine = {g.index: g.mem_total_mib for g in gpus}
+    if isinstance(wanted, (list, tuple)):
+        for g in gpus:
+            p = g.mig_parent
+            if p is not None and p in wanted and p not in machine:
+                machine[p] = max(h.mem_total_mib or 0 for h in gpus if h.mig_parent == p)
+    return machine, source
 
 
 def _settings_line(s: Settings) -> str:
@@ -125,7 +136,7 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     text = read_queue_text(path)
     qf = load_queue(path, text=text)
     spec = opts.fake_gpus or qf.settings.fake_gpus
-    machine, source = read_machine(spec, path.resolve().parent)
+    machine, source = read_machine(spec, path.resolve().parent, qf.settings.gpus)
     pool_note = ""
     if machine is None:
         print(f"gtui: pool checks skipped, no GPU known: {source}", file=sys.stderr)

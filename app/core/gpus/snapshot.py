@@ -149,8 +149,12 @@ def pool_totals(settings: Settings, snapshot: GpuSnapshot) -> list[int | None] |
         return None
     by_index = snapshot.by_index()
     indices = sorted(by_index) if settings.gpus == "all" else list(settings.gpus)
+    largest: dict[int, int] = {}  # a MIG GPU named by its own index: its largest instance
+    for g in snapshot.gpus:
+        if g.mig_parent is not None and g.mem_total_mib:
+            largest[g.mig_parent] = max(largest.get(g.mig_parent, 0), g.mem_total_mib)
     return [
-        by_index[i].mem_total_mib if i in by_index else None
+        by_index[i].mem_total_mib if i in by_index else largest.get(i)
         for i in indices
         if i not in settings.exclude
     ]
