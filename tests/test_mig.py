@@ -150,3 +150,20 @@ def test_settings_gpus_may_name_a_mig_gpu_by_its_index(tmp_path: Path) -> None:
     big = write_queue(tmp_path, '[settings]\ngpus = [0]\n[[jobs]]\ncmd = "x"\nmem = "50G"\n', "b.toml")
     r = gtui("validate", str(big), "--fake-gpus", "80G/40G+20G")
     assert r.returncode == 2 and "more than any GPU has (largest: 40G)" in r.stderr
+
+
+def test_instances_that_cannot_be_read_leave_the_whole_gpu_row() -> None:
+    """A driver that fails the MIG calls: the GPU is shown whole (never a crash, never
+    nothing), and read as instances again once the calls work."""
+    nv = load_fake_pynvml()
+    nv.fake_reset([nv.FakeGpu(mig=[nv.FakeMig(uuid="MIG-aaaa")])])
+    try:
+        backend = NvmlBackend(nvml=nv)
+        nv.fake_state.failing["nvmlDeviceGetMaxMigDeviceCount"] = nv.NVML_ERROR_UNKNOWN
+        (whole,) = backend.read().gpus
+        assert (whole.index, whole.mig_parent, whole.lost) == (0, None, False)
+        del nv.fake_state.failing["nvmlDeviceGetMaxMigDeviceCount"]
+        (instance,) = backend.read().gpus
+        assert (instance.index, instance.uuid) == (100, "MIG-aaaa")
+    finally:
+        nv.fake_reset()
