@@ -28,7 +28,7 @@ WAIT = "echo $CUDA_VISIBLE_DEVICES > {name}.dev; while [ ! -e release ]; do slee
 
 def test_a_fake_gpu_split_into_instances() -> None:
     snap = FakeBackend("80G/40G+20G+10G,24G").read()
-    assert [g.index for g in snap.gpus] == [100, 101, 102, 1]
+    assert [g.index for g in snap.gpus] == [1000, 1001, 1002, 1]
     assert [g.label for g in snap.gpus] == ["0:0", "0:1", "0:2", "1"]
     assert [g.mem_total_mib for g in snap.gpus] == [40 * G, 20 * G, 10 * G, 24 * G]
     mig = snap.gpus[:3]
@@ -46,7 +46,7 @@ def test_gpus_command_lists_instances() -> None:
     rows = r.stdout.splitlines()[2:]
     assert rows[0].split()[0] == "0:0" and "40G" in rows[0] and "MIG" in rows[0]
     data = json.loads(gtui_gpus("--json", "--fake-gpus", "80G/40G+40G").stdout)
-    assert [(g["index"], g["mig_parent"]) for g in data] == [(100, 0), (101, 0)]
+    assert [(g["index"], g["mig_parent"]) for g in data] == [(1000, 0), (1001, 0)]
 
 
 async def test_jobs_go_one_per_instance_by_uuid(tmp_path: Path) -> None:
@@ -75,7 +75,7 @@ async def test_jobs_go_one_per_instance_by_uuid(tmp_path: Path) -> None:
     task = asyncio.create_task(engine.run())
     try:
         await until(lambda: list(states(engine).values()).count("running") == 2, what="2 run")
-        words = "none eligible (GPU100,101 ours (one job per MIG instance))"
+        words = "none eligible (GPU0:0,0:1 ours (one job per MIG instance))"
         await until(lambda: words in engine.view("c").record.reason, what=words)
         assert states(engine)["c"] == "queued"  # pack mode, memory left: still one per instance
         snap = engine.gpus.snapshot if engine.gpus else None
@@ -84,11 +84,11 @@ async def test_jobs_go_one_per_instance_by_uuid(tmp_path: Path) -> None:
         for name in ("a", "b"):
             rec = engine.view(name).record
             (index,) = rec.gpus
-            assert index in (100, 101)
+            assert index in (1000, 1001)
             dev = tmp_path / f"{name}.dev"
             await until(lambda dev=dev: dev.exists() and dev.read_text().strip(), what="its env")
             assert dev.read_text().strip() == uuids[index]  # CUDA_VISIBLE_DEVICES=MIG-...
-        assert {engine.view(n).record.gpus for n in ("a", "b")} == {(100,), (101,)}
+        assert {engine.view(n).record.gpus for n in ("a", "b")} == {(1000,), (1001,)}
     finally:
         (tmp_path / "release").touch()
         await engine.shutdown(kill_jobs=True)
@@ -115,10 +115,10 @@ def test_nvml_shows_a_mig_gpu_as_its_instances(tmp_path: Path) -> None:
         snap = NvmlBackend(nvml=nv).read()
         assert snap.error is None
         a, b, t4 = snap.gpus
-        assert (a.index, a.label, a.uuid, a.mig_parent) == (100, "0:0", "MIG-aaaa", 0)
+        assert (a.index, a.label, a.uuid, a.mig_parent) == (1000, "0:0", "MIG-aaaa", 0)
         assert (a.mem_total_mib, a.mem_used_mib) == (40192, 3000)
         assert [(p.pid, p.mem_mib) for p in a.processes] == [(4242, 3000)]
-        assert (b.index, b.mem_total_mib, b.processes) == (101, 9856, ())
+        assert (b.index, b.mem_total_mib, b.processes) == (1001, 9856, ())
         assert (t4.index, t4.mig_parent, t4.name) == (1, None, "NVIDIA T4")
         assert a.util is None and a.error is None  # n/a per instance, not an error
     finally:
@@ -131,8 +131,8 @@ def test_gpus_command_on_nvml_mig(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert [(g["index"], g["uuid"], g["mem_used_mib"]) for g in data] == [
-        (100, "MIG-aaaa", 0),
-        (101, "MIG-bbbb", 100),
+        (1000, "MIG-aaaa", 0),
+        (1001, "MIG-bbbb", 100),
     ]
 
 
@@ -164,6 +164,6 @@ def test_instances_that_cannot_be_read_leave_the_whole_gpu_row() -> None:
         assert (whole.index, whole.mig_parent, whole.lost) == (0, None, False)
         del nv.fake_state.failing["nvmlDeviceGetMaxMigDeviceCount"]
         (instance,) = backend.read().gpus
-        assert (instance.index, instance.uuid) == (100, "MIG-aaaa")
+        assert (instance.index, instance.uuid) == (1000, "MIG-aaaa")
     finally:
         nv.fake_reset()

@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gtui.core.api import JobView
+from gtui.core.gpus.snapshot import gpu_label
 from gtui.core.model import JobRecord, JobSpec, JobState, Settings
 from gtui.core.queue.placeholders import substitute
 from gtui.core.queue.queuefile import isolated
@@ -162,7 +163,7 @@ def _attempt_text(a: Attempt, now: float) -> Text:
             t.append(" · retried", style="yellow")
     if a.peak_mib:
         t.append(f" · peak {format_mib(a.peak_mib)}")
-    t.append(" · " + (("GPU " + ",".join(map(str, a.gpus))) if a.gpus else "CPU"))
+    t.append(" · " + (("GPU " + ",".join(map(gpu_label, a.gpus))) if a.gpus else "CPU"))
     if a.log:
         t.append(" · " + Path(a.log).name, style="dim")
     t.append(usage_text(a.gpus, a.peak_gpu_mib, a.host_peak_mib, a.gpu_hours))
@@ -276,7 +277,7 @@ def detail_renderable(
     gpus = Text("asked " + ("none (a CPU job)" if spec.gpus == 0 else f"{spec.gpus}"))
     if spec.gpus:
         if rec.gpus and started:
-            given = ",".join(map(str, rec.gpus))
+            given = ",".join(map(gpu_label, rec.gpus))
             gpus.append(f" · {'given' if rec.active else 'last given'} GPU {given}")
         elif not started:
             gpus.append(" · none given yet", style="dim")

@@ -20,7 +20,7 @@ from pathlib import Path
 from rich.text import Text
 
 from gtui.core.api import JobView
-from gtui.core.gpus.snapshot import GpuInfo
+from gtui.core.gpus.snapshot import GpuInfo, gpu_label
 from gtui.core.model import JobState, Settings
 from gtui.core.state.history import gpu_hours
 from gtui.core.units import format_duration, format_mib
@@ -160,7 +160,7 @@ def gpu_cell(view: JobView) -> str:
     if spec.gpus == 0:
         return "cpu"
     if rec.gpus and (rec.active or rec.final):
-        return ",".join(str(g) for g in rec.gpus)
+        return ",".join(gpu_label(g) for g in rec.gpus)
     return "-"
 
 

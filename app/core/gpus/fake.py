@@ -5,7 +5,7 @@ A spec is comma-separated entries ``[Nx]TOTAL[:USED_BY_OTHERS][@UTIL][HOLDERS]``
 comments), read again at every poll so a test can make other users come and go.
 
 ``/SIZE+SIZE...`` after TOTAL splits the GPU into MIG instances of those sizes (issue 19.6):
-``80G/40G+20G+10G`` shows as three GPUs, ``0:0`` to ``0:2`` (indices 100 to 102), each with its
+``80G/40G+20G+10G`` shows as three GPUs, ``0:0`` to ``0:2`` (indices 1000 to 1002), each with its
 own memory and a ``MIG-...`` UUID; jobs are placed on them as on GPUs, one job per instance.
 
 ``HOLDERS`` declares other users' processes on the GPU (issue 19.1), in square brackets,

@@ -93,7 +93,7 @@ def who(p: GpuProcess) -> str:
 
 def held_text(gpu: GpuInfo, p: GpuProcess, now: float) -> str:
     """``GPU 2: 61G held by alice's python train.py, 3 h`` (and ``, stale: zombie``)."""
-    text = f"GPU {gpu.index}: {format_mib(p.mem_mib)} held by {who(p)}"
+    text = f"GPU {gpu.label}: {format_mib(p.mem_mib)} held by {who(p)}"
     if p.started is not None:
         text += f", {coarse_age(now - p.started)}"
     stale = stale_reasons(gpu, p, now)

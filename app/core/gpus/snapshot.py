@@ -43,12 +43,21 @@ class GpuProcess:
         return doc
 
 
-MIG_INDEX_BASE = 100  # MIG instance k of GPU p has index 100 * (p + 1) + k: stable, and apart
+# MIG instance k of GPU p has index 1000 * (p + 1) + k: stable, and apart from the GPUs' own
+# indices (at most 256 GPUs, even simulated; at most 7 instances a GPU).
+MIG_INDEX_BASE = 1000
 
 
 def mig_index(parent: int, slot: int) -> int:
     """The index gtui gives MIG instance ``slot`` of GPU ``parent`` (shown as ``parent:slot``)."""
     return MIG_INDEX_BASE * (parent + 1) + slot
+
+
+def gpu_label(index: int) -> str:
+    """How people name GPU ``index``: ``2``, or ``2:1`` for MIG instance 1 of GPU 2."""
+    if index < MIG_INDEX_BASE:
+        return str(index)
+    return f"{index // MIG_INDEX_BASE - 1}:{index % MIG_INDEX_BASE}"
 
 
 @dataclass(frozen=True)
@@ -75,9 +84,7 @@ class GpuInfo:
     @property
     def label(self) -> str:
         """How people name it: ``2``, or ``2:1`` for MIG instance 1 of GPU 2."""
-        if self.mig_parent is None:
-            return str(self.index)
-        return f"{self.mig_parent}:{self.index - mig_index(self.mig_parent, 0)}"
+        return gpu_label(self.index)
 
     def to_json(self) -> dict[str, object]:
         """The ``gtui gpus --json`` shape."""

@@ -65,7 +65,7 @@ from operator import attrgetter, is_not
 
 from gtui.core.gpus.claims import NeighbourClaim
 from gtui.core.gpus.holders import held_text, holders
-from gtui.core.gpus.snapshot import GpuSnapshot
+from gtui.core.gpus.snapshot import GpuSnapshot, gpu_label
 from gtui.core.model import Mode, Placement, Settings
 from gtui.core.units import format_mib
 
@@ -1095,5 +1095,5 @@ def _claims_text(gpus: Sequence[_Gpu], now: float) -> str:
 
 
 def _gpu_list(indices: Sequence[int]) -> str:
-    """``[1, 3]`` -> ``GPU1,3``."""
-    return "GPU" + ",".join(str(i) for i in indices)
+    """``[1, 3]`` -> ``GPU1,3`` (a MIG instance as ``0:1``)."""
+    return "GPU" + ",".join(gpu_label(i) for i in indices)
