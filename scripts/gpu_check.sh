@@ -188,6 +188,8 @@ print(json.dumps({k: job[k] for k in keys}, indent=2))
 peak = job.get("peak_mib")
 if not peak:
     print("CHECK FAILED: no peak GPU memory recorded"); sys.exit(1)
+if peak < 2048:
+    print(f"CHECK FAILED: peak {peak} MiB is below the 2 GiB the job allocated"); sys.exit(1)
 print(f"CHECK OK: recorded peak GPU memory {peak} MiB ({peak / 1024:.2f} GiB)")
 EOF
 
