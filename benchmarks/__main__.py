@@ -30,6 +30,7 @@ SUITE = [
     "ui_latency",  # the dashboard in a real terminal (tmux); the dashboard engineer's
     "simulate",
     "forecast",  # issue 19.3: progress from a log's tail, estimates at 100,000 jobs
+    "usage",  # issue 19: host memory walk and GPU holders' names, per poll
 ]
 FULL_ONLY = {"ui_latency"}  # keeps --quick under two minutes on 2 cores
 NOTES = Path(__file__).with_name("OPTIMIZATIONS.md")

@@ -40,6 +40,8 @@ def full_record(name: str = "train/lr=0.1 “q”") -> JobRecord:
         warnings=["process 99 on GPU 3, not assigned", "second\nline"],
         queued_since=1_712_000_000.25,
         peak_mib=40_000,
+        peak_gpu_mib=[40_000, 12_000, 0],
+        host_peak_mib=9_000,
         port=29_500,
         status_file="/tmp/q/.gtui/q.run/train.3.status",
         token="0f" * 16,

@@ -69,7 +69,9 @@ def current_pool(paths: QueuePaths, opts: GlobalOptions) -> list[int | None] | N
     from gtui.core.queue.queuefile import load_queue, pool_from_machine
 
     settings = load_queue(paths.queue).settings
-    machine, _ = read_machine(opts.fake_gpus or settings.fake_gpus, paths.queue.parent)
+    machine, _ = read_machine(
+        opts.fake_gpus or settings.fake_gpus, paths.queue.parent, settings.gpus
+    )
     return pool_from_machine(settings, machine) if machine else None
 
 

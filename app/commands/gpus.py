@@ -1,6 +1,7 @@
-"""``gtui gpus [--json]``: the GPUs, their memory, utilization and processes (gflow's ginfo), and
-the claims every user's gtui schedulers publish on them (issue 20): what each running job was
-promised and has not allocated yet, and whether placement counts it."""
+"""``gtui gpus [--json]``: the GPUs, their memory, utilization and processes (gflow's ginfo), who
+holds each GPU's memory (issue 19.1: user, command, running time, stale or not), and the claims
+every user's gtui schedulers publish on them (issue 20): what each running job was promised and
+has not allocated yet, and whether placement counts it."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from pathlib import Path
 from gtui.commands.options import GlobalOptions
 from gtui.core.gpus.backend import open_backend
 from gtui.core.gpus.claims import ClaimBoard, Judged, gpu_keys, judge
+from gtui.core.gpus.holders import HolderReader, process_json, stale_reasons
 from gtui.core.gpus.snapshot import GpuInfo, GpuSnapshot
-from gtui.core.units import format_mib
+from gtui.core.units import format_duration, format_mib
 
 _HEADERS = ("GPU", "NAME", "MEMORY", "UTIL", "TEMP", "PROCESSES")
 MAX_PROCESSES_SHOWN = 6
@@ -46,7 +48,7 @@ def format_table(snapshot: GpuSnapshot) -> list[str]:
     """The GPUs as aligned text lines (also usable by ``gtui status``)."""
     rows = [
         (
-            str(g.index),
+            g.label,
             g.name,
             _memory(g),
             "n/a" if g.util is None else f"{g.util}%",
@@ -62,6 +64,36 @@ def format_table(snapshot: GpuSnapshot) -> list[str]:
         lines.append("  ".join([*cells, row[5]]).rstrip())
     notes = [f"  GPU {g.index}: {g.error}" for g in snapshot.gpus if g.error and not g.lost]
     return lines + notes
+
+
+def format_holders(snapshot: GpuSnapshot, now: float) -> list[str]:
+    """Who holds each GPU, one line per process (none: no lines). A gtui job says which."""
+    headers = ("GPU", "PID", "USER", "MEMORY", "RUNNING", "COMMAND", "STALE")
+    rows = []
+    for g in snapshot.gpus:
+        for p in sorted(g.processes, key=lambda p: -(p.mem_mib or 0)):
+            command = p.command or "?"
+            if p.job:
+                command = f"{command} (gtui job {p.job})"
+            rows.append(
+                (
+                    g.label,
+                    str(p.pid),
+                    p.user or "?",
+                    format_mib(p.mem_mib),
+                    "?" if p.started is None else format_duration(now - p.started),
+                    command,
+                    ", ".join(stale_reasons(g, p, now)) or "-",
+                )
+            )
+    if not rows:
+        return []
+    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers) - 1)]
+    lines = ["", "Holders: the processes on each GPU (stale: parent gone, zombie, or idle at 0 %)"]
+    for row in [headers, *rows]:
+        cells = [row[i].ljust(widths[i]) for i in range(len(headers) - 1)]
+        lines.append("  ".join([*cells, row[-1]]).rstrip())
+    return lines
 
 
 def read_claims(snapshot: GpuSnapshot, fake_file: Path | None) -> tuple[list[Judged], list[str]]:
@@ -119,12 +151,15 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     """Read the GPUs once and print them; no GPU is not an error (exit 0)."""
     backend = open_backend(opts.fake_gpus, Path.cwd())
     try:
-        snapshot = backend.read()
+        snapshot = HolderReader().describe(backend.read())
     finally:
         backend.close()
+    now = time.time()
     judged, notes = read_claims(snapshot, getattr(backend, "file", None))
     if ns.json:
         gpus = [g.to_json() for g in snapshot.gpus]
+        for g, doc in zip(snapshot.gpus, gpus, strict=True):
+            doc["processes"] = [process_json(g, p, now) for p in g.processes]
         for doc in gpus:  # a GPU with claims on it lists them (the shape is otherwise as before)
             mine = [j.to_json() for j in judged if j.gpu == doc["index"]]
             if mine:
@@ -142,7 +177,7 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     if snapshot.error:
         print(snapshot.error, file=sys.stderr if snapshot.gpus else sys.stdout)
     if snapshot.gpus:
-        print("\n".join(format_table(snapshot)))
+        print("\n".join(format_table(snapshot) + format_holders(snapshot, now)))
         claims = format_claims(judged, notes, ClaimBoard().directory)
         if claims:
             print("\n".join(claims))

@@ -17,6 +17,7 @@ from gtui.core.api import (
     QueuePaused,
     WaitingSummary,
 )
+from gtui.core.gpus.snapshot import gpu_label
 from gtui.core.model import JobState
 from gtui.core.sched.engine import Engine
 from gtui.core.units import format_duration, format_mib
@@ -66,7 +67,7 @@ class EventLog:
             if previous and previous[0] == JobState.SUSPENDED.value:
                 self.line(f"resumed {name}")
                 return
-            where = "GPU " + ",".join(map(str, rec.gpus)) if rec.gpus else "CPU"
+            where = "GPU " + ",".join(map(gpu_label, rec.gpus)) if rec.gpus else "CPU"
             mem = f", {format_mib(rec.mem_mib)}/GPU" if rec.gpus and rec.mem_mib else ""
             warn = "".join(f"; warning: {w}" for w in rec.warnings)
             self.line(f"start {name} (attempt {rec.attempt}) on {where}{mem}: pid {rec.pid}{warn}")

@@ -17,6 +17,7 @@ from gtui.commands.options import GlobalOptions
 from gtui.core.errors import GtuiError
 from gtui.core.gpus.snapshot import GpuSnapshot
 from gtui.core.model import JobSpec, Settings
+from gtui.core.paths import queue_paths
 from gtui.core.queue.queuefile import (
     QueueFile,
     isolated,
@@ -25,11 +26,17 @@ from gtui.core.queue.queuefile import (
     read_queue_text,
     settings_to_json,
 )
+from gtui.core.state.usage import mem_notes, peaks_by_job
 from gtui.core.units import format_duration, format_mib
 
 
-def read_machine(fake_spec: str | None, base_dir: Path) -> tuple[dict[int, int | None] | None, str]:
+def read_machine(
+    fake_spec: str | None, base_dir: Path, wanted: object = None
+) -> tuple[dict[int, int | None] | None, str]:
     """Every GPU of the machine (index -> total MiB) and where that came from, or None and why.
+
+    ``wanted`` (``[settings] gpus``): a GPU split into MIG instances that it names by its own
+    index stands for its instances (issue 19.6), as large as the largest of them.
 
     A bad fake spec is the user's mistake (GtuiError, exit 2); any other failure to read the GPUs
     only means the pool checks cannot be made.
@@ -54,7 +61,13 @@ def read_machine(fake_spec: str | None, base_dir: Path) -> tuple[dict[int, int |
     if not gpus:
         return None, snapshot.error or "no GPU found"
     source = f"fake GPUs {fake_spec}" if snapshot.source == "fake" else snapshot.source.upper()
-    return {g.index: g.mem_total_mib for g in gpus}, source
+    machine = {g.index: g.mem_total_mib for g in gpus}
+    if isinstance(wanted, (list, tuple)):
+        for g in gpus:
+            p = g.mig_parent
+            if p is not None and p in wanted and p not in machine:
+                machine[p] = max(h.mem_total_mib or 0 for h in gpus if h.mig_parent == p)
+    return machine, source
 
 
 def _settings_line(s: Settings) -> str:
@@ -76,6 +89,8 @@ def _job_lines(job: JobSpec, settings: Settings) -> list[str]:
         where = "cpu"
     else:
         mem = format_mib(job.mem_mib) if job.mem_mib is not None else "whole GPU"
+        if job.mem_auto:
+            mem = "mem auto (its runs' peak + 20 %; whole GPU until one is recorded)"
         where = f"{job.gpus} GPU{'s' if job.gpus > 1 else ''} · {mem}"
     facts = [where]
     if job.priority:
@@ -121,7 +136,7 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     text = read_queue_text(path)
     qf = load_queue(path, text=text)
     spec = opts.fake_gpus or qf.settings.fake_gpus
-    machine, source = read_machine(spec, path.resolve().parent)
+    machine, source = read_machine(spec, path.resolve().parent, qf.settings.gpus)
     pool_note = ""
     if machine is None:
         print(f"gtui: pool checks skipped, no GPU known: {source}", file=sys.stderr)
@@ -130,6 +145,9 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
         pool_note = f"checked against the machine's {len(machine)} GPUs ({source})"
     for warning in qf.warnings:
         print(f"gtui: warning: {warning}", file=sys.stderr)
+    # Issue 19.2: a mem far from what the job's last runs used (the queue's attempts history).
+    for note in mem_notes(qf.jobs, peaks_by_job(queue_paths(path).db)):
+        print(f"gtui: warning: {note}", file=sys.stderr)
     if getattr(ns, "json", False):
         doc = {
             "settings": settings_to_json(qf.settings),

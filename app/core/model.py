@@ -135,6 +135,9 @@ class JobSpec:
     mem_mib: int | None = None  # per GPU; None = the job needs its GPUs to itself
     priority: int = 0
     after: tuple[str, ...] = ()
+    # mem = "auto" (issue 19.2): the request comes from its runs' peaks (state/usage.py);
+    # mem_mib is then None, the first run's whole GPU.
+    mem_auto: bool = False
     retries: int = 0  # already resolved against settings.retries; -1 = until it succeeds
     timeout_s: float | None = None
     cwd: str = "."
@@ -184,6 +187,10 @@ class JobRecord:
     warnings: list[str] = field(default_factory=list)
     queued_since: float = field(default_factory=time.time)
     peak_mib: int | None = None  # highest GPU memory seen for this attempt (per GPU)
+    # Issue 19.2: this attempt's peak on each of its GPUs (in ``gpus`` order; 0: none seen) and
+    # the peak resident host memory of its processes (None: not measured).
+    peak_gpu_mib: list[int] = field(default_factory=list)
+    host_peak_mib: int | None = None
     port: int | None = None
     status_file: str | None = None  # where the wrapper writes this attempt's exit status
     token: str | None = None  # set in the job's environment (GTUI_TOKEN) to find it after a crash

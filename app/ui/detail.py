@@ -20,11 +20,12 @@ from rich.table import Table
 from rich.text import Text
 
 from gtui.core.api import JobView
+from gtui.core.gpus.snapshot import gpu_label
 from gtui.core.model import JobRecord, JobSpec, JobState, Settings
 from gtui.core.queue.placeholders import substitute
 from gtui.core.queue.queuefile import isolated
 from gtui.core.sched.eta import Estimate
-from gtui.core.state.history import Attempt, attempt_of
+from gtui.core.state.history import Attempt, attempt_of, gpu_hours
 from gtui.core.units import format_duration, format_mib
 from gtui.ui.forecast import detail_lines
 from gtui.ui.format import STATE_GLYPH, STATE_STYLE, display_path, kind_label
@@ -129,6 +130,25 @@ def _retries(spec: JobSpec, rec: JobRecord) -> str:
     return f"retries {spec.retries} ({left} left)"
 
 
+def usage_text(
+    gpus: tuple[int, ...],
+    peaks: tuple[int, ...] | list[int],
+    host_peak_mib: int | None,
+    hours: float | None,
+) -> str:
+    """`` · peaks GPU0 12G, GPU1 9.5G · host 3.1G · 0.42 GPU-h``: what an attempt really used
+    (issue 19.2); "" where nothing was measured."""
+    out = ""
+    if len(gpus) > 1 and len(peaks) == len(gpus) and any(peaks):
+        pairs = zip(gpus, peaks, strict=True)
+        out += " · peaks " + ", ".join(f"GPU{g} {format_mib(m)}" for g, m in pairs)
+    if host_peak_mib:
+        out += f" · host {format_mib(host_peak_mib)}"
+    if hours and hours >= 0.005:  # shorter reads as 0.00
+        out += f" · {hours:.2f} GPU-h"
+    return out
+
+
 def _attempt_text(a: Attempt, now: float) -> Text:
     t = Text()
     t.append(when(a.started_at))
@@ -145,9 +165,10 @@ def _attempt_text(a: Attempt, now: float) -> Text:
             t.append(" · retried", style="yellow")
     if a.peak_mib:
         t.append(f" · peak {format_mib(a.peak_mib)}")
-    t.append(" · " + (("GPU " + ",".join(map(str, a.gpus))) if a.gpus else "CPU"))
+    t.append(" · " + (("GPU " + ",".join(map(gpu_label, a.gpus))) if a.gpus else "CPU"))
     if a.log:
         t.append(" · " + Path(a.log).name, style="dim")
+    t.append(usage_text(a.gpus, a.peak_gpu_mib, a.host_peak_mib, a.gpu_hours))
     if a.diag_kind:
         t.append("\n")
         t.append(kind_label(a.diag_kind), style="bold red")
@@ -262,7 +283,7 @@ def detail_renderable(
     gpus = Text("asked " + ("none (a CPU job)" if spec.gpus == 0 else f"{spec.gpus}"))
     if spec.gpus:
         if rec.gpus and started:
-            given = ",".join(map(str, rec.gpus))
+            given = ",".join(map(gpu_label, rec.gpus))
             gpus.append(f" · {'given' if rec.active else 'last given'} GPU {given}")
         elif not started:
             gpus.append(" · none given yet", style="dim")
@@ -271,12 +292,19 @@ def detail_renderable(
     _row(grid, "gpus", gpus)
     if spec.gpus:
         mem = Text("asked " + (f"{format_mib(spec.mem_mib)} per GPU" if spec.mem_mib else "whole"))
+        if spec.mem_auto:
+            mem = Text("auto (its runs' peak + 20 %; whole GPU until one is recorded)")
         if rec.mem_mib != spec.mem_mib:
             now_asks = f"{format_mib(rec.mem_mib)} per GPU" if rec.mem_mib else "whole GPUs"
             mem.append(f" · now asks {now_asks}", style="yellow")
-            mem.append(" (grown after a CUDA OOM)", style="dim")
+            source = "from its runs' peak" if spec.mem_auto else "grown after a CUDA OOM"
+            mem.append(f" ({source})", style="dim")
         if rec.peak_mib:
             mem.append(f" · peak {format_mib(rec.peak_mib)}")
+        ran_for = gpu_hours(
+            len(rec.gpus), rec.started_at, rec.ended_at or (time.time() if rec.active else None)
+        )
+        mem.append(usage_text(rec.gpus, rec.peak_gpu_mib, rec.host_peak_mib, ran_for))
         _row(grid, "memory", mem)
     extra = [f"priority {spec.priority}"]
     if spec.timeout_s is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +20,9 @@ from pathlib import Path
 from rich.text import Text
 
 from gtui.core.api import JobView
-from gtui.core.gpus.snapshot import GpuInfo
+from gtui.core.gpus.snapshot import GpuInfo, gpu_label
 from gtui.core.model import JobState, Settings
+from gtui.core.state.history import gpu_hours
 from gtui.core.units import format_duration, format_mib
 
 # Thresholds that colours stand for (percent). The help screen prints the same numbers.
@@ -158,7 +160,7 @@ def gpu_cell(view: JobView) -> str:
     if spec.gpus == 0:
         return "cpu"
     if rec.gpus and (rec.active or rec.final):
-        return ",".join(str(g) for g in rec.gpus)
+        return ",".join(gpu_label(g) for g in rec.gpus)
     return "-"
 
 
@@ -238,9 +240,30 @@ def note_cell(view: JobView) -> Text:
         if rec.exit_code is not None:
             return Text(f"exit {rec.exit_code}", style="red")
         return Text("killed" if st == JobState.KILLED else "failed", style="red")
-    if st == JobState.DONE:
-        return Text(rec.reason, style="dim") if rec.reason else Text("")
+    if st == JobState.DONE and rec.reason:
+        return Text(rec.reason, style="dim")
+    if st in (JobState.DONE, JobState.RUNNING) and not rec.reason:
+        used = used_note(view)
+        return Text(used, style="dim") if used else Text("")
     return Text(rec.reason)
+
+
+def used_note(view: JobView, now: float | None = None) -> str:
+    """``peak 9.5G of 12G · host 3G · 0.42 GPU-h``: what a running or done job really used
+    (issue 19.2), where it says more than its request: the peak when it differs from the
+    request, host memory and GPU-hours once the job has held GPUs for 0.01 GPU-h (36 s)."""
+    rec = view.record
+    parts = []
+    if rec.peak_mib and rec.peak_mib != rec.mem_mib:
+        asked = format_mib(rec.mem_mib) if rec.mem_mib is not None else "whole GPU"
+        parts.append(f"peak {format_mib(rec.peak_mib)} of {asked}")
+    end = rec.ended_at or ((now or time.time()) if rec.active else None)
+    hours = gpu_hours(len(rec.gpus), rec.started_at, end)
+    if hours is not None and hours >= 0.01:
+        if rec.host_peak_mib:
+            parts.append(f"host {format_mib(rec.host_peak_mib)}")
+        parts.append(f"{hours:.2f} GPU-h")
+    return " · ".join(parts)
 
 
 def job_cells(view: JobView, now: float) -> JobCells:
@@ -346,7 +369,7 @@ def gpu_line(
     wide = width >= 110
     name_w = 14 if wide else 10
     line = Text(no_wrap=True, overflow="ellipsis")
-    line.append(f"{gpu.index:>2} ", style="bold")
+    line.append(f"{gpu.label:>2} ", style="bold")
     line.append(_fit(short_gpu_name(gpu.name, compact=not wide), name_w) + " ")
     if gpu.lost:
         line.append("LOST", style="bold red reverse")

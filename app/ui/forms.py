@@ -91,13 +91,20 @@ def _mem_text(mib: int) -> str:
     return f"{mib // 1024}G" if mib % 1024 == 0 else f"{mib}M"
 
 
+def _mem_field(spec: JobSpec) -> str:
+    """``auto`` stays ``auto`` (issue 19.2), a size its text, none empty (whole GPUs)."""
+    if spec.mem_auto:
+        return "auto"
+    return _mem_text(spec.mem_mib) if spec.mem_mib is not None else ""
+
+
 def form_from_spec(spec: JobSpec) -> dict[str, str]:
     """A job's spec as the form's text, for ``e`` (edit)."""
     return {
         "name": spec.name,
         "cmd": spec.cmd,
         "gpus": str(spec.gpus),
-        "mem": _mem_text(spec.mem_mib) if spec.mem_mib is not None else "",
+        "mem": _mem_field(spec),
         "priority": str(spec.priority),
         "after": ", ".join(spec.after),
         "retries": str(spec.retries),

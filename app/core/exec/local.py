@@ -23,6 +23,8 @@ from gtui.core.exec.base import (
     read_file_range,
 )
 
+PID_MAX_LIMIT = 1 << 22  # Linux's largest pid_max
+
 
 class LocalExecutor:
     name = "local"
@@ -104,14 +106,20 @@ class LocalExecutor:
         if not on_gpu:
             return out
         roots = {h.pid for h in handles.values()}
-        # Walk process trees (psutil, costly) only when some GPU process is not a job's root.
-        need_trees = any(pid not in roots for pid in on_gpu)
+        # Walk process trees (psutil, costly) only when some GPU process is not a job's root
+        # (pids beyond pid_max are the fake layer's declared holders: never a job's).
+        need_trees = any(pid not in roots and pid <= PID_MAX_LIMIT for pid in on_gpu)
         for name, handle in handles.items():
             tree = runner.process_tree(handle.pid) if need_trees else {handle.pid}
             out[name] = [
                 (pid, index, mem or 0) for pid in tree for index, mem in on_gpu.get(pid, ())
             ]
         return out
+
+    def host_memory_mib(self, handles: Mapping[str, Handle]) -> dict[str, int]:
+        """Resident host memory of each job's processes now, MiB (issue 19.2). Not part of the
+        Executor protocol: an executor without it records no host peak."""
+        return runner.trees_rss_mib({name: h.pid for name, h in handles.items() if h.pid})
 
     def log_size(self, path: str) -> int | None:
         return file_size(path)

@@ -586,6 +586,62 @@ def _writes_to(pid: int, log: _LogFile) -> bool:
     return False
 
 
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _rss_bytes(pid: int) -> int:
+    """Resident memory of ``pid`` (0: gone, or unreadable)."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def trees_rss_mib(roots: Mapping[str, int]) -> dict[str, int]:
+    """Host memory (resident, MiB) of each job's processes, by job name: its root's tree, process
+    group and session (issue 19.2's host peak). One walk of /proc for all jobs, not one each:
+    it runs at every GPU poll. Shared pages count in each process (an upper bound, as ``ps``
+    shows it). A job with nothing left is left out."""
+    uid = os.getuid()
+    procs: dict[int, _Proc] = {}
+    try:
+        entries = list(os.scandir("/proc"))
+    except OSError:
+        return {}
+    for entry in entries:
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid != uid:
+                continue
+        except OSError:
+            continue
+        p = _read_stat(int(entry.name))
+        if p is not None and p.state not in ("Z", "X", "x"):
+            procs[p.pid] = p
+    kids: dict[int, list[int]] = {}
+    groups: dict[int, list[int]] = {}
+    for p in procs.values():
+        kids.setdefault(p.ppid, []).append(p.pid)
+        groups.setdefault(p.pgid, []).append(p.pid)
+        if p.sid != p.pgid:
+            groups.setdefault(p.sid, []).append(p.pid)
+    out: dict[str, int] = {}
+    for name, root in roots.items():
+        stack = [root, *groups.get(root, ())]
+        seen: set[int] = set()
+        while stack:
+            q = stack.pop()
+            if q in seen or q not in procs:
+                continue
+            seen.add(q)
+            stack.extend(kids.get(q, ()))
+        if seen:
+            out[name] = (sum(_rss_bytes(q) for q in seen) + (1 << 19)) >> 20
+    return out
+
+
 def _collect(pid: int, log: _LogFile | None = None) -> dict[int, _Proc]:
     """Every live process of this user that belongs to the job rooted at ``pid``: its tree, its
     process group and session, anything carrying its run id, and anything writing to its log

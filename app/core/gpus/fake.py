@@ -1,13 +1,24 @@
 """Simulated GPUs (DESIGN.md 7): for tests, demos and machines without a GPU.
 
-A spec is comma-separated entries ``[Nx]TOTAL[:USED_BY_OTHERS][@UTIL]`` (``4x80G``,
+A spec is comma-separated entries ``[Nx]TOTAL[:USED_BY_OTHERS][@UTIL][HOLDERS]`` (``4x80G``,
 ``80G:16G@35,24G``), or ``@FILE``: a file holding such a spec (one entry per line allowed, ``#``
 comments), read again at every poll so a test can make other users come and go.
 
+``/SIZE+SIZE...`` after TOTAL splits the GPU into MIG instances of those sizes (issue 19.6):
+``80G/40G+20G+10G`` shows as three GPUs, ``0:0`` to ``0:2`` (indices 1000 to 1002), each with its
+own memory and a ``MIG-...`` UUID; jobs are placed on them as on GPUs, one job per instance.
+
+``HOLDERS`` declares other users' processes on the GPU (issue 19.1), in square brackets,
+separated by ``;``: ``USER MEM AGE [zombie] [orphan] COMMAND``, e.g.
+``80G@0[alice 61G 3h python train.py; bob 2G 20m orphan jupyter-lab]``. Their memory counts as
+used by others (``USED_BY_OTHERS``, when given, must hold at least their sum). They get pids
+beyond any kernel's pid_max, so they never name a real process; ``orphan`` marks one whose
+parent is gone. A GPU at 0 % with holders has been idle since its oldest holder started.
+
 How the simulation behaves, so that everything above it runs unchanged:
 
-- Other users' memory shows only in ``mem_used_mib``: there is no process for it (real NVML
-  often hides other users' processes too, and a made-up pid could collide with a real one).
+- Other users' memory shows only in ``mem_used_mib`` unless holders are declared (above): then
+  it shows as their processes too.
 - A running job of ours appears as a process with its pid on each of its GPUs, using its declared
   memory, or, when it declared none, all the memory left on that GPU. Memory is capped at what
   the GPU has left (a real job would hit CUDA OOM instead), so ``used`` never exceeds ``total``.
@@ -17,6 +28,7 @@ How the simulation behaves, so that everything above it runs unchanged:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 import time
@@ -26,14 +38,16 @@ from pathlib import Path
 from typing import Literal
 
 from gtui.core.errors import GtuiError
-from gtui.core.gpus.snapshot import GpuInfo, GpuProcess, GpuSnapshot, JobUsage
-from gtui.core.units import UnitError, format_mib, parse_size_mib
+from gtui.core.gpus.snapshot import GpuInfo, GpuProcess, GpuSnapshot, JobUsage, mig_index
+from gtui.core.units import UnitError, format_mib, parse_duration_s, parse_size_mib
 
 GRAMMAR = (
-    "expected comma-separated [Nx]TOTAL[:USED_BY_OTHERS][@UTIL] entries, such as 4x80G or "
-    "80G:16G@35,24G, or @FILE (a file holding such a spec)"
+    "expected comma-separated [Nx]TOTAL[:USED_BY_OTHERS][@UTIL][HOLDERS] entries, such as 4x80G "
+    "or 80G:16G@35,24G or 80G@0[alice 61G 3h python train.py], or @FILE (a file holding such "
+    "a spec)"
 )
 MAX_FAKE_GPUS = 256
+FAKE_PID_BASE = 1 << 23  # above any pid_max (2**22): a declared holder never names a real process
 OUR_UTIL = 90  # what a GPU shows while a job of ours runs on it
 
 _ENTRY_RE = re.compile(
@@ -44,12 +58,72 @@ _MODEL_BY_GIB = {80: "A800 80G", 40: "A100 40G", 48: "A6000 48G", 24: "RTX 4090 
 
 
 @dataclass(frozen=True)
+class FakeHolder:
+    """Another user's process declared on a simulated GPU."""
+
+    user: str
+    mem_mib: int
+    age_s: float
+    command: str
+    zombie: bool = False
+    orphan: bool = False
+
+
+@dataclass(frozen=True)
 class FakeGpu:
     """One simulated GPU as the spec describes it (before our jobs are added)."""
 
     total_mib: int
     others_mib: int = 0
     others_util: int = 0
+    holders: tuple[FakeHolder, ...] = ()
+    mig: tuple[int, ...] = ()  # MIG instance sizes (MiB); () = not split
+
+
+def _split_entries(text: str) -> list[str]:
+    """Split on the commas outside ``[...]`` (a holder's command may hold commas)."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth = max(0, depth - 1)
+        elif ch == "," and depth == 0:
+            out.append(text[start:i])
+            start = i + 1
+    out.append(text[start:])
+    return out
+
+
+_HOLDER = "a holder is USER MEM AGE [zombie] [orphan] COMMAND"
+
+
+def _parse_holders(text: str, entry: str, spec: str, source: str) -> tuple[FakeHolder, ...]:
+    """``alice 61G 3h python train.py; bob 2G 20m orphan jupyter`` -> holders."""
+    out = []
+    for raw in text.split(";"):
+        words = raw.split()
+        if not words:
+            continue
+        if len(words) < 4:
+            raise _bad(spec, f"in {entry!r}, {raw.strip()!r}: {_HOLDER}", source)
+        user, mem_text, age_text, *rest = words
+        flags = set()
+        while rest and rest[0] in ("zombie", "orphan"):
+            flags.add(rest.pop(0))
+        if not rest:
+            raise _bad(spec, f"in {entry!r}, holder {raw.strip()!r} has no command", source)
+        try:
+            mem = parse_size_mib(mem_text)
+            age = parse_duration_s(age_text)
+        except UnitError as e:
+            raise _bad(
+                spec, f"in {entry!r}, holder {raw.strip()!r}: {e} ({_HOLDER})", source
+            ) from None
+        out.append(
+            FakeHolder(user, mem, age, " ".join(rest), "zombie" in flags, "orphan" in flags)
+        )
+    return tuple(out)
 
 
 def _bad(spec: str, why: str, source: str) -> GtuiError:
@@ -67,10 +141,24 @@ def parse_fake_spec(spec: str, source: str = "--fake-gpus") -> list[FakeGpu]:
     if text.startswith("@"):
         raise _bad(spec, "a spec file cannot point to another file", source)
     gpus: list[FakeGpu] = []
-    for raw in text.split(","):
+    for raw in _split_entries(text):
         entry = raw.strip()
         if not entry:
             raise _bad(spec, "an empty entry (two commas in a row, or a trailing comma)", source)
+        held: tuple[FakeHolder, ...] = ()
+        bracket = entry.find("[")
+        if bracket >= 0:
+            if not entry.endswith("]"):
+                raise _bad(spec, f"in {entry!r}, holders end with ]", source)
+            held = _parse_holders(entry[bracket + 1 : -1], entry, spec, source)
+            entry = entry[:bracket].strip()
+        mig: tuple[int, ...] = ()
+        if "/" in entry:
+            entry, _, layout = entry.partition("/")
+            try:
+                mig = tuple(parse_size_mib(x) for x in layout.split("+"))
+            except UnitError as e:
+                raise _bad(spec, f"in {raw.strip()!r}, MIG instances: {e}", source) from None
         m = _ENTRY_RE.match(entry)
         if not m:
             raise _bad(spec, f"cannot read {entry!r}", source)
@@ -83,13 +171,22 @@ def parse_fake_spec(spec: str, source: str = "--fake-gpus") -> list[FakeGpu]:
         except UnitError as e:
             raise _bad(spec, f"in {entry!r}, {e}", source) from None
         util = int(m.group("util")) if m.group("util") else 0
+        held_mib = sum(h.mem_mib for h in held)
+        if m.group("used") and used < held_mib:
+            raise _bad(spec, f"in {entry!r}, others use less than their holders hold", source)
+        used = max(used, held_mib)
         if total <= 0:
             raise _bad(spec, f"in {entry!r}, a GPU needs some memory", source)
         if used > total:
             raise _bad(spec, f"in {entry!r}, others use more than the GPU has", source)
         if util > 100:
             raise _bad(spec, f"in {entry!r}, utilization is a percentage (0-100)", source)
-        gpus.extend(FakeGpu(total, used, util) for _ in range(count))
+        if mig and (used or held or sum(mig) > total):
+            why = "others' memory goes on a GPU, not on its MIG instances" if used or held else (
+                "its MIG instances hold more than the GPU has"
+            )
+            raise _bad(spec, f"in {raw.strip()!r}, {why}", source)
+        gpus.extend(FakeGpu(total, used, util, held, mig) for _ in range(count))
         if len(gpus) > MAX_FAKE_GPUS:
             raise _bad(spec, f"more than {MAX_FAKE_GPUS} GPUs", source)
     return gpus
@@ -143,6 +240,9 @@ class FakeBackend:
         else:
             self._gpus = parse_fake_spec(text)
         self._lock = threading.Lock()
+        # When each declared holder started, fixed at its first read: the same spec read again
+        # gives the same snapshot (a holder's age grows, its start does not move).
+        self._started: dict[tuple[int, int, FakeHolder], float] = {}
 
     @property
     def gpus(self) -> list[FakeGpu]:
@@ -170,10 +270,15 @@ class FakeBackend:
         """The simulated GPUs with our jobs placed on them."""
         with self._lock:
             error = self._reload()
-            gpus = tuple(self._gpu(i, g, ours) for i, g in enumerate(self._gpus))
+            now = time.time()
+            gpus = tuple(
+                info
+                for i, g in enumerate(self._gpus)
+                for info in (self._instances(i, g, ours) if g.mig else [self._gpu(i, g, ours, now)])
+            )
         return GpuSnapshot(gpus=gpus, taken_at=time.time(), source="fake", error=error)
 
-    def _gpu(self, index: int, gpu: FakeGpu, ours: Sequence[JobUsage]) -> GpuInfo:
+    def _gpu(self, index: int, gpu: FakeGpu, ours: Sequence[JobUsage], now: float) -> GpuInfo:
         jobs = [j for j in ours if index in j.gpus]
         free = gpu.total_mib - gpu.others_mib
         mem: dict[int, int] = {}
@@ -192,7 +297,21 @@ class FakeBackend:
         if any(not j.suspended for j in jobs):
             util = max(util, OUR_UTIL)
         seen: set[int] = set()
-        procs: list[GpuProcess] = []
+        procs: list[GpuProcess] = [
+            GpuProcess(
+                pid=FAKE_PID_BASE + index * 1000 + n,
+                mem_mib=h.mem_mib,
+                user=h.user,
+                command=h.command,
+                started=self._started.setdefault((index, n, h), now - h.age_s),
+                parent_gone=h.orphan,
+                zombie=h.zombie,
+            )
+            for n, h in enumerate(gpu.holders)
+        ]
+        idle_since = None
+        if util == 0 and procs:
+            idle_since = min(p.started for p in procs if p.started is not None)
         for job in jobs:
             if job.pid not in seen:
                 seen.add(job.pid)
@@ -206,7 +325,26 @@ class FakeBackend:
             util=util,
             temperature=30 + (util * 3) // 10,
             processes=tuple(procs),
+            idle_since=idle_since,
         )
+
+    def _instances(self, index: int, gpu: FakeGpu, ours: Sequence[JobUsage]) -> list[GpuInfo]:
+        """A GPU split into MIG instances: one GpuInfo each (utilization is not reported per
+        instance by NVML either: n/a)."""
+        out = []
+        for slot, size in enumerate(gpu.mig):
+            as_gpu = self._gpu(mig_index(index, slot), FakeGpu(size), ours, 0.0)
+            out.append(
+                dataclasses.replace(
+                    as_gpu,
+                    name=f"Fake MIG {format_mib(size)} of GPU {index}",
+                    uuid=f"MIG-fa4e0000-0000-4000-8000-{index:04x}{slot:08x}",
+                    util=None,
+                    temperature=None,
+                    mig_parent=index,
+                )
+            )
+        return out
 
     def close(self) -> None:
         """Nothing to release."""

@@ -14,6 +14,11 @@ GPU reads about 0 used (DESIGN.md 4.1's "used under 3 %" idle test needs that) a
 total is ``used + free`` (the memory jobs can have; a little less than the marketing size).
 Without v2, NVML's v1 ``total`` and ``used`` are used as they are. In both, total - used = free.
 
+MIG (issue 19.6): a GPU in MIG mode shows as its instances, each with its own memory, processes
+and ``MIG-...`` UUID (index ``mig_index(gpu, slot)``, shown ``gpu:slot``); NVML gives no
+utilization or temperature per instance (n/a). The mode is read when the GPU's handle is taken
+(changing it needs a GPU reset, after which the handle is taken again).
+
 ``read`` may block while the driver is slow; call it from a thread (``asyncio.to_thread``).
 
 Size: one wrapper per NVML call (NOT_SUPPORTED becomes n/a, a lost GPU a state) is most of it.
@@ -28,7 +33,14 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Literal
 
-from gtui.core.gpus.snapshot import GpuInfo, GpuProcess, GpuSnapshot, GpuStaticInfo, JobUsage
+from gtui.core.gpus.snapshot import (
+    GpuInfo,
+    GpuProcess,
+    GpuSnapshot,
+    GpuStaticInfo,
+    JobUsage,
+    mig_index,
+)
 
 MIB = 1024 * 1024
 RETRY_S = 10.0
@@ -134,6 +146,7 @@ class NvmlBackend:
         self._handles: dict[int, Any] = {}
         self._static: dict[int, GpuStaticInfo] = {}
         self._lost: dict[int, _Lost] = {}
+        self._mig: dict[int, bool] = {}  # GPU index -> in MIG mode (read with its handle)
         self._reset_fallbacks()
         with self._lock:
             self._try_init(self._clock())
@@ -267,7 +280,9 @@ class NvmlBackend:
                 driver=self.driver,
             )
         try:
-            gpus = tuple(self._read_gpu(i, now) for i in range(self._count))
+            gpus = tuple(
+                info for i in range(self._count) for info in self._read_gpu_or_mig(i, now)
+            )
         except _NvmlDown as e:
             self._shutdown()
             self._next_init = now + self.retry_s
@@ -370,7 +385,60 @@ class NvmlBackend:
         total = old.mem_total_mib if old and old.uuid == uuid else None
         self._static[index] = GpuStaticInfo(index=index, name=name, uuid=uuid, mem_total_mib=total)
         self._handles[index] = handle
+        mode = self._optional("MIG mode", lambda: nv.nvmlDeviceGetMigMode(handle), [])
+        enabled = getattr(nv, "NVML_DEVICE_MIG_ENABLE", 1)
+        self._mig[index] = isinstance(mode, (list, tuple)) and bool(mode) and mode[0] == enabled
         return handle
+
+    def _read_gpu_or_mig(self, index: int, now: float) -> list[GpuInfo]:
+        """The GPU, or its MIG instances when it is in MIG mode (and answers)."""
+        info = self._read_gpu(index, now)
+        if info.lost or not self._mig.get(index) or index not in self._handles:
+            return [info]
+        instances = self._read_mig(index, self._handles[index])
+        return [info] if instances is None else instances
+
+    def _read_mig(self, index: int, handle: Any) -> list[GpuInfo] | None:
+        """A GPU in MIG mode as its instances; None when they cannot be read (the whole
+        GPU's row then shows what it can)."""
+        nv = self._nv_or_fail()
+        notes: list[str] = []
+        out: list[GpuInfo] = []
+        try:
+            slots = int(nv.nvmlDeviceGetMaxMigDeviceCount(handle))
+            for slot in range(slots):
+                try:
+                    mig = nv.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+                except Exception as e:
+                    self._raise_if_fatal(e)
+                    continue  # an empty slot (NOT_FOUND)
+                out.append(self._mig_info(index, slot, mig, notes))
+        except _NvmlDown:
+            raise
+        except Exception:
+            return None  # the whole-GPU read says what is wrong
+        return out
+
+    def _mig_info(self, parent: int, slot: int, mig: Any, notes: list[str]) -> GpuInfo:
+        """One MIG instance: its name, UUID, memory and processes."""
+        nv = self._nv_or_fail()
+        name = self._optional("name", lambda: _str(nv.nvmlDeviceGetName(mig)), notes)
+        uuid = self._optional("uuid", lambda: _str(nv.nvmlDeviceGetUUID(mig)), notes)
+        mem = self._optional("memory", lambda: nv.nvmlDeviceGetMemoryInfo(mig), notes)
+        total = _mib(getattr(mem, "total", None)) if mem is not None else None
+        used = _mib(getattr(mem, "used", None)) if mem is not None else None
+        return GpuInfo(
+            index=mig_index(parent, slot),
+            name=name or f"MIG {slot} of GPU {parent}",
+            uuid=uuid or "",
+            mem_total_mib=total,
+            mem_used_mib=used,
+            util=None,
+            temperature=None,
+            processes=self._processes(mig, total, notes),
+            error="; ".join(notes) or None,
+            mig_parent=parent,
+        )
 
     def _read_gpu_fields(self, index: int) -> GpuInfo:
         handle = self._handle(index)

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Sequence
 
 from gtui.core.bus import EventBus
+from gtui.core.gpus.holders import HolderReader
 from gtui.core.gpus.snapshot import GpuBackend, GpuSnapshot, JobUsage
 
 NVML_WAIT_S = 2.0  # a GPU read that takes longer: schedule on the last one meanwhile
@@ -25,6 +26,8 @@ class GpuReader:
         self._lost: dict[int, str] = {}  # GPU index -> why it is lost, as last told
         self._in_flight: asyncio.Future[GpuSnapshot] | None = None
         self._slow = False
+        self._holders = HolderReader()  # names who holds each GPU (issue 19.1)
+        self._ours: dict[int, str] = {}  # our jobs' root pids -> job names (last usage)
 
     @property
     def source(self) -> str:
@@ -32,11 +35,13 @@ class GpuReader:
 
     def read_now(self, usage: Sequence[JobUsage]) -> GpuSnapshot:
         """A synchronous read (the fake backend, and the first read at start)."""
+        self._note_ours(usage)
         self.take(self.backend.read(usage))
         return self.snapshot
 
     async def read(self, usage: Sequence[JobUsage]) -> bool:
         """A new reading; False when NVML has not answered yet (the last one stays)."""
+        self._note_ours(usage)
         if self.backend.source == "nvml":
             snapshot = await self._read_nvml(usage)
             if snapshot is None:
@@ -46,11 +51,17 @@ class GpuReader:
             self.take(self.backend.read(usage))
         return True
 
+    def _note_ours(self, usage: Sequence[JobUsage]) -> None:
+        """Our jobs' root pids: named as ours without asking the process table (a burst of
+        short jobs would otherwise ask it once for each)."""
+        self._ours = {u.pid: u.name for u in usage if u.name}
+
     def take(self, snapshot: GpuSnapshot) -> None:
         """Keep a new GPU reading and tell what is new in it. Every reading comes through here
         (a poll's, a job end's): one kept silently would make the next, with the same error,
         look old, and the error would never be told."""
         previous_error = self.snapshot.error
+        snapshot = self._holders.describe(snapshot, snapshot.taken_at or None, self._ours)
         self.snapshot = snapshot
         if snapshot.error and snapshot.error != previous_error:
             self._bus.notice("warning", snapshot.error)

@@ -11,10 +11,53 @@ from gtui.core.model import Settings
 
 @dataclass(frozen=True)
 class GpuProcess:
-    """A process seen on a GPU; ``mem_mib`` is None where the driver does not say."""
+    """A process seen on a GPU; ``mem_mib`` is None where the driver does not say.
+
+    The rest says who holds the memory (issue 19.1), filled by ``gtui.core.gpus.holders`` from
+    the process table (or declared by the fake layer): None where it cannot be read (another
+    pid namespace, a process gone between two calls). ``job`` is the gtui job it belongs to
+    (its ``GTUI_JOB``), None for anyone else's.
+    """
 
     pid: int
     mem_mib: int | None = None
+    user: str | None = None
+    command: str | None = None
+    started: float | None = None  # epoch seconds
+    parent_gone: bool = False  # adopted by init: whatever started it has ended
+    zombie: bool = False
+    job: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        """What is known of it; who it is only where it could be read (issue 19.1)."""
+        doc: dict[str, object] = {"pid": self.pid, "mem_mib": self.mem_mib}
+        if self.user is not None or self.command is not None or self.started is not None:
+            doc.update(
+                user=self.user,
+                command=self.command,
+                started=self.started,
+                parent_gone=self.parent_gone,
+                zombie=self.zombie,
+                job=self.job,
+            )
+        return doc
+
+
+# MIG instance k of GPU p has index 1000 * (p + 1) + k: stable, and apart from the GPUs' own
+# indices (at most 256 GPUs, even simulated; at most 7 instances a GPU).
+MIG_INDEX_BASE = 1000
+
+
+def mig_index(parent: int, slot: int) -> int:
+    """The index gtui gives MIG instance ``slot`` of GPU ``parent`` (shown as ``parent:slot``)."""
+    return MIG_INDEX_BASE * (parent + 1) + slot
+
+
+def gpu_label(index: int) -> str:
+    """How people name GPU ``index``: ``2``, or ``2:1`` for MIG instance 1 of GPU 2."""
+    if index < MIG_INDEX_BASE:
+        return str(index)
+    return f"{index // MIG_INDEX_BASE - 1}:{index % MIG_INDEX_BASE}"
 
 
 @dataclass(frozen=True)
@@ -31,6 +74,17 @@ class GpuInfo:
     processes: tuple[GpuProcess, ...] = ()
     lost: bool = False  # the GPU fell off the bus / stopped answering; never placed on
     error: str | None = None  # why some field is missing, in words
+    # Since when its utilization has read 0 % without a break, as far as the reader knows
+    # (None: busy, or not known yet): how long a holder has sat idle on it (issue 19.1).
+    idle_since: float | None = None
+    # A MIG instance (issue 19.6): the physical GPU it is part of; its ``uuid`` is ``MIG-...``
+    # (what CUDA_VISIBLE_DEVICES takes) and its ``index`` is mig_index(parent, slot).
+    mig_parent: int | None = None
+
+    @property
+    def label(self) -> str:
+        """How people name it: ``2``, or ``2:1`` for MIG instance 1 of GPU 2."""
+        return gpu_label(self.index)
 
     def to_json(self) -> dict[str, object]:
         """The ``gtui gpus --json`` shape."""
@@ -42,7 +96,8 @@ class GpuInfo:
             "mem_used_mib": self.mem_used_mib,
             "util": self.util,
             "temperature": self.temperature,
-            "processes": [{"pid": p.pid, "mem_mib": p.mem_mib} for p in self.processes],
+            "processes": [p.to_json() for p in self.processes],
+            **({"mig_parent": self.mig_parent} if self.mig_parent is not None else {}),
         }
 
 
@@ -71,7 +126,7 @@ class JobUsage:
     gpus: tuple[int, ...]
     mem_mib: int | None  # declared per GPU; None = the whole GPU
     suspended: bool = False
-
+    name: str | None = None  # the job's name: its pid on a GPU is ours, not a holder
 
 @dataclass(frozen=True)
 class GpuStaticInfo:
@@ -101,8 +156,12 @@ def pool_totals(settings: Settings, snapshot: GpuSnapshot) -> list[int | None] |
         return None
     by_index = snapshot.by_index()
     indices = sorted(by_index) if settings.gpus == "all" else list(settings.gpus)
+    largest: dict[int, int] = {}  # a MIG GPU named by its own index: its largest instance
+    for g in snapshot.gpus:
+        if g.mig_parent is not None and g.mem_total_mib:
+            largest[g.mig_parent] = max(largest.get(g.mig_parent, 0), g.mem_total_mib)
     return [
-        by_index[i].mem_total_mib if i in by_index else None
+        by_index[i].mem_total_mib if i in by_index else largest.get(i)
         for i in indices
         if i not in settings.exclude
     ]

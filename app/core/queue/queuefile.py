@@ -692,7 +692,10 @@ def _expand_entry(
     raw_name = _str(w, "name", fields["name"]) if "name" in fields else None
     gpus = _int(w, "gpus", fields.get("gpus", 1), 0)
     mem_mib: int | None = None
-    if "mem" in fields:
+    mem_auto = fields.get("mem") == "auto"  # from the runs' peaks (issue 19.2)
+    if mem_auto and gpus == 0:
+        raise w.error('a CPU job (gpus = 0) takes no GPU memory; remove mem = "auto"', "mem")
+    if "mem" in fields and not mem_auto:
         mem_mib = _size(w, "mem", fields["mem"])
         if gpus == 0 and mem_mib:
             raise w.error(
@@ -747,6 +750,7 @@ def _expand_entry(
             cmd=cmd,
             gpus=gpus,
             mem_mib=mem_mib,
+            mem_auto=mem_auto,
             priority=priority,
             after=after_t,
             retries=retries,
@@ -776,6 +780,7 @@ def _expand_entry(
                 cmd=substitute_matrix(cmd, combo) if combo else cmd,
                 gpus=gpus,
                 mem_mib=mem_mib,
+                mem_auto=mem_auto,
                 priority=priority,
                 after=tuple(substitute_matrix(a, combo, escape=False) for a in after_t),
                 retries=retries,
@@ -1432,6 +1437,7 @@ def job_to_json(job: JobSpec) -> dict[str, Any]:
         "cmd": job.cmd,
         "gpus": job.gpus,
         "mem_mib": job.mem_mib,
+        "mem_auto": job.mem_auto,
         "priority": job.priority,
         "after": list(job.after),
         "retries": job.retries,

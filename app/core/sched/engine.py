@@ -232,6 +232,7 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
             forget_cached()  # the two loads are done: the parse's ~1 KB a job can go
             self._reader.snapshot = snapshot
             self._recover()
+            self._use_history()  # mem = "auto", and mem far from the last runs (issue 19.2)
             now = time.time()
             for name, rec in self._book.records.items():  # back-offs under way at the stop
                 if rec.waiting and rec.retry_at is not None and rec.retry_at > now:

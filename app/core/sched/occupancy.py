@@ -33,7 +33,7 @@ from gtui.core.gpus.claims import (
 )
 from gtui.core.gpus.reader import GpuReader
 from gtui.core.gpus.snapshot import GpuSnapshot, JobUsage
-from gtui.core.model import JobState, Settings
+from gtui.core.model import JobRecord, JobState, Settings
 from gtui.core.paths import QueuePaths
 from gtui.core.sched.planner import Planner
 from gtui.core.sched.policy import Decision, Start
@@ -42,6 +42,18 @@ from gtui.core.state.book import JobBook
 
 FAST_POLL_FOR_S = 1.0  # after a job ends on real GPUs, poll fast this long (driver release)
 MAX_CLAIM_NOTES = 1000  # notes on neighbours' claims told once each, at most this many
+HOST_SAMPLE_S = 1.0  # running jobs' host memory is read at most this often
+
+
+def record_gpu_peaks(rec: JobRecord, observed: dict[int, int]) -> None:
+    """Keep ``rec``'s peak on each of its GPUs (issue 19.2), in ``rec.gpus`` order."""
+    peaks = rec.peak_gpu_mib
+    if len(peaks) != len(rec.gpus):
+        peaks = rec.peak_gpu_mib = [0] * len(rec.gpus)
+    for i, index in enumerate(rec.gpus):
+        seen = observed.get(index, 0)
+        if seen > peaks[i]:
+            peaks[i] = seen
 
 
 class Occupancy:
@@ -64,6 +76,7 @@ class Occupancy:
     paths: QueuePaths
     # Neighbours' claims: class defaults, set on first use (the engine's __init__ has no part).
     _board: ClaimBoard | None = None
+    _host_sampled_at: float = float("-inf")
     _neighbour_claims: tuple[NeighbourClaim, ...] = ()
     _claim_notes: frozenset[str] = frozenset()
 
@@ -87,6 +100,7 @@ class Occupancy:
                         gpus=rec.gpus,
                         mem_mib=rec.mem_mib,
                         suspended=rec.state == JobState.SUSPENDED,
+                        name=name,
                     )
                 )
         return out
@@ -94,6 +108,7 @@ class Occupancy:
     def _match_processes(self) -> None:
         """Match GPU processes to our jobs through the executor (DESIGN.md 8): memory observed
         per job and GPU, peaks, and the isolation check of 4.4."""
+        self._sample_host_memory()
         self._observed = {}
         on_gpu: dict[int, list[tuple[int, int | None]]] = {}
         for gpu in self._snapshot.gpus:
@@ -122,6 +137,29 @@ class Occupancy:
             peak = max(observed.values(), default=0)
             if peak and (rec.peak_mib or 0) < peak:
                 rec.peak_mib = peak
+            record_gpu_peaks(rec, observed)
+
+    def _sample_host_memory(self) -> None:
+        """Each running job's resident host memory, kept as its attempt's host peak (issue
+        19.2); at most every HOST_SAMPLE_S (a walk of /proc), and only where the executor can
+        say (the local one)."""
+        now = time.monotonic()
+        sample = getattr(self._executor, "host_memory_mib", None)
+        if sample is None or now - self._host_sampled_at < HOST_SAMPLE_S:
+            return
+        self._host_sampled_at = now
+        records = self._book.records
+        handles = {
+            n: handle_of(records[n])
+            for n in self._book.active_names()
+            if records[n].state == JobState.RUNNING and records[n].pid
+        }
+        if not handles:
+            return
+        for name, mib in sample(handles).items():
+            rec = records[name]
+            if mib > (rec.host_peak_mib or 0):
+                rec.host_peak_mib = mib
 
     def _publish_gpus(self) -> None:
         self._publish_claims()

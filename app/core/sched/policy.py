@@ -64,7 +64,8 @@ from itertools import compress, repeat
 from operator import attrgetter, is_not
 
 from gtui.core.gpus.claims import NeighbourClaim
-from gtui.core.gpus.snapshot import GpuSnapshot
+from gtui.core.gpus.holders import held_text, holders
+from gtui.core.gpus.snapshot import GpuSnapshot, gpu_label
 from gtui.core.model import Mode, Placement, Settings
 from gtui.core.units import format_mib
 
@@ -309,6 +310,7 @@ class _Gpu:
         "claims",
         "idle",
         "index",
+        "mig",
         "others",
         "ours",
         "promised",
@@ -316,8 +318,11 @@ class _Gpu:
         "whole",
     )
 
-    def __init__(self, index: int, total: int, used: int, util: int | None) -> None:
+    def __init__(
+        self, index: int, total: int, used: int, util: int | None, mig: bool = False
+    ) -> None:
         self.index = index
+        self.mig = mig  # a MIG instance (issue 19.6): one job at a time, of one GPU
         self.total = total
         self.avail = total - used
         self.ours = 0  # jobs of ours on it
@@ -379,14 +384,29 @@ class _Pass:
         seen: set[int] = set()
         for info in sorted(snapshot.gpus, key=attrgetter("index")):
             seen.add(info.index)
-            if (wanted is not None and info.index not in wanted) or info.index in excluded:
+            parent = info.mig_parent  # a MIG instance is named by its GPU's index too
+            if parent is not None:
+                seen.add(parent)
+            if (
+                wanted is not None
+                and info.index not in wanted
+                and (parent is None or parent not in wanted)
+            ) or (info.index in excluded or (parent is not None and parent in excluded)):
                 continue
             if info.lost:
                 self.notes.append(f"GPU{info.index} lost")
             elif info.mem_total_mib is None or info.mem_used_mib is None:
                 self.notes.append(f"GPU{info.index} memory unknown")
             else:
-                self.pool.append(_Gpu(info.index, info.mem_total_mib, info.mem_used_mib, info.util))
+                self.pool.append(
+                    _Gpu(
+                        info.index,
+                        info.mem_total_mib,
+                        info.mem_used_mib,
+                        info.util,
+                        parent is not None,
+                    )
+                )
         if wanted is not None:
             missing = sorted(wanted - seen - excluded)
             if missing:
@@ -394,6 +414,9 @@ class _Pass:
         if not self.pool and snapshot.error:
             self.notes.append(snapshot.error)
         by_index = {g.index: g for g in self.pool}
+        self.infos = {i.index: i for i in snapshot.gpus if i.index in by_index and i.processes}
+        self.our_names = frozenset(a.name for a in allocations)
+        self.holder_texts: dict[int, str] = {}  # GPU index -> who holds it, in words
         for alloc in allocations:
             for index in alloc.gpus:
                 gpu = by_index.get(index)
@@ -404,7 +427,7 @@ class _Pass:
                 gpu.ours += 1
                 gpu.avail -= max(0, declared - observed)
                 gpu.others -= observed
-                if alloc.mem_mib is None:
+                if alloc.mem_mib is None or gpu.mig:  # a MIG instance takes one job
                     gpu.whole = True
         for c in claims:
             gpu = by_index.get(c.gpu)
@@ -445,7 +468,7 @@ class _Pass:
         """``ok`` in words: None if eligible, else what keeps ``g`` from the job."""
         if g.ours:
             if g.whole:
-                return "ours (whole GPU)"
+                return "ours (one job per MIG instance)" if g.mig else "ours (whole GPU)"
             if not self.pack or m is None:
                 return "ours"
         elif (m is None or self.exclusive) and not g.idle:
@@ -472,6 +495,8 @@ class _Pass:
         """The GPUs a job gets now, or None: eligibility, the reserve, then the placement order."""
         ok = self.ok
         eligible = [g for g in self.pool if g.index not in skip and ok(g, m)]
+        if n > 1:  # CUDA gives a process one MIG instance: a multi-GPU job takes whole GPUs
+            eligible = [g for g in eligible if not g.mig]
         free = sum(1 for g in eligible if not g.ours)
         allowed = reserve_allows(free, self.k, self.reserve_rule)
         if len(eligible) - free + min(free, allowed) < n:
@@ -504,6 +529,7 @@ class _Pass:
                 g.avail -= g.total
             else:
                 g.avail -= m
+                g.whole = g.whole or g.mig  # one job per MIG instance
         return converted and self.pack and self.k > 0
 
     def forget_failures(self) -> None:
@@ -599,6 +625,7 @@ class _Pass:
         free = busy_ours = 0
         m_text = m_text or ("" if m is None else format_mib(m))
         claimed: list[_Gpu] = []  # kept from the job by a neighbour's claim (among others)
+        short: list[_Gpu] = []  # kept from the job by memory others hold
         for g in self.pool:
             why = self.why_not(g, m, m_text)
             if why is None:
@@ -610,6 +637,8 @@ class _Pass:
                 groups.setdefault(why, []).append(g.index)
                 if g.claims and not g.ours:
                     claimed.append(g)
+                if not g.ours and g.others > 0 and (m is None or g.avail < m):
+                    short.append(g)
         allowed = reserve_allows(free, self.k, self.reserve_rule)
         usable = busy_ours + min(free, allowed)
         if protected and usable >= n:
@@ -619,7 +648,30 @@ class _Pass:
             details.append(f"reserve {self.k} keeps {free - allowed}")
         text = f"{self.header(n, m, m_text)}: {usable or 'none'} eligible"
         text = f"{text} ({', '.join(details)})" if details else text
+        if short:
+            text += self.holders_text(short)
         return text + _claims_text(claimed, self.now) if claimed else text
+
+    def holders_text(self, gpus: Sequence[_Gpu]) -> str:
+        """``; GPU 2: 61G held by alice's python train.py, 3 h``: who holds the memory that
+        keeps a job from ``gpus`` (the largest holder of each, issue 19.1); "" when the GPUs
+        list no such process (NVML hides other users' processes on some systems)."""
+        said = []
+        for g in gpus:
+            text = self.holder_texts.get(g.index)
+            if text is None:
+                info = self.infos.get(g.index)
+                found = holders(info, self.our_names) if info is not None else []
+                text = held_text(info, found[0], self.now) if info is not None and found else ""
+                if len(found) > 1:
+                    text += f" (+{len(found) - 1} more)"
+                self.holder_texts[g.index] = text
+            if text:
+                said.append(text)
+        shown = said[:MAX_CLAIMS_SAID]
+        if len(said) > MAX_CLAIMS_SAID:
+            shown.append(f"{len(said) - MAX_CLAIMS_SAID} more GPU(s) held")
+        return "; " + "; ".join(shown) if shown else ""
 
     def after_reason(self, after: tuple[str, ...]) -> str | None:
         """``after prep (running), fetch (unknown job)``, or None once every one is done."""
@@ -1043,5 +1095,5 @@ def _claims_text(gpus: Sequence[_Gpu], now: float) -> str:
 
 
 def _gpu_list(indices: Sequence[int]) -> str:
-    """``[1, 3]`` -> ``GPU1,3``."""
-    return "GPU" + ",".join(str(i) for i in indices)
+    """``[1, 3]`` -> ``GPU1,3`` (a MIG instance as ``0:1``)."""
+    return "GPU" + ",".join(gpu_label(i) for i in indices)

@@ -31,7 +31,8 @@ from gtui.core.sched import outcome
 from gtui.core.sched.faults import crash_point
 from gtui.core.sched.quarantine import Quarantine, faulty_gpus
 from gtui.core.state.book import JobBook
-from gtui.core.state.history import record_attempt
+from gtui.core.state.history import attempt_of, attempts, record_attempt
+from gtui.core.state.usage import auto_mem, mem_note, mem_notes, peaks_by_job
 
 # On a job that runs with isolate = false: the incident of seed 004 starts this way.
 UNISOLATED_WARNING = "runs unisolated (isolate = false): no CUDA_VISIBLE_DEVICES, it sees every GPU"
@@ -95,10 +96,18 @@ class Runs:
         # unisolated job names the GPU gtui gave it (seed 004).
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         if isolated(spec, self._settings):
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
+            env["CUDA_VISIBLE_DEVICES"] = self._cuda_devices(gpus)
         if rec.port is not None:
             env["GTUI_PORT"] = str(rec.port)
         return env
+
+    def _cuda_devices(self, gpus: tuple[int, ...]) -> str:
+        """CUDA_VISIBLE_DEVICES for ``gpus``: indices, and a MIG instance by its ``MIG-...``
+        UUID (issue 19.6: CUDA names MIG instances no other way)."""
+        reader = self._reader
+        infos = reader.snapshot.gpus if reader is not None else ()
+        mig = {g.index: g.uuid for g in infos if g.mig_parent is not None}
+        return ",".join(mig.get(g) or str(g) for g in gpus)
 
     def _start_job(self, name: str, gpus: tuple[int, ...]) -> None:
         book = self._book
@@ -115,6 +124,8 @@ class Runs:
         rec.diagnosis = None
         rec.warnings = [] if isolated(spec, self._settings) else [UNISOLATED_WARNING]
         rec.peak_mib = None
+        rec.peak_gpu_mib = []
+        rec.host_peak_mib = None
         rec.started_at = time.time()
         rec.ended_at = None
         rec.reason = ""
@@ -232,6 +243,7 @@ class Runs:
         failed = not killed and not (status.exit_code == 0 and status.signal is None)
         tail = outcome.log_tail(self._executor, rec.log) if killed or failed else ""
         snapshot = self._reader.snapshot if self._reader is not None else None
+        before_mem = rec.mem_mib
         outcome.conclude(
             rec,
             book.specs[name],
@@ -243,6 +255,10 @@ class Runs:
             timed_out=timed_out,
             recovered=recovered,
         )
+        spec = book.specs[name]
+        if spec.mem_auto and rec.peak_mib and rec.mem_mib == before_mem:  # not grown after OOM
+            peaks = [a.peak_mib for a in attempts(self.paths.db, name)] + [rec.peak_mib]
+            rec.mem_mib = auto_mem(peaks, self._largest_gpu())
         if rec.diagnosis is not None and rec.diagnosis.kind == "gpu_fault" and rec.gpus:
             self._quarantine_gpus(rec)  # before the retry's pass: it must go elsewhere
         if rec.retry_at is not None and rec.state == JobState.QUEUED:
@@ -251,6 +267,10 @@ class Runs:
         record_attempt(book.store, rec)  # the attempts history (the job detail view)
         self._bus.publish(JobChanged(book.view(name)))
         self._notify_end(rec)  # [notify] (issue 19.4): queued for delivery, never waited on
+        if rec.peak_mib and mem_note(spec, [attempt_of(rec)]):  # cheap first: this run alone
+            note = mem_note(spec, attempts(self.paths.db, name))
+            if note:
+                self._bus.notice("warning", note)
         if rec.final or name not in book.index:
             # Ended, or would be retried under a name the file no longer has: its edit (if
             # any) takes over, as the next attempt.
@@ -259,6 +279,32 @@ class Runs:
                 self._bus.publish(JobChanged(book.view(edit.name)))
         if rec.state == JobState.FAILED:
             self._after_failure(rec)
+
+    def _largest_gpu(self) -> int | None:
+        snapshot = self._reader.snapshot if self._reader is not None else None
+        totals = [g.mem_total_mib for g in snapshot.gpus if g.mem_total_mib] if snapshot else []
+        return max(totals, default=None)
+
+    def _use_history(self) -> None:
+        """At start (issue 19.2): ``mem = "auto"`` jobs ask for their recorded peak plus a
+        margin, and jobs whose ``mem`` is far from what their last runs used are pointed out
+        once (a warning: a toast on the dashboard, a line of ``gtui run``'s log)."""
+        book = self._book
+        history = peaks_by_job(self.paths.db)
+        if not history:
+            return
+        total = self._largest_gpu()
+        for name, spec in book.specs.items():
+            rec = book.records.get(name)
+            if spec.mem_auto and rec is not None and rec.waiting and name in history:
+                mem = auto_mem((a.peak_mib for a in history[name]), total)
+                if mem is not None and mem != rec.mem_mib:
+                    rec.mem_mib = mem
+                    book.commit(rec)
+        notes = mem_notes(book.specs.values(), history)
+        if notes:
+            more = f" (+{len(notes) - 3} more: gtui validate lists them)" if len(notes) > 3 else ""
+            self._bus.notice("warning", "; ".join(notes[:3]) + more)
 
     def _quarantine_gpus(self, rec: JobRecord) -> None:
         """A hardware fault (ECC, Xid, off the bus): its GPU gets no new job until cleared."""

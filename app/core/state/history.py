@@ -8,7 +8,10 @@ machine and user), so no reader ever needs the scheduler.
 
 The table is created on the first write (``CREATE TABLE IF NOT EXISTS``), not by a schema
 migration: an older gtui opening the db ignores a table it does not know, and a db with no
-table yet reads as no history. History is secondary: a write that fails (a full disk, a locked
+table yet reads as no history. Columns added since (issue 19.2: the peak on each GPU, the host
+memory peak, GPU-hours) are added to an older table at the first write (``ALTER TABLE ADD
+COLUMN``: older gtuis name their columns, so they read on), and a reader of a table without
+them reads None. History is secondary: a write that fails (a full disk, a locked
 db) is dropped, never raised into the scheduler, whose job record (the truth) was committed
 just before.
 """
@@ -45,10 +48,13 @@ _DDL = (
     " log TEXT,"
     " PRIMARY KEY (name, attempt))"
 )
-_COLUMNS = (
+# Issue 19.2, additive: name -> type. A table made before them gets them at the first write.
+_ADDED = {"peak_gpu_mib": "TEXT", "host_peak_mib": "INTEGER", "gpu_hours": "REAL"}
+_BASE_COLUMNS = (
     "name, attempt, state, started_at, ended_at, exit_code, signal, diag_kind, diag_line, "
     "peak_mib, gpus, log"
 )
+_COLUMNS = _BASE_COLUMNS + ", " + ", ".join(_ADDED)
 _ready: weakref.WeakSet[Store] = weakref.WeakSet()  # stores whose connection made the table
 
 
@@ -68,6 +74,16 @@ class Attempt:
     peak_mib: int | None
     gpus: tuple[int, ...]
     log: str | None
+    peak_gpu_mib: tuple[int, ...] = ()  # the peak on each of ``gpus``, in order (19.2)
+    host_peak_mib: int | None = None
+    gpu_hours: float | None = None
+
+
+def gpu_hours(n_gpus: int, started_at: float | None, ended_at: float | None) -> float | None:
+    """GPUs held times hours held (None: not started, or a CPU job)."""
+    if not n_gpus or started_at is None or ended_at is None:
+        return None
+    return round(n_gpus * max(0.0, ended_at - started_at) / 3600, 4)
 
 
 def attempt_of(rec: JobRecord) -> Attempt:
@@ -86,6 +102,9 @@ def attempt_of(rec: JobRecord) -> Attempt:
         peak_mib=rec.peak_mib,
         gpus=tuple(rec.gpus),
         log=rec.log,
+        peak_gpu_mib=tuple(rec.peak_gpu_mib),
+        host_peak_mib=rec.host_peak_mib,
+        gpu_hours=gpu_hours(len(rec.gpus), rec.started_at, rec.ended_at),
     )
 
 
@@ -108,6 +127,9 @@ def record_attempt(store: Store, rec: JobRecord) -> None:
         a.peak_mib,
         json.dumps(list(a.gpus)),
         a.log,
+        json.dumps(list(a.peak_gpu_mib)) if a.peak_gpu_mib else None,
+        a.host_peak_mib,
+        a.gpu_hours,
     )
     # AttributeError too: the store's lock and connection are its internals; should they
     # change, history stops (tests/test_history.py says so) but the scheduler does not.
@@ -115,9 +137,13 @@ def record_attempt(store: Store, rec: JobRecord) -> None:
         conn = store.conn
         if store not in _ready:
             conn.execute(_DDL)
+            have = {r[1] for r in conn.execute(f"PRAGMA table_info({TABLE})")}
+            for column, kind in _ADDED.items():
+                if column not in have:
+                    conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN {column} {kind}")
             _ready.add(store)
         # The store's connection is in autocommit mode: one statement, one transaction.
-        conn.execute(f"INSERT OR REPLACE INTO {TABLE} ({_COLUMNS}) VALUES ({_q(12)})", row)
+        conn.execute(f"INSERT OR REPLACE INTO {TABLE} ({_COLUMNS}) VALUES ({_q(len(row))})", row)
 
 
 def attempts(db: Path, name: str) -> list[Attempt]:
@@ -143,8 +169,10 @@ def attempts_of(db: Path, names: Sequence[str]) -> dict[str, list[Attempt]]:
     except sqlite3.Error:
         return {}
     try:
+        have = {r[1] for r in conn.execute(f"PRAGMA table_info({TABLE})")}
+        added = ", ".join(c if c in have else f"NULL AS {c}" for c in _ADDED)
         rows = conn.execute(
-            f"SELECT {_COLUMNS} FROM {TABLE} WHERE name IN ({_q(len(names))}) "
+            f"SELECT {_BASE_COLUMNS}, {added} FROM {TABLE} WHERE name IN ({_q(len(names))}) "
             "ORDER BY name, attempt",
             tuple(names),
         ).fetchall()
@@ -172,9 +200,20 @@ def attempts_of(db: Path, names: Sequence[str]) -> dict[str, list[Attempt]]:
                 peak_mib=r[9],
                 gpus=gpus,
                 log=r[11],
+                peak_gpu_mib=_ints(r[12]),
+                host_peak_mib=r[13],
+                gpu_hours=r[14],
             )
         )
     return out
+
+
+def _ints(text: str | None) -> tuple[int, ...]:
+    """A JSON list of integers, as written above (anything else reads as none)."""
+    try:
+        return tuple(int(v) for v in json.loads(text or "[]"))
+    except (ValueError, TypeError):
+        return ()
 
 
 def _q(n: int) -> str:

@@ -14,6 +14,7 @@ from gtui.core.diagnosis.diagnose import read_log_tail
 from gtui.core.exec.base import Executor, handle_of
 from gtui.core.exec.local import LocalExecutor
 from gtui.core.model import Diagnosis, JobRecord, JobState
+from gtui.core.state.history import gpu_hours
 
 
 def job_dict(view: JobView) -> dict[str, Any]:
@@ -42,6 +43,13 @@ def job_dict(view: JobView) -> dict[str, Any]:
         "estimate_basis": None,
         "starts_at": None,
         "starts_in_s": None,
+        # Issue 19.2: what the attempt really used (a running one: so far).
+        "peak_mib": rec.peak_mib,
+        "peak_gpu_mib": {str(g): m for g, m in zip(rec.gpus, rec.peak_gpu_mib, strict=False)},
+        "host_peak_mib": rec.host_peak_mib,
+        "gpu_hours": gpu_hours(
+            len(rec.gpus), rec.started_at, rec.ended_at or (time.time() if rec.active else None)
+        ),
     }
 
 

@@ -58,6 +58,7 @@ class MainScreen(Screen[None]):
     BINDINGS = [
         *(Binding(k.keys, k.action, k.label, show=False) for k in KEYS),
         Binding("escape", "back", "Back", show=False),
+        Binding("h", "holders", "Holders", show=False),  # who holds each GPU (issue 19.1)
     ]
 
     def __init__(
@@ -660,6 +661,11 @@ class MainScreen(Screen[None]):
             FilterScreen(table.filter_name, table.filter_text, count_states(table.views())),
             chosen,
         )
+
+    def action_holders(self) -> None:
+        """Expand / fold who holds each GPU under its bar (the GPU panel's own rendering)."""
+        shown = self.query_one(GpuPanel).toggle_holders()
+        self.notify("holders shown per process" if shown else "holders folded", timeout=2)
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen())

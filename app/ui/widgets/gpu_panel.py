@@ -2,16 +2,25 @@
 
 Other users' gtui claims (issue 20): memory promised to their running jobs and not yet
 allocated is shown apart from used memory, as ``▒`` taken from the bar's free part, and a line
-under the row names whose it is."""
+under the row names whose it is.
+
+Who holds each GPU (issue 19.1): under a GPU that other processes use, one line names the
+largest holder and says how many there are and whether any looks stale; ``h`` (the main
+screen's binding, ``toggle_holders``) expands it to one line per holder: pid, user, memory,
+running time, command, and why it looks stale."""
 
 from __future__ import annotations
+
+import time
 
 from rich.text import Text
 from textual.widget import Widget
 
 from gtui.core.api import GpusRead
+from gtui.core.gpus.holders import holders, stale_reasons, who
+from gtui.core.gpus.snapshot import GpuInfo
 from gtui.core.model import Settings
-from gtui.core.units import format_mib
+from gtui.core.units import format_duration, format_mib
 from gtui.ui.format import FREE_CHAR, OTHERS_CHAR, OURS_CHAR, GpuMarks, gpu_line
 
 PROMISED_CHAR = "▒"
@@ -53,6 +62,44 @@ def promised_line(names: tuple[str, ...], mib: int) -> Text:
     return line
 
 
+HOLDER_KEY = "h"  # the main screen's key for toggle_holders
+
+
+def holder_lines(gpu: GpuInfo, ours: tuple[str, ...], expanded: bool, now: float) -> list[Text]:
+    """The lines under a GPU's row on who holds it: none when only our jobs (or nobody) do;
+    collapsed, one summary line; expanded, one line per holder."""
+    found = holders(gpu, ours)
+    if not found:
+        return []
+    stale = [p for p in found if stale_reasons(gpu, p, now)]
+    if not expanded:
+        line = Text(no_wrap=True, overflow="ellipsis", style="dim")
+        top = found[0]
+        line.append(f"   held by {who(top)} {format_mib(top.mem_mib)}")
+        if len(found) > 1:
+            line.append(f" +{len(found) - 1} more")
+        if stale:
+            line.append(f"  {len(stale)} stale", style="bold yellow")
+        line.append(f"  ({HOLDER_KEY}: details)")
+        return [line]
+    out = []
+    for p in found:
+        line = Text(no_wrap=True, overflow="ellipsis")
+        running = "?" if p.started is None else format_duration(now - p.started)
+        line.append(
+            f"   ↳ {p.pid:>7} {p.user or '?':<10} {format_mib(p.mem_mib):>6} {running:>9}  ",
+            style="dim",
+        )
+        line.append(p.command or "?")
+        if p.job:
+            line.append(f" (gtui job {p.job})", style="dim")
+        why = stale_reasons(gpu, p, now)
+        if why:
+            line.append(f"  stale: {', '.join(why)}", style="bold yellow")
+        out.append(line)
+    return out
+
+
 def gpu_marks(
     index: int, settings: Settings, reserved: tuple[int, ...], quarantined: tuple[int, ...] = ()
 ) -> GpuMarks:
@@ -74,6 +121,13 @@ class GpuPanel(Widget):
         super().__init__(id=id)
         self.settings = settings
         self.read: GpusRead | None = None
+        self.show_holders = False  # one line per holder under each GPU, or a summary
+
+    def toggle_holders(self) -> bool:
+        """Expand or fold the holders under each GPU; returns whether they are expanded."""
+        self.show_holders = not self.show_holders
+        self.refresh(layout=True)
+        return self.show_holders
 
     def set_read(self, read: GpusRead | None) -> None:
         old_n = len(self.read.snapshot.gpus) if self.read else -1
@@ -91,6 +145,7 @@ class GpuPanel(Widget):
             msg = snap.error or "no GPUs found"
             return Text(f"No GPUs: {msg}. CPU jobs (gpus = 0) still run.", style="yellow")
         lines = []
+        now = time.time()
         for g in snap.gpus:
             line = gpu_line(
                 g,
@@ -103,6 +158,8 @@ class GpuPanel(Widget):
             lines.append(with_promised(line, g.mem_total_mib, promised))
             if promised > 0:
                 lines.append(promised_line(read.neighbours.get(g.index, ()), promised))
+            if not g.lost:
+                lines += holder_lines(g, read.ours.get(g.index, ()), self.show_holders, now)
         if snap.error:
             lines.append(Text(snap.error, style="yellow"))
         return Text("\n", no_wrap=True).join(lines)

@@ -50,6 +50,8 @@ NVML_ERROR_GPU_NOT_FOUND = 28
 NVML_ERROR_UNKNOWN = 999
 
 NVML_TEMPERATURE_GPU = 0
+NVML_DEVICE_MIG_DISABLE = 0
+NVML_DEVICE_MIG_ENABLE = 1
 NVML_VALUE_NOT_AVAILABLE_ulonglong = c_ulonglong(-1)
 NVML_VALUE_NOT_AVAILABLE_uint = c_uint(-1)
 nvmlMemory_v2 = 0x02000028
@@ -176,6 +178,17 @@ FAKE_RAW_NOT_AVAILABLE = "raw-not-available"  # a process memory the binding did
 
 
 @dataclass
+class FakeMig:
+    """One MIG instance of a fake GPU: its own memory and processes (``(pid, MiB)``)."""
+
+    name: str = "NVIDIA A100-SXM4-80GB MIG 3g.40gb"
+    uuid: str = ""
+    total_mib: int = 40192
+    used_mib: int = 0
+    compute: list[tuple[int, Any]] = field(default_factory=list)
+
+
+@dataclass
 class FakeGpu:
     """One GPU as the fake driver reports it. ``None`` for util/temperature = NOT_SUPPORTED.
 
@@ -198,6 +211,9 @@ class FakeGpu:
     memory_error: int | None = None  # e.g. NVML_ERROR_NOT_SUPPORTED for memory info
     process_error: int | None = None  # e.g. NVML_ERROR_NO_PERMISSION for process lists
     generation: int = 0  # bumped when a lost GPU comes back: old handles stay dead
+    # MIG: None = the GPU cannot do MIG (GetMigMode is NOT_SUPPORTED); a list = MIG mode on,
+    # with these instances in its first slots (of MAX_MIG slots).
+    mig: list[FakeMig] | None = None
 
 
 @dataclass
@@ -247,6 +263,11 @@ def fake_load_config(path: str) -> None:
         for key in ("compute", "graphics", "mps"):
             if key in g:
                 g[key] = [tuple(p) for p in g[key]]
+        if g.get("mig") is not None:
+            g["mig"] = [
+                FakeMig(**{**m, "compute": [tuple(p) for p in m.get("compute", [])]})
+                for m in g["mig"]
+            ]
         gpus.append(FakeGpu(**g))
     missing = set(data.pop("missing", []))
     garbled = set(data.pop("garbled", []))
@@ -266,6 +287,18 @@ class _Handle:
     generation: int
 
 
+@dataclass(frozen=True)
+class _MigHandle:
+    """A MIG instance's handle: the calls that take a device handle take it too."""
+
+    index: int
+    generation: int
+    slot: int
+
+
+MAX_MIG = 7
+
+
 def _enter(name: str, symbol: str | None = None) -> None:
     fake_state.calls.append(name)
     if fake_state.refcount <= 0:
@@ -276,6 +309,13 @@ def _enter(name: str, symbol: str | None = None) -> None:
         raise NVMLError(NVML_ERROR_FUNCTION_NOT_FOUND)
     if (symbol or name) in fake_state.failing:
         raise NVMLError(fake_state.failing[symbol or name])
+
+
+def _mig(handle: _MigHandle) -> FakeMig:
+    gpu = _gpu(_Handle(handle.index, handle.generation))
+    if gpu.mig is None or handle.slot >= len(gpu.mig):
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+    return gpu.mig[handle.slot]
 
 
 def _gpu(handle: _Handle) -> FakeGpu:
@@ -321,19 +361,50 @@ def nvmlDeviceGetHandleByIndex(index: int) -> _Handle:
     return _Handle(index, gpu.generation)
 
 
-def nvmlDeviceGetName(handle: _Handle) -> str:
+def nvmlDeviceGetName(handle: Any) -> str:
     _enter("nvmlDeviceGetName")
-    return _gpu(handle).name
+    return _mig(handle).name if isinstance(handle, _MigHandle) else _gpu(handle).name
 
 
-def nvmlDeviceGetUUID(handle: _Handle) -> str:
+def nvmlDeviceGetUUID(handle: Any) -> str:
     _enter("nvmlDeviceGetUUID")
-    return _gpu(handle).uuid
+    return _mig(handle).uuid if isinstance(handle, _MigHandle) else _gpu(handle).uuid
 
 
-def nvmlDeviceGetMemoryInfo(handle: _Handle, version: int | None = None) -> Any:
+def nvmlDeviceGetMigMode(handle: _Handle) -> list[int]:
+    """[current, pending]; NOT_SUPPORTED on a GPU that cannot do MIG."""
+    _enter("nvmlDeviceGetMigMode")
+    gpu = _gpu(handle)
+    if gpu.mig is None:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    return [NVML_DEVICE_MIG_ENABLE, NVML_DEVICE_MIG_ENABLE]
+
+
+def nvmlDeviceGetMaxMigDeviceCount(handle: _Handle) -> int:
+    _enter("nvmlDeviceGetMaxMigDeviceCount")
+    return MAX_MIG if _gpu(handle).mig is not None else 0
+
+
+def nvmlDeviceGetMigDeviceHandleByIndex(device: _Handle, index: int) -> _MigHandle:
+    """The instance in slot ``index``; NOT_FOUND for an empty slot, as the driver says."""
+    _enter("nvmlDeviceGetMigDeviceHandleByIndex")
+    gpu = _gpu(device)
+    if gpu.mig is None or not 0 <= index < MAX_MIG:
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+    if index >= len(gpu.mig):
+        raise NVMLError(NVML_ERROR_NOT_FOUND)
+    return _MigHandle(device.index, device.generation, index)
+
+
+def nvmlDeviceGetMemoryInfo(handle: Any, version: int | None = None) -> Any:
     symbol = "nvmlDeviceGetMemoryInfo_v2" if version else "nvmlDeviceGetMemoryInfo"
     _enter("nvmlDeviceGetMemoryInfo", symbol)
+    if isinstance(handle, _MigHandle):
+        mig = _mig(handle)
+        if version:  # v2 is not supported on a MIG instance
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        total, used = mig.total_mib * _MIB, mig.used_mib * _MIB
+        return c_nvmlMemory_t(total=total, free=total - used, used=used)
     gpu = _gpu(handle)
     if gpu.memory_error is not None:
         raise NVMLError(gpu.memory_error)
@@ -377,13 +448,17 @@ def nvmlDeviceGetTemperatureV(
     return gpu.temperature
 
 
-def _processes(name: str, handle: _Handle, kind: str, version: int) -> list[nvmlFriendlyObject]:
+def _processes(name: str, handle: Any, kind: str, version: int) -> list[nvmlFriendlyObject]:
     _enter(name)
-    gpu = _gpu(handle)
-    if gpu.process_error is not None:
-        raise NVMLError(gpu.process_error)
+    if isinstance(handle, _MigHandle):
+        mig = _mig(handle)
+        entries = list(mig.compute) if kind == "compute" else []
+    else:
+        gpu = _gpu(handle)
+        if gpu.process_error is not None:
+            raise NVMLError(gpu.process_error)
+        entries = list(getattr(gpu, kind))
     out = []
-    entries = list(getattr(gpu, kind))
     if name in fake_state.garbled:
         entries = entries[:1] + [(0, pid) for pid, _ in entries[1:]]
     for pid, mib in entries:

@@ -1,0 +1,124 @@
+"""What jobs really used, turned into requests (issue 19.2): ``mem = "auto"`` and the notes on
+a ``mem`` far from what a job's last runs used.
+
+``mem = "auto"`` asks for the highest peak of the job's recorded runs plus a margin
+(``AUTO_MARGIN``, at least ``AUTO_MIN_EXTRA_MIB`` more), rounded up to a whole GiB and capped at
+the GPU. A job with no recorded peak yet (its first run) gets its GPUs to itself, as a job
+without ``mem`` does: nothing else is safe to assume, and that run measures the peak.
+
+A declared ``mem`` is pointed out when the last ``RUNS_LOOKED_AT`` runs with a peak say it is
+wrong: below what a run used (it ran on memory it had not asked for: a neighbour can take it),
+or far above (``FAR_ABOVE`` times the peak and ``FAR_ABOVE_MIN_MIB`` more: GPUs sit idle for it).
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from gtui.core.model import JobSpec
+from gtui.core.state.history import TABLE, Attempt
+from gtui.core.state.store import BUSY_TIMEOUT_MS
+from gtui.core.units import format_mib
+
+AUTO_MARGIN = 1.2  # mem = "auto": the peak of previous runs times this...
+AUTO_MIN_EXTRA_MIB = 1024  # ...and at least this much above it
+RUNS_LOOKED_AT = 3  # a mem is judged against this many of the job's latest runs with a peak
+FAR_ABOVE = 2.0  # a mem this many times the peak, or more, is far above it...
+FAR_ABOVE_MIN_MIB = 4096  # ...when it is also this much more
+BELOW_BY = 1.05  # a peak this much above the request: it used more than it asked for
+
+
+def auto_mem(peaks: Iterable[int | None], gpu_total_mib: int | None = None) -> int | None:
+    """The request for ``mem = "auto"`` from previous peaks (None: no peak yet: whole GPU)."""
+    top = max((p for p in peaks if p), default=None)
+    if top is None:
+        return None
+    want = max(top * AUTO_MARGIN, top + AUTO_MIN_EXTRA_MIB)
+    mib = math.ceil(want / 1024) * 1024
+    return min(mib, gpu_total_mib) if gpu_total_mib else mib
+
+
+def recent_peaks(runs: Sequence[Attempt]) -> list[int]:
+    """The peaks of the latest RUNS_LOOKED_AT runs that recorded one, oldest first."""
+    return [a.peak_mib for a in runs if a.peak_mib][-RUNS_LOOKED_AT:]
+
+
+def mem_note(spec: JobSpec, runs: Sequence[Attempt]) -> str | None:
+    """``a: mem 40G is far above its last 3 runs' peak 12G; 15G would do (or mem = "auto")``,
+    or None when the declared mem fits what the runs used (or nothing can be said)."""
+    if spec.mem_auto or spec.mem_mib is None or spec.gpus == 0:
+        return None
+    peaks = recent_peaks(runs)
+    if not peaks:
+        return None
+    top = max(peaks)
+    asked = spec.mem_mib
+    runs_text = "its last run's" if len(peaks) == 1 else f"its last {len(peaks)} runs'"
+    fit = format_mib(auto_mem(peaks))
+    if top > asked * BELOW_BY:
+        return (
+            f"{spec.name}: mem {format_mib(asked)} is below {runs_text} peak "
+            f"{format_mib(top)}; ask for {fit} (or mem = \"auto\")"
+        )
+    if asked >= top * FAR_ABOVE and asked - top >= FAR_ABOVE_MIN_MIB:
+        return (
+            f"{spec.name}: mem {format_mib(asked)} is far above {runs_text} peak "
+            f"{format_mib(top)}; {fit} would do (or mem = \"auto\")"
+        )
+    return None
+
+
+def mem_notes(specs: Iterable[JobSpec], history: Mapping[str, Sequence[Attempt]]) -> list[str]:
+    """``mem_note`` for every job that has one, in queue order."""
+    out = []
+    for spec in specs:
+        note = mem_note(spec, history.get(spec.name, ()))
+        if note:
+            out.append(note)
+    return out
+
+
+def peaks_by_job(db: Path) -> dict[str, list[Attempt]]:
+    """Every job's recorded attempts that have a peak, oldest first, in one read of the whole
+    history (a 100,000-job queue's names do not fit one ``IN (...)``); {} without a history."""
+    if not db.is_file():
+        return {}
+    try:
+        conn = sqlite3.connect(
+            f"{db.resolve().as_uri()}?mode=ro",
+            uri=True,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,
+        )
+    except sqlite3.Error:
+        return {}
+    try:
+        rows = conn.execute(
+            f"SELECT name, attempt, state, peak_mib FROM {TABLE} WHERE peak_mib > 0 "
+            "ORDER BY name, attempt"
+        ).fetchall()
+    except sqlite3.Error:
+        return {}
+    finally:
+        conn.close()
+    out: dict[str, list[Attempt]] = {}
+    for name, attempt, state, peak in rows:
+        row = Attempt(
+            name=name,
+            attempt=int(attempt),
+            state=str(state),
+            started_at=None,
+            ended_at=None,
+            exit_code=None,
+            signal=None,
+            diag_kind=None,
+            diag_line=None,
+            peak_mib=peak,
+            gpus=(),
+            log=None,
+        )
+        out.setdefault(name, []).append(row)
+    return out

@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# Check issue 19 points 1 and 2 on a real NVIDIA GPU, with real CUDA processes (no fake layer):
+#   1. `gtui gpus` and `gtui gpus --json` on the real NVML backend;
+#   2. a foreign CUDA process (torch, ~3 GiB, sleeping) shows in `gtui gpus` as a holder;
+#   3. a small queue run headless (`gtui run`, no tmux) with a job allocating ~2 GiB through
+#      torch; the job's recorded peak GPU memory read back from `gtui status --json`.
+#
+# Runs where python3 has torch, psutil and nvidia-ml-py; gtui's other dependencies (textual,
+# tomlkit, tomli-w) may come through PYTHONPATH. gtui itself is taken from this checkout (its
+# `app/` folder is the `gtui` package), so nothing needs installing. No network is used.
+#
+#   bash scripts/gpu_check.sh            # output to stdout, and to $OUT/gpu_check.log if set
+#
+# Every step has a timeout; the foreign process and the scheduler are killed on exit. Exit 0
+# when every check passed, 1 when one failed (the log says which).
+set -uo pipefail
+
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+PY="${PYTHON:-python3}"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/gtui-gpu-check.XXXXXX")"
+LOG="$WORK/gpu_check.log"
+if [ -n "${OUT:-}" ]; then
+    mkdir -p "$OUT"
+    LOG="$OUT/gpu_check.log"
+fi
+: >"$LOG"
+exec > >(tee -a "$LOG") 2>&1
+
+FOREIGN_PID=""
+FAILED=0
+RUN_PID=""
+cleanup() {
+    if [ -n "$RUN_PID" ] && kill -0 "$RUN_PID" 2>/dev/null; then
+        kill "$RUN_PID" 2>/dev/null  # gtui run stops on SIGTERM; its job is killed with it
+        wait "$RUN_PID" 2>/dev/null
+    fi
+    if [ -n "$FOREIGN_PID" ] && kill -0 "$FOREIGN_PID" 2>/dev/null; then
+        kill "$FOREIGN_PID" 2>/dev/null
+        for _ in 1 2 3 4 5 6 7 8 9 10; do
+            kill -0 "$FOREIGN_PID" 2>/dev/null || break
+            sleep 0.5
+        done
+        kill -9 "$FOREIGN_PID" 2>/dev/null
+    fi
+    if [ -n "${OUT:-}" ] && [ -d "$WORK/q" ]; then
+        cp -r "$WORK/q/logs" "$OUT/job_logs" 2>/dev/null
+    fi
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+step() { printf '\n===== %s =====\n' "$*"; }
+ok() { printf 'CHECK OK: %s\n' "$*"; }
+bad() { printf 'CHECK FAILED: %s\n' "$*"; FAILED=1; }
+
+# gtui from this checkout: the package dir is app/, imported as gtui (pyproject's package-dir).
+mkdir -p "$WORK/py"
+ln -s "$REPO/app" "$WORK/py/gtui"
+export PYTHONPATH="$WORK/py${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1
+unset GTUI_FAKE_GPUS
+gtui() { timeout "${GTUI_TIMEOUT:-60}" "$PY" -m gtui "$@"; }
+
+step "environment"
+date -u
+uname -a
+id
+command -v nvidia-smi >/dev/null && timeout 30 nvidia-smi
+"$PY" --version
+timeout 120 "$PY" - <<'EOF'
+import importlib
+for name in ("gtui", "psutil", "pynvml", "torch", "textual", "tomlkit", "tomli_w"):
+    try:
+        m = importlib.import_module(name)
+        print(f"{name:8} {getattr(m, '__version__', '?')}  {getattr(m, '__file__', '')}")
+    except Exception as e:
+        print(f"{name:8} MISSING ({type(e).__name__}: {e})")
+try:
+    import torch
+    print("torch.cuda.is_available():", torch.cuda.is_available(), torch.version.cuda)
+except Exception:
+    pass
+EOF
+
+step "1. gtui gpus (real NVML)"
+gtui gpus || bad "gtui gpus exited $?"
+step "1. gtui gpus --json"
+gtui gpus --json >"$WORK/gpus.json" && cat "$WORK/gpus.json" || bad "gtui gpus --json exited $?"
+"$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d and all("mem_total_mib" in g for g in d); print(len(d), "GPU(s) in --json")' \
+    "$WORK/gpus.json" && ok "gtui gpus --json lists the GPUs" || bad "gtui gpus --json has no GPU"
+
+step "2. a foreign CUDA process holding ~3 GiB"
+READY="$WORK/foreign.ready"
+"$PY" - "$READY" <<'EOF' &
+import os, sys, time
+import torch
+x = torch.empty(3 * 1024**3, dtype=torch.uint8, device="cuda:0")
+x.fill_(1)
+torch.cuda.synchronize()
+open(sys.argv[1], "w").write(str(os.getpid()))
+print(f"foreign holder pid {os.getpid()} allocated {x.numel() / 1024**3:.1f} GiB on cuda:0", flush=True)
+time.sleep(600)
+EOF
+FOREIGN_PID=$!
+for _ in $(seq 1 240); do
+    [ -s "$READY" ] && break
+    kill -0 "$FOREIGN_PID" 2>/dev/null || break
+    sleep 0.5
+done
+if [ -s "$READY" ]; then
+    ok "foreign process $FOREIGN_PID holds ~3 GiB"
+    sleep 1  # let NVML's process accounting catch up with the allocation
+    step "2. gtui gpus with the foreign holder"
+    gtui gpus | tee "$WORK/gpus2.txt"
+    if grep -q "$FOREIGN_PID" "$WORK/gpus2.txt"; then
+        ok "gtui gpus names the holder pid $FOREIGN_PID"
+    else
+        bad "gtui gpus does not show pid $FOREIGN_PID (in a container NVML may report host pids)"
+    fi
+    gtui gpus --json >"$WORK/gpus2.json"
+    "$PY" - "$WORK/gpus2.json" "$FOREIGN_PID" <<'EOF' || FAILED=1
+import json, sys
+gpus = json.load(open(sys.argv[1])); pid = int(sys.argv[2])
+found = [(g["index"], p) for g in gpus for p in g.get("processes", []) if p.get("pid") == pid]
+for index, p in found:
+    print(f"GPU {index}: holder {json.dumps(p)}")
+if not found:
+    print(f"CHECK FAILED: pid {pid} not among the GPU processes in --json"); sys.exit(1)
+print("CHECK OK: --json lists the holder")
+EOF
+else
+    bad "the foreign torch process did not start (is torch with CUDA installed?)"
+fi
+
+step "3. a queue run headless: one job allocating ~2 GiB through torch"
+mkdir -p "$WORK/q"
+cat >"$WORK/q/alloc.py" <<'EOF'
+import time
+import torch
+x = torch.empty(2 * 1024**3, dtype=torch.uint8, device="cuda")
+x.fill_(1)
+torch.cuda.synchronize()
+print(f"allocated {torch.cuda.memory_allocated() / 1024**3:.2f} GiB, "
+      f"reserved {torch.cuda.memory_reserved() / 1024**3:.2f} GiB", flush=True)
+time.sleep(8)
+print("done", flush=True)
+EOF
+cat >"$WORK/q/check.toml" <<EOF
+[settings]
+poll = "0.5s"
+log_dir = "logs"
+neighbours = false
+
+[[jobs]]
+name = "alloc2g"
+cmd = "$PY alloc.py"
+gpus = 1
+mem = "6G"
+EOF
+cat "$WORK/q/check.toml"
+GTUI_TIMEOUT=300 gtui run "$WORK/q/check.toml" --no-tmux &
+RUN_PID=$!
+# While the job holds its memory: gtui gpus names it as a gtui job, beside the foreign holder.
+for _ in $(seq 1 240); do
+    grep -qs "allocated" "$WORK"/q/logs/alloc2g.*.log && break
+    kill -0 "$RUN_PID" 2>/dev/null || break
+    sleep 0.5
+done
+if grep -qs "allocated" "$WORK"/q/logs/alloc2g.*.log; then
+    sleep 1
+    step "3. gtui gpus while the job runs"
+    gtui gpus
+fi
+wait "$RUN_PID"
+rc=$?
+[ "$rc" -eq 0 ] && ok "gtui run exited 0" || bad "gtui run exited $rc"
+echo "--- the job's log"
+cat "$WORK"/q/logs/alloc2g.*.log 2>/dev/null
+step "3. the job's recorded memory (gtui status --json)"
+gtui status "$WORK/q/check.toml" --json >"$WORK/status.json" || bad "gtui status --json exited $?"
+"$PY" - "$WORK/status.json" <<'EOF' || FAILED=1
+import json, sys
+doc = json.load(open(sys.argv[1]))
+job = next(j for j in doc["jobs"] if j["name"] == "alloc2g")
+keys = [k for k in job if "peak" in k or "gpu_hours" in k or k in ("state", "gpus", "mem_mib")]
+print(json.dumps({k: job[k] for k in keys}, indent=2))
+peak = job.get("peak_mib")
+if not peak:
+    print("CHECK FAILED: no peak GPU memory recorded"); sys.exit(1)
+if peak < 2048:
+    print(f"CHECK FAILED: peak {peak} MiB is below the 2 GiB the job allocated"); sys.exit(1)
+print(f"CHECK OK: recorded peak GPU memory {peak} MiB ({peak / 1024:.2f} GiB)")
+EOF
+
+step "3. gtui status (text)"
+gtui status "$WORK/q/check.toml"
+
+step "result"
+if [ "$FAILED" -eq 0 ]; then echo "ALL CHECKS PASSED"; else echo "SOME CHECKS FAILED"; fi
+exit "$FAILED"

@@ -1,0 +1,70 @@
+"""Who holds each GPU, on the dashboard (issue 19.1): a line under the GPU's bar, and ``h`` to
+expand it to one line per holder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gtui.ui.widgets.gpu_panel import GpuPanel
+from tests.conftest import write_queue
+from tests.test_ui_app import dashboard, screen_text, until
+
+SPEC = "80G:70G@0[alice 61G 3h python train.py; bob 2G 20m orphan jupyter-lab],80G"
+
+
+async def test_holders_under_the_gpu_bar_and_h_expands_them(tmp_path: Path) -> None:
+    q = write_queue(
+        tmp_path,
+        """
+        [settings]
+        poll = "0.1s"
+        [[jobs]]
+        name = "mine"
+        mem = "10G"
+        cmd = "while [ ! -e release ]; do sleep 0.05; done"
+        """,
+    )
+    try:
+        async with dashboard(q, fake=SPEC) as (app, pilot, _engine):
+            panel = app.main.query_one(GpuPanel)
+            summary = "held by alice's python train.py 61G +1 more  2 stale  (h: details)"
+            await until(pilot, lambda: summary in panel.render().plain, what=summary)
+            assert summary in screen_text(app)
+            assert "held by" not in panel.render().plain.split("\n", 2)[-1]  # GPU 1: ours only
+            await pilot.press("h")
+            await until(pilot, lambda: "stale: parent gone" in panel.render().plain)
+            lines = panel.render().plain.splitlines()
+            (alice,) = [ln for ln in lines if "alice" in ln]
+            assert "61G" in alice and "3:00:00" in alice and "python train.py" in alice
+            assert alice.rstrip().endswith("stale: idle at 0 % for 3 h")
+            assert "mine" not in "".join(ln for ln in lines if "↳" in ln)  # our job: no holder
+            await pilot.press("h")
+            await until(pilot, lambda: summary in panel.render().plain, what="folded again")
+    finally:
+        (tmp_path / "release").touch()
+
+
+async def test_the_dashboard_points_out_mem_far_from_the_last_runs(tmp_path: Path) -> None:
+    """Issue 19.2: at start, a job whose mem is far above its last runs' peak is a warning on
+    screen (a toast), as ``gtui validate`` says it."""
+    from gtui.core.model import JobRecord, JobState
+    from gtui.core.paths import queue_paths
+    from gtui.core.state.history import record_attempt
+    from gtui.core.state.store import Store
+    from tests.test_ui_app import shows_toast
+
+    q = write_queue(
+        tmp_path,
+        """
+        [[jobs]]
+        name = "big"
+        mem = "40G"
+        cmd = "true"
+        """,
+    )
+    with Store(queue_paths(q).db) as store:
+        rec = JobRecord(name="big", state=JobState.DONE, attempt=1, gpus=(0,), peak_mib=12 * 1024)
+        record_attempt(store, rec)
+    async with dashboard(q) as (app, pilot, _engine):
+        words = ("big: mem 40G is far above its last run's peak 12G", 'mem = "auto"')
+        await until(pilot, lambda: shows_toast(app, "warning", *words), what=words)
