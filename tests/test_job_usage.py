@@ -64,7 +64,7 @@ async def test_peaks_per_gpu_host_peak_and_gpu_hours_are_recorded(tmp_path: Path
     assert r.returncode == 0, r.stderr
     (job,) = json.loads(r.stdout)["jobs"]
     assert job["peak_mib"] == 10 * G and job["peak_gpu_mib"] == {"0": 10 * G, "1": 10 * G}
-    assert job["host_peak_mib"] == a.host_peak_mib and job["gpu_hours"] == a.gpu_hours
+    assert job["host_peak_mib"] == a.host_peak_mib and job["gpu_hours"] == round(a.gpu_hours, 4)
 
 
 def test_an_older_history_table_gains_the_new_columns(tmp_path: Path) -> None:

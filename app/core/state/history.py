@@ -80,10 +80,11 @@ class Attempt:
 
 
 def gpu_hours(n_gpus: int, started_at: float | None, ended_at: float | None) -> float | None:
-    """GPUs held times hours held (None: not started, or a CPU job)."""
+    """GPUs held times hours held (None: not started, or a CPU job). Kept unrounded: a
+    report sums many short attempts, and rounding each would make them vanish."""
     if not n_gpus or started_at is None or ended_at is None:
         return None
-    return round(n_gpus * max(0.0, ended_at - started_at) / 3600, 4)
+    return n_gpus * max(0.0, ended_at - started_at) / 3600
 
 
 def attempt_of(rec: JobRecord) -> Attempt:

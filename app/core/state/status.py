@@ -17,6 +17,11 @@ from gtui.core.model import Diagnosis, JobRecord, JobState
 from gtui.core.state.history import gpu_hours
 
 
+def _rounded(hours: float | None) -> float | None:
+    """GPU-hours as shown: four decimals (0.36 s of one GPU), None kept."""
+    return None if hours is None else round(hours, 4)
+
+
 def job_dict(view: JobView) -> dict[str, Any]:
     rec = view.record
     d = rec.diagnosis
@@ -47,8 +52,10 @@ def job_dict(view: JobView) -> dict[str, Any]:
         "peak_mib": rec.peak_mib,
         "peak_gpu_mib": {str(g): m for g, m in zip(rec.gpus, rec.peak_gpu_mib, strict=False)},
         "host_peak_mib": rec.host_peak_mib,
-        "gpu_hours": gpu_hours(
-            len(rec.gpus), rec.started_at, rec.ended_at or (time.time() if rec.active else None)
+        "gpu_hours": _rounded(
+            gpu_hours(
+                len(rec.gpus), rec.started_at, rec.ended_at or (time.time() if rec.active else None)
+            )
         ),
     }
 
