@@ -19,7 +19,7 @@ from gtui.core.api import (
 )
 from gtui.core.model import JobState
 from gtui.core.sched.engine import Engine
-from gtui.core.units import format_duration, format_mib
+from gtui.core.units import format_duration, format_mib, plural
 
 
 class EventLog:
@@ -144,7 +144,8 @@ async def run_headless(queue: str, fake_gpus: str | None, out: TextIO) -> int:
         log.line(
             f"{stop_reason[0] if stop_reason else 'stopped'}: scheduler stopped; "
             + (
-                f"{len(running)} running job(s) keep running ({', '.join(running)}) and are "
+                f"{plural(len(running), 'running job')} keep{'s' if len(running) == 1 else ''} "
+                f"running ({', '.join(running)}) and {'is' if len(running) == 1 else 'are'} "
                 "re-adopted by the next `gtui run` / `gtui` on this queue"
                 if running
                 else "no job was running"

@@ -117,8 +117,11 @@ class QueuePaths:
 
     @property
     def tmux_session(self) -> str:
+        """``gtui-<stem>-<hash>``: the stem for people, a short hash of the queue's identity
+        (its folder and key) so that two ``queue.toml`` in two folders get two sessions."""
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in self.stem)
-        return f"gtui-{safe}"
+        digest = hashlib.sha1(str(self.state_dir / self.stem).encode()).hexdigest()[:6]
+        return f"gtui-{safe[:40]}-{digest}"
 
     def log_dir(self, log_dir_setting: str) -> Path:
         p = Path(os.path.expanduser(log_dir_setting))

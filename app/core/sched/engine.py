@@ -48,6 +48,7 @@ from gtui.core.sched.runs import UNISOLATED_WARNING, Runs
 from gtui.core.state.book import JobBook, paused_gc
 from gtui.core.state.status import status_dict
 from gtui.core.state.store import Store, StoreError
+from gtui.core.units import plural
 
 __all__ = ["UNISOLATED_WARNING", "Engine", "pool_totals"]  # pool_totals: gpus.snapshot
 
@@ -296,10 +297,13 @@ class Engine(Runs, Occupancy, Commands):
                 await self.kill(killed)
         running = [v.spec.name for v in self.jobs() if v.record.active]
         left = (
-            f"{len(running)} running job(s) keep running ({', '.join(running[:5])}"
-            f"{' ...' if len(running) > 5 else ''}) and are re-adopted by the next scheduler"
+            f"{plural(len(running), 'running job')} keep{'s' if len(running) == 1 else ''} "
+            f"running ({', '.join(running[:5])}{' ...' if len(running) > 5 else ''}) and "
+            f"{'is' if len(running) == 1 else 'are'} re-adopted by the next scheduler"
             if running
-            else (f"{len(killed)} running job(s) killed" if killed else "no job was running")
+            else f"{plural(len(killed), 'running job')} killed"
+            if killed
+            else "no job was running"
         )
         self._bus.notice("warning", f"stopped by `gtui stop`: this scheduler has ended; {left}")
         self.stop_requested = True

@@ -26,6 +26,7 @@ from gtui.core.gpus.snapshot import GpuSnapshot
 from gtui.core.model import Diagnosis, DiagnosisRule, JobRecord, JobSpec, JobState, Settings
 from gtui.core.sched.policy import format_wait
 from gtui.core.state.status import ended_at, unknown_diagnosis
+from gtui.core.units import plural
 
 QUICK_RUN_S = 60.0  # a failed run shorter than this counts toward the retry back-off
 BACKOFF_FIRST_S = 1.0
@@ -170,7 +171,8 @@ def leftover_warning(rec: JobRecord, pids: Collection[int]) -> None:
     listed = list(pids)
     shown = ", ".join(map(str, listed[:5])) + (" ..." if len(listed) > 5 else "")
     rec.warnings.append(
-        f"ended but left {len(listed)} process(es) running: pid {shown} (kill them yourself "
+        f"ended but left {plural(len(listed), 'process', 'processes')} "
+        f"running: pid {shown} (kill them yourself "
         "if they are not meant to outlive it; their GPU memory counts as another user's)"
     )
 

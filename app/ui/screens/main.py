@@ -21,10 +21,11 @@ from textual.binding import Binding
 from textual.containers import Container, Vertical, VerticalScroll
 from textual.screen import Screen
 
+from gtui.core import tmux
 from gtui.core.api import JobView
 from gtui.core.errors import GtuiError
 from gtui.core.model import JobState
-from gtui.core.units import format_duration
+from gtui.core.units import format_duration, plural
 from gtui.ui.events import Batch
 from gtui.ui.format import count_states, display_path
 from gtui.ui.forms import changed_fields, fields_from_form, form_from_spec
@@ -74,6 +75,7 @@ class MainScreen(Screen[None]):
         self._select_after: str | None = None
         self._summary = ""
         self._own_edit_until = 0.0
+        self._tmux_prefix: str | None = None
         self.ready = False  # set once the engine runs and its state is on screen
 
     # -- layout -----------------------------------------------------------------------------
@@ -232,7 +234,8 @@ class MainScreen(Screen[None]):
         shown = len(table.visible_names)
         total = len(table)
         f = table.filter_name
-        what = f"{shown} jobs" if f == "all" and not table.filter_text else f"{shown} of {total}"
+        filtered = f != "all" or bool(table.filter_text)
+        what = f"{shown} of {plural(total, 'job')}" if filtered else plural(shown, "job")
         flt = f" · {f}" + (f" · name~{table.filter_text}" if table.filter_text else "")
         box.border_title = f"Queue{flt} · {what}  (/ filters)"
         box.border_subtitle = self._summary
@@ -625,7 +628,15 @@ class MainScreen(Screen[None]):
         )
 
     def action_help(self) -> None:
-        self.app.push_screen(HelpScreen())
+        in_tmux = self.in_tmux or bool(os.environ.get("TMUX"))
+        self.app.push_screen(HelpScreen(self.tmux_prefix if in_tmux else "ctrl+b"))
+
+    @property
+    def tmux_prefix(self) -> str:
+        """The prefix key the user's tmux really uses (read once: it seldom changes)."""
+        if self._tmux_prefix is None:
+            self._tmux_prefix = tmux.prefix_key()
+        return self._tmux_prefix
 
     def action_quit(self) -> None:
         # The engine's truth, not the table's (which may be one flush behind).
@@ -639,19 +650,32 @@ class MainScreen(Screen[None]):
             # its jobs running; there is nothing of ours to kill.
             quit_(kill_jobs=False)
             return
+        running = [v for v in self.engine.jobs() if v.record.state == JobState.RUNNING]
+        suspended = [v for v in self.engine.jobs() if v.record.state == JobState.SUSPENDED]
         n = len(active)
         names = ", ".join(active[:5]) + (f" and {n - 5} more" if n > 5 else "")
         q = self.engine.queue_path.name
         it, they = ("it", "it") if n == 1 else ("they", "them")
+        what = ", ".join(
+            part
+            for part in (
+                f"{len(running)} running" if running else "",
+                f"{len(suspended)} suspended" if suspended else "",
+            )
+            if part
+        )
+        stays = " (a suspended job stays stopped)" if suspended else ""
+        s_ = "s" if n == 1 else ""
         body = (
-            f"{n} job{'s' if n > 1 else ''} running: {names}.\n\n"
-            f"Leave: {it} keep{'s' if n == 1 else ''} running, and gtui re-adopts {they} the "
-            f"next time it opens {q}. No queued job starts until then.\n"
-            f"Kill: {it} get{'s' if n == 1 else ''} SIGTERM (SIGKILL after kill_grace), "
-            "then gtui quits."
+            f"{plural(n, 'job')} not ended ({what}): {names}.\n\n"
+            f"Leave: {it} keep{s_} going as {it} {'is' if n == 1 else 'are'}{stays}, and gtui "
+            f"re-adopts {they} the next time it opens {q}. No queued job starts until then.\n"
+            f"Kill: {it} get{s_} SIGTERM (SIGKILL after kill_grace), then gtui quits."
         )
         if self.in_tmux or os.environ.get("TMUX"):
-            body += "\n\nTo keep the dashboard running too, detach instead: ctrl+b d."
+            body += (
+                f"\n\nTo keep the dashboard running too, detach instead: {self.tmux_prefix} d."
+            )
 
         def chosen(value: str | None) -> None:
             if value in ("leave", "kill"):
