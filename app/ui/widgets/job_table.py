@@ -22,7 +22,7 @@ from textual.strip import Strip
 
 from gtui.core.api import JobView
 from gtui.core.model import ACTIVE_STATES, WAITING_STATES, JobState
-from gtui.ui.format import COUNT_ORDER, job_cells
+from gtui.ui.format import COUNT_ORDER, cut_middle, job_cells
 
 # (key, title, width or 0 = flexible, justify)
 _FIXED = (
@@ -310,7 +310,10 @@ class JobTable(ScrollView, can_focus=True):
         for i, (key, _, w, justify) in enumerate(cols):
             if i:
                 line.append(" ")
-            line.append_text(_cell(by_key[key], w, justify))
+            cell = by_key[key]
+            if key == "name" and cell.cell_len > w:
+                cell = Text(cut_middle(cell.plain, w), style=cell.style)
+            line.append_text(_cell(cell, w, justify))
         style = base
         if selected:
             cursor = "job-table--cursor" if self.has_focus else "job-table--cursor-blurred"
