@@ -11,8 +11,9 @@ import pytest
 
 from gtui.core.model import JobState
 from gtui.ui.format import cut_middle, reason_key
+from gtui.ui.screens.confirm import ConfirmScreen
 from tests.conftest import write_queue
-from tests.test_ui_app import dashboard, state, until
+from tests.test_ui_app import dashboard, screen_text, shows_toast, state, until
 
 # -- names cut in the middle (17.5) ---------------------------------------------------------------
 
@@ -89,3 +90,95 @@ async def test_at_80_columns_sweep_members_differ_on_screen(queue: Path) -> None
     finally:
         (queue.parent / "release").touch()
 
+
+
+# -- the job filter (17.4) -----------------------------------------------------------------------
+
+GATED = """
+[settings]
+poll = "0.2s"
+kill_grace = "1s"
+
+[[jobs]]
+name = "{who}"
+matrix = { who = ["beta-1", "alpha-1", "beta-2", "alpha-2"] }
+gpus = 0
+cmd = "echo {who}; while [ ! -e release ]; do sleep 0.05; done"
+
+[[jobs]]
+name = "broken"
+gpus = 0
+cmd = "exit 3"
+"""
+
+
+@pytest.fixture
+def gated(tmp_path: Path) -> Path:
+    return write_queue(tmp_path, GATED)
+
+
+def bar_text(app: object) -> str:
+    return str(app.main.query_one("#filter-bar").value)  # type: ignore[attr-defined]
+
+
+async def test_filter_as_you_type_enter_then_x_kills_the_job_shown(gated: Path) -> None:
+    try:
+        async with dashboard(gated) as (app, pilot, engine):
+            four = ["beta-1", "alpha-1", "beta-2", "alpha-2"]
+            await until(pilot, lambda: all(state(engine, n) == JobState.RUNNING for n in four))
+            table = app.main.table
+            await until(pilot, lambda: table.select("beta-2"), what="beta-2 selected")
+            await pilot.press("slash")
+            await until(pilot, lambda: app.main.query_one("#filter-bar").has_focus)
+            await pilot.press("a", "l")
+            # As you type: the table follows before any enter.
+            await until(pilot, lambda: table.visible_names == ["alpha-1", "alpha-2"])
+            await pilot.press("p")  # a letter of the filter, not the pause key
+            await until(pilot, lambda: bar_text(app) == "alp")
+            assert state(engine, "beta-2") == JobState.RUNNING
+            await pilot.press("enter")
+            await until(pilot, lambda: table.has_focus, what="enter: the table has the focus")
+            assert table.selected == "alpha-1"  # the cursor on the first match
+            text = screen_text(app)
+            assert "› ▶ alpha-1" in text, text  # and that is what the screen shows
+            assert "alp" in text and "2 of 5 jobs" in text, text  # the filter stays visible
+            await pilot.press("x")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            assert "Kill alpha-1?" in screen_text(app)
+            await pilot.press("y")
+            await until(pilot, lambda: state(engine, "alpha-1") == JobState.KILLED)
+            assert all(state(engine, n) == JobState.RUNNING for n in ("beta-1", "beta-2", "alpha-2"))
+            # Esc clears it: every job again, the cursor where it was.
+            await until(pilot, lambda: isinstance(app.screen, type(app.main)))
+            await pilot.press("escape")
+            await until(pilot, lambda: len(table.visible_names) == 5, what="the filter cleared")
+            assert table.selected == "alpha-1" and bar_text(app) == ""
+            assert "alp" not in str(app.main.query_one("#queue-box").border_title)
+    finally:
+        (gated.parent / "release").touch()
+
+
+async def test_esc_in_the_filter_clears_it_and_a_state_word_filters_by_state(gated: Path) -> None:
+    try:
+        async with dashboard(gated) as (app, pilot, engine):
+            await until(pilot, lambda: state(engine, "broken") == JobState.FAILED)
+            table = app.main.table
+            await until(pilot, lambda: table.view("broken").record.state == JobState.FAILED)
+            await pilot.press("slash", *"@failed")
+            await until(pilot, lambda: table.visible_names == ["broken"])
+            await pilot.press("escape")
+            await until(pilot, lambda: len(table.visible_names) == 5 and table.has_focus)
+            assert not app.main.query_one("#filter-line").display
+            await pilot.press("slash", *"beta", "enter")
+            await until(pilot, lambda: table.visible_names == ["beta-1", "beta-2"])
+            await until(pilot, lambda: table.has_focus)
+            await pilot.press("slash")  # back to the filter, its text kept to edit
+            await until(pilot, lambda: app.main.query_one("#filter-bar").has_focus)
+            assert bar_text(app) == "beta"
+            await pilot.press("backspace", "backspace", "backspace", "backspace", *"zzz")
+            await until(pilot, lambda: table.visible_names == [])
+            await pilot.press("enter")  # nothing matches: the table is empty, x has no target
+            await pilot.press("x")
+            await until(pilot, lambda: shows_toast(app, "information", "no job selected"))
+    finally:
+        (gated.parent / "release").touch()

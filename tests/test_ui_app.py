@@ -23,7 +23,6 @@ from gtui.core.sched.engine import Engine
 from gtui.ui.app import GtuiApp
 from gtui.ui.keys import KEYS
 from gtui.ui.screens.confirm import ConfirmScreen
-from gtui.ui.screens.filter import FilterScreen
 from gtui.ui.screens.help import HelpScreen
 from gtui.ui.screens.job_form import JobForm
 from gtui.ui.widgets.gpu_panel import GpuPanel
@@ -379,17 +378,12 @@ async def test_filter_by_state_and_name(queue: Path) -> None:
     async with dashboard(queue) as (app, pilot, engine):
         await until(pilot, lambda: state(engine, "bad") == JobState.FAILED)
         await until(pilot, lambda: app.main.table.view("bad").record.state == JobState.FAILED)
-        await pilot.press("slash")
-        await until(pilot, lambda: isinstance(app.screen, FilterScreen))
-        # The options: all, active, waiting, trouble, ...: go to "trouble".
-        await pilot.press("down", "down", "down", "enter")
+        await pilot.press("slash", *"@trouble", "enter")
         await until(pilot, lambda: app.main.table.visible_names == ["bad"])
         assert "trouble" in str(app.main.query_one("#queue-box").border_title)
         await pilot.press("slash")
-        await until(pilot, lambda: isinstance(app.screen, FilterScreen))
-        await pilot.press("home")  # "all"
-        await pilot.click("#filter-text")
-        await pilot.press("w", "enter")
+        await until(pilot, lambda: app.main.query_one("#filter-bar").has_focus)
+        await pilot.press("ctrl+u", "w", "enter")  # ctrl+u: the line emptied, then "w"
         await until(pilot, lambda: app.main.table.visible_names == ["w1", "w2", "w3"])
 
 

@@ -121,7 +121,8 @@ KEYS: tuple[Key, ...] = (
         "filter",
         "Filter",
         "/",
-        "filter the queue by state or name (in the focused log: search it)",
+        "filter the queue as you type (part of a name, @failed, @waiting...); enter keeps it, "
+        "esc clears it (in the focused log: search it)",
         "Filter the queue",
     ),
     Key("question_mark", "help", "Help", "?", "this help", "Show the keys"),

@@ -18,8 +18,9 @@ from typing import Literal
 from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Container, Vertical, VerticalScroll
+from textual.containers import Container, Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
+from textual.widgets import Input, Static
 
 from gtui.core import tmux
 from gtui.core.api import JobView
@@ -34,10 +35,10 @@ from gtui.ui.pager import page
 from gtui.ui.port import EnginePort
 from gtui.ui.screens.confirm import Choice, ConfirmScreen
 from gtui.ui.screens.detail import DetailScreen
-from gtui.ui.screens.filter import FilterScreen
 from gtui.ui.screens.help import HelpScreen
 from gtui.ui.screens.job_form import JobForm
 from gtui.ui.widgets.diagnosis import DiagnosisPanel
+from gtui.ui.widgets.filter_bar import FilterBar, parse_filter
 from gtui.ui.widgets.gpu_panel import GpuPanel
 from gtui.ui.widgets.header import HeaderBar
 from gtui.ui.widgets.job_table import JobTable
@@ -93,6 +94,9 @@ class MainScreen(Screen[None]):
         with Container(id="main"):
             with Vertical(id="queue-box"):
                 yield JobTable(clock=self.clock, id="jobs")
+                with Horizontal(id="filter-line"):
+                    yield Static("filter ", id="filter-label")
+                    yield FilterBar(id="filter-bar")
             with Vertical(id="side"):
                 yield LogView(id="log")
                 yield LogSearch(id="log-search")
@@ -106,6 +110,7 @@ class MainScreen(Screen[None]):
     async def _setup(self) -> None:
         self.query_one("#gpus-box").border_title = "GPUs  ▓ others █ ours ░ free"
         self.query_one("#diagnosis").display = False
+        self.query_one("#filter-line").display = False
         self.query_one("#main").set_class(self.size.width < NARROW_BELOW, "-narrow")
         self._update_queue_title()
         self._update_log_title()
@@ -577,6 +582,8 @@ class MainScreen(Screen[None]):
             return
         if self.focused is not self.table:
             self.table.focus()
+        elif self.query_one("#filter-line").display:
+            self._clear_filter()  # esc on the table clears the filter it shows
 
     def action_zoom(self) -> None:
         """The log alone on the screen (a traceback read whole at 80x24), and back."""
@@ -615,17 +622,37 @@ class MainScreen(Screen[None]):
         )
 
     def action_filter(self) -> None:
+        """``/``: the filter line under the table, filtering as you type (FilterBar)."""
+        self.query_one("#filter-line").display = True
+        self.query_one(FilterBar).open()
+
+    @on(Input.Changed, "#filter-bar")
+    def _filter_typed(self, event: Input.Changed) -> None:
+        event.stop()
+        self.table.set_filter(*parse_filter(event.value))
+        self._update_queue_title()
+
+    @on(FilterBar.Move)
+    def _filter_move(self, event: FilterBar.Move) -> None:
+        self.table.action_cursor(event.delta)
+
+    @on(FilterBar.Closed)
+    def _filter_closed(self, event: FilterBar.Closed) -> None:
+        bar = self.query_one(FilterBar)
         table = self.table
+        if not event.keep or not bar.active:
+            self._clear_filter()
+            return
+        table.focus()
+        table.action_first()  # the cursor on the first match: x acts on what is shown
 
-        def chosen(result: tuple[str, str] | None) -> None:
-            if result is not None:
-                table.set_filter(*result)
-                self._update_queue_title()
-
-        self.app.push_screen(
-            FilterScreen(table.filter_name, table.filter_text, count_states(table.views())),
-            chosen,
-        )
+    def _clear_filter(self) -> None:
+        bar = self.query_one(FilterBar)
+        bar.value = ""
+        self.query_one("#filter-line").display = False
+        self.table.set_filter("all", "")
+        self._update_queue_title()
+        self.table.focus()
 
     def action_help(self) -> None:
         in_tmux = self.in_tmux or bool(os.environ.get("TMUX"))
