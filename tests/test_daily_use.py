@@ -182,3 +182,13 @@ async def test_esc_in_the_filter_clears_it_and_a_state_word_filters_by_state(gat
             await until(pilot, lambda: shows_toast(app, "information", "no job selected"))
     finally:
         (gated.parent / "release").touch()
+
+
+# -- honest screens (17.10) ----------------------------------------------------------------------
+
+
+def test_held_and_suspended_jobs_have_different_marks() -> None:
+    from gtui.ui.format import STATE_GLYPH
+
+    assert STATE_GLYPH[JobState.HELD] != STATE_GLYPH[JobState.SUSPENDED]
+    assert len(set(STATE_GLYPH.values())) == len(STATE_GLYPH)  # every state its own mark

@@ -33,7 +33,7 @@ UTIL_CHAR, UTIL_FREE_CHAR = "█", "░"
 
 STATE_GLYPH: dict[JobState, str] = {
     JobState.RUNNING: "▶",
-    JobState.SUSPENDED: "‖",
+    JobState.SUSPENDED: "■",  # stopped (SIGSTOP); a held job, which never started, is ‖
     JobState.QUEUED: "·",
     JobState.HELD: "‖",
     JobState.DONE: "✓",
