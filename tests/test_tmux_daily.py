@@ -147,3 +147,29 @@ def test_two_queue_toml_in_two_folders_get_two_sessions_and_ls_shows_each_folder
         keys(f"={name}:", "q")
         wait(lambda n=name: not tmux.has_session(n), what=f"{name} to end")  # type: ignore[misc]
 
+
+
+@pytest.mark.slow
+def test_gtui_stop_ends_a_dashboards_scheduler_and_the_dashboard_quits(tmp_path: Path) -> None:
+    """`gtui stop q.toml` while a dashboard (in place, a real terminal) runs the scheduler:
+    the dashboard's process exits, the command returns once it has, the job runs on."""
+    queue = write_queue(tmp_path, LONG)
+    try:
+        outer(tmp_path, "term", f"{PY} -m gtui --no-tmux --fake-gpus 1x80G q.toml")
+        wait(lambda: job_state(queue, "long") == "running", what="long running")
+        wait_screen("=term:", "running")
+        dashboard = [
+            p
+            for p in psutil.process_iter(["cmdline"])
+            if "--no-tmux" in (p.info["cmdline"] or []) and str(tmp_path) in p.cwd()
+        ]
+        assert len(dashboard) == 1
+        r = gtui("stop", str(queue))
+        assert r.returncode == 0, r.stderr
+        assert f"stopped the scheduler (pid {dashboard[0].pid})" in r.stdout
+        assert not dashboard[0].is_running() or dashboard[0].status() == psutil.STATUS_ZOMBIE
+        screen = wait_screen("=term:", "rc=0")
+        assert "stopped by `gtui stop`" in screen, screen
+        assert job_state(queue, "long") == "running"  # left running, for the next scheduler
+    finally:
+        (tmp_path / "release").touch()

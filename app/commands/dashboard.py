@@ -200,6 +200,9 @@ async def _run_app(paths: QueuePaths, opts: GlobalOptions, note: str | None) -> 
     from gtui.ui.app import GtuiApp
 
     engine = Engine(paths.queue, fake_gpus=opts.fake_gpus)
+    # `gtui stop` ends this process too (the app quits once its engine's run ends): the command
+    # is told so, and returns once this process has exited.
+    engine.exits_with_run = True
     # The app (which subscribes to the engine) before the engine starts: what the start says
     # (a GPU warning, no control socket) waits for the screen instead of being lost.
     app = GtuiApp(engine, in_tmux=tmux.inside(), startup_notice=note)

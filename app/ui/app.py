@@ -111,6 +111,17 @@ class GtuiApp(App[int]):
     async def _run_engine(self) -> None:
         try:
             await self.engine.run()
+            if getattr(self.engine, "stop_requested", False) and not self._shut_down:
+                # `gtui stop`: the scheduler this screen ran has ended, so the screen goes too
+                # (a dashboard left open on a stopped queue would look alive and do nothing).
+                await self.stop_engine()
+                q = self.engine.queue_path.name
+                self.exit(
+                    0,
+                    return_code=0,
+                    message=f"gtui: stopped by `gtui stop`; running jobs keep running, and the "
+                    f"next `gtui {q}` or `gtui run {q}` re-adopts them",
+                )
         except GtuiError as e:
             self.engine_error = str(e)
             self.notify(f"the scheduler stopped: {e}", severity="error", timeout=30, markup=False)
