@@ -12,7 +12,8 @@ import pytest
 from gtui.core.model import JobState
 from gtui.ui.format import cut_middle, reason_key
 from gtui.ui.screens.confirm import ConfirmScreen
-from tests.conftest import write_queue
+from gtui.ui.screens.job_form import JobForm
+from tests.conftest import gtui, write_queue
 from tests.test_ui_app import dashboard, screen_text, shows_toast, state, until
 
 # -- names cut in the middle (17.5) ---------------------------------------------------------------
@@ -192,3 +193,43 @@ def test_held_and_suspended_jobs_have_different_marks() -> None:
 
     assert STATE_GLYPH[JobState.HELD] != STATE_GLYPH[JobState.SUSPENDED]
     assert len(set(STATE_GLYPH.values())) == len(STATE_GLYPH)  # every state its own mark
+
+
+# -- the add / edit form (17.6) ------------------------------------------------------------------
+
+
+def test_the_forms_example_command_passes_validate_with_no_warning(tmp_path: Path) -> None:
+    from gtui.ui.forms import FIELDS
+
+    example = dict((k, p) for k, _, p in FIELDS)["cmd"]
+    q = write_queue(tmp_path, f'[[jobs]]\ncmd = "{example}"\nmem = "20G"\n')
+    r = gtui("validate", str(q), "--fake-gpus", "2x80G")
+    assert r.returncode == 0, r.stderr
+    assert "warning" not in r.stderr, r.stderr
+
+
+async def test_enter_in_the_command_field_moves_on_and_submits_only_on_the_last(
+    gated: Path,
+) -> None:
+    try:
+        async with dashboard(gated) as (app, pilot, engine):
+            before = len(engine.jobs())
+            await pilot.press("a")
+            await until(pilot, lambda: getattr(app.focused, "id", None) == "field-cmd")
+            await pilot.press(*"echo hi", "enter")
+            # Not submitted with defaults the user never saw: the next field has the cursor.
+            await until(pilot, lambda: getattr(app.focused, "id", None) == "field-gpus")
+            assert isinstance(app.screen, JobForm) and len(engine.jobs()) == before
+            await pilot.press("0", "enter")
+            await until(pilot, lambda: getattr(app.focused, "id", None) == "field-mem")
+            for field in ("priority", "after", "retries", "timeout", "cwd", "env"):
+                await pilot.press("enter")
+                await until(pilot, lambda f=field: getattr(app.focused, "id", None) == f"field-{f}")
+            assert len(engine.jobs()) == before
+            await pilot.press(*"SEED=1", "enter")  # enter on the last field submits
+            await until(pilot, lambda: len(engine.jobs()) == before + 1, what="the job added")
+            added = engine.jobs()[-1]
+            assert (added.spec.cmd, added.spec.gpus, added.spec.env) == ("echo hi", 0, {"SEED": "1"})
+            assert not isinstance(app.screen, JobForm)
+    finally:
+        (gated.parent / "release").touch()

@@ -173,3 +173,44 @@ def test_gtui_stop_ends_a_dashboards_scheduler_and_the_dashboard_quits(tmp_path:
         assert job_state(queue, "long") == "running"  # left running, for the next scheduler
     finally:
         (tmp_path / "release").touch()
+
+
+@pytest.mark.slow
+def test_a_whole_form_sent_in_one_send_keys_lands_in_the_right_fields(tmp_path: Path) -> None:
+    """`a`, then every field typed at once, faster than the screen refreshes: the form opens,
+    each value lands in its field (enter moves on), ctrl+s adds the job as typed."""
+    queue = write_queue(tmp_path, LONG)
+    try:
+        outer(tmp_path, "term", f"{PY} -m gtui --no-tmux --fake-gpus 1x80G q.toml", (100, 30))
+        wait(lambda: job_state(queue, "long") == "running", what="long running")
+        wait_screen("=term:", "running")
+        keys(
+            "=term:",
+            "a", "echo typed-fast", "Enter",  # cmd (the cursor starts there), then gpus
+            "0", "Enter",                     # gpus
+            "Enter",                          # mem: empty
+            "5", "Enter",                     # priority
+            "long", "Enter",                  # after
+            "2", "Enter",                     # retries
+            "1h", "Enter",                    # timeout
+            "Enter",                          # cwd: empty
+            "SEED=7 MODE=x", "C-s",           # env, then save
+        )  # fmt: skip
+        try:
+            wait(lambda: "typed-fast" in queue.read_text(), what="the job written to the file")
+        except AssertionError:
+            raise AssertionError(sh("capture-pane", "-p", "-t", "=term:").stdout) from None
+        jobs = {j["name"]: j for j in status(queue)["jobs"]}
+        added = next(j for n, j in jobs.items() if n != "long")
+        text = queue.read_text()
+        assert 'cmd = "echo typed-fast"' in text, text
+        assert "gpus = 0" in text and "priority = 5" in text and "retries = 2" in text, text
+        assert 'after = ["long"]' in text and 'timeout = "1h"' in text, text
+        assert 'SEED = "7"' in text and 'MODE = "x"' in text, text
+        assert added["state"] == "queued"  # after long, which still runs
+        keys("=term:", "q")
+        wait_screen("=term:", "Quit gtui?")
+        keys("=term:", "q")
+        wait_screen("=term:", "rc=0")
+    finally:
+        (tmp_path / "release").touch()

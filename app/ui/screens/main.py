@@ -372,6 +372,18 @@ class MainScreen(Screen[None]):
         q = self.engine.queue_path.name
         self.app.push_screen(JobForm(f"Add a job to {q}", submit), added)
 
+    def opens_form(self, key: str) -> bool:
+        """Whether ``key``, pressed now, opens the add / edit form (GtuiApp keeps the keys typed
+        after it for the form)."""
+        if isinstance(self.focused, Input):
+            return False  # typed into the filter line
+        if key == "a":
+            return True
+        if key == "e":
+            view = self._selected_view(quiet=True)
+            return view is not None and view.record.waiting
+        return False
+
     def action_edit(self) -> None:
         view = self._selected_view()
         if view is None:
