@@ -5,6 +5,11 @@ actions. Pilot over a real Engine, real processes and files; only the GPUs are f
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -233,3 +238,95 @@ async def test_enter_in_the_command_field_moves_on_and_submits_only_on_the_last(
             assert not isinstance(app.screen, JobForm)
     finally:
         (gated.parent / "release").touch()
+
+
+# -- validation and setup messages (17.13) -------------------------------------------------------
+
+
+def test_a_matrix_key_the_command_never_uses_is_a_warning(tmp_path: Path) -> None:
+    q = write_queue(
+        tmp_path,
+        """
+        [[jobs]]
+        name = "train-{lr}-{seed}"
+        matrix = { lr = [0.1, 0.01], seed = [1, 2] }
+        gpus = 0
+        cmd = "python train.py --lr {lr}"
+
+        [[jobs]]
+        name = "ok-{seed}"
+        matrix = { seed = [1, 2] }
+        gpus = 0
+        cmd = "python eval.py"
+        env = { SEED = "{seed}" }
+        """,
+    )
+    r = gtui("validate", str(q))
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stderr.splitlines() if "matrix" in line]
+    assert len(lines) == 1, r.stderr  # said once for the entry, not once per job
+    assert f"{q}:3: matrix: `seed` is not used by cmd" in lines[0], lines
+    assert "identical commands" in lines[0]
+    assert "ok-" not in r.stderr  # used in env: it does make the jobs differ
+
+
+def test_a_log_dir_error_names_the_resolved_path_and_log_dir(tmp_path: Path) -> None:
+    folder = tmp_path / "exp"
+    folder.mkdir()
+    (folder / "out").write_text("a file where the log directory should go\n")
+    q = write_queue(
+        folder, '[settings]\nlog_dir = "out/logs"\n\n[[jobs]]\nname = "a"\ngpus = 0\ncmd = "true"\n'
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    r = gtui("run", str(q), cwd=elsewhere)
+    assert r.returncode == 1
+    failed = next(line for line in r.stdout.splitlines() if "failed a" in line)
+    assert str(folder / "out" / "logs") in failed, failed  # resolved from the queue's folder
+    assert str(elsewhere) not in failed
+    assert "log_dir" in failed and "cwd" not in failed, failed  # the hint names the setting
+    assert "(1 job: 1 queued)" in r.stdout  # and "1 jobs" is gone
+
+
+def test_a_read_only_queue_folder_gets_a_hint() -> None:
+    """Run as a user (nobody) who may read the queue but not write its folder."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run gtui as a user who cannot write the folder")
+    top = Path(tempfile.mkdtemp(prefix="gtui-ro-", dir="/tmp"))  # /tmp: nobody can reach it
+    try:
+        top.chmod(0o755)
+        folder = top / "shared"
+        folder.mkdir(mode=0o755)
+        mine = top / "mine"  # a folder nobody may write: the state and logs go there
+        mine.mkdir(mode=0o777)
+        mine.chmod(0o777)
+        q = write_queue(
+            folder,
+            f'[settings]\nlog_dir = "{mine}/logs"\n\n[[jobs]]\nname = "a"\ngpus = 0\ncmd = "true"\n',
+        )
+        q.chmod(0o644)
+
+        # nobody's own runtime and claims folders (the tests' are root's, private)
+        skip = ("XDG_RUNTIME_DIR", "GTUI_CLAIMS_DIR", "TMPDIR")
+        own = {k: v for k, v in os.environ.items() if k not in skip}
+        own |= {"XDG_RUNTIME_DIR": str(mine / "run"), "GTUI_CLAIMS_DIR": str(mine / "claims")}
+
+        def run(**env: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+                 sys.executable, "-m", "gtui", "run", str(q)],
+                capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, cwd="/",
+                env={**own, **env},
+            )  # fmt: skip
+
+        r = run()
+        assert r.returncode == 2, (r.stdout, r.stderr)
+        assert "Traceback" not in r.stderr
+        assert f"{folder}/.gtui" in r.stderr and "read-only for you" in r.stderr, r.stderr
+        assert "GTUI_STATE_DIR" in r.stderr, r.stderr  # how to put the state elsewhere
+        r = run(GTUI_STATE_DIR=str(mine / "state"))  # the hint, followed
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        assert "done a" in r.stdout
+        assert list((mine / "state").glob("shared-*/q.db")), list((mine / "state").rglob("*"))
+    finally:
+        shutil.rmtree(top, ignore_errors=True)

@@ -35,7 +35,12 @@ from gtui.core.gpus.backend import open_backend
 from gtui.core.gpus.reader import GpuReader
 from gtui.core.gpus.snapshot import GpuBackend, GpuSnapshot, pool_totals
 from gtui.core.model import JobState, Settings
-from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths, register_queue
+from gtui.core.paths import (
+    QueuePaths,
+    ensure_state_dir,
+    queue_paths,
+    register_queue,
+)
 from gtui.core.queue.queuefile import QueueFile, forget_cached
 from gtui.core.queue.source import QueueSource
 from gtui.core.sched.commands import Commands
@@ -198,7 +203,7 @@ class Engine(Runs, Occupancy, Commands):
         queue, text = self._source.first()
         from gtui.core.state.lock import QueueLock
 
-        ensure_private_dir(self.paths.state_dir)
+        ensure_state_dir(self.paths)
         # The queue's identity, not its file name, keys the lock: after `mv q.toml q2.toml`,
         # `gtui run q2.toml` meets the scheduler that runs q.toml.
         self.paths = register_queue(self.paths)

@@ -179,6 +179,13 @@ def leftover_warning(rec: JobRecord, pids: Collection[int]) -> None:
 
 def _launch_hint(message: str) -> str:
     lowered = message.lower()
+    if "cannot create its log in" in lowered:
+        # The path in the message is log_dir as resolved (relative to the queue file's folder,
+        # not to where gtui was started): say which setting makes it.
+        return (
+            "that path is log_dir, relative to the queue file's folder: make it a writable "
+            "directory, or set log_dir in [settings] to one, then retry (r)"
+        )
     if "no space" in lowered:
         return "the disk holding the log directory is full: free space, then retry (r)"
     if "permission" in lowered:
