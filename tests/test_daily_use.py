@@ -6,10 +6,12 @@ actions. Pilot over a real Engine, real processes and files; only the GPUs are f
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -330,3 +332,47 @@ def test_a_read_only_queue_folder_gets_a_hint() -> None:
         assert list((mine / "state").glob("shared-*/q.db")), list((mine / "state").rglob("*"))
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+# -- the demo queue (17.11) ----------------------------------------------------------------------
+
+DEMO_WITHIN_S = 30  # what the issue promises a newcomer
+
+
+@pytest.mark.slow
+def test_the_demo_shows_every_state_it_promises_within_30_s(tmp_path: Path) -> None:
+    """`gtui run sample_queues/demo.toml` at its real pace, on its own fake GPUs: from the
+    event log's clock (the scheduler's, not this test's), each promised state shows within
+    DEMO_WITHIN_S of the start: running (GPU and CPU jobs), done, a CUDA OOM failure, blocked,
+    a retry, and a job waiting for memory that then runs."""
+    samples = Path(__file__).resolve().parent.parent / "sample_queues"
+    for name in ("demo.toml", "mock_train.py"):
+        shutil.copy(samples / name, tmp_path / name)
+    r = gtui("run", str(tmp_path / "demo.toml"), timeout=180)
+    lines = r.stdout.splitlines()
+    stamp = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\] (.*)$")
+    events = [
+        (datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S"), m[2])
+        for m in map(stamp.match, lines)
+        if m is not None
+    ]
+    t0 = events[0][0]
+
+    def shown(what: str, pattern: str) -> float:
+        for t, text in events:
+            if re.search(pattern, text):
+                return (t - t0).total_seconds()
+        raise AssertionError(f"the demo never showed {what}:\n{r.stdout}")
+
+    promised = {
+        "a GPU job running": r"^start train-resnet .* on GPU",
+        "a CPU job running": r"^start prep-data .* on CPU",
+        "a job done": r"^done ",
+        "a CUDA OOM failure": r"^failed eval-ckpt7 .*cuda_oom",
+        "a blocked job": r"^blocked report-ckpt7",
+        "a retry": r"^retry fetch-data",
+        "waiting for memory": r"waiting: .*needs 2 GPUs with 70G",
+        "the waiting job running": r"^start train-vit",
+    }
+    late = {what: s for what, p in promised.items() if (s := shown(what, p)) > DEMO_WITHIN_S}
+    assert not late, late
