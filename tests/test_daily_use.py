@@ -376,3 +376,60 @@ def test_the_demo_shows_every_state_it_promises_within_30_s(tmp_path: Path) -> N
     }
     late = {what: s for what, p in promised.items() if (s := shown(what, p)) > DEMO_WITHIN_S}
     assert not late, late
+
+
+# -- bulk actions (17.9) -------------------------------------------------------------------------
+
+
+async def test_space_and_shift_arrows_mark_jobs_and_x_r_p_t_act_on_all_of_them(
+    gated: Path,
+) -> None:
+    try:
+        async with dashboard(gated) as (app, pilot, engine):
+            four = ["beta-1", "alpha-1", "beta-2", "alpha-2"]
+            await until(pilot, lambda: all(state(engine, n) == JobState.RUNNING for n in four))
+            table = app.main.table
+            await until(pilot, lambda: table.select("alpha-1"), what="alpha-1 selected")
+            await pilot.press("space")  # marks alpha-1, the cursor goes on to beta-2
+            await until(pilot, lambda: table.selected == "beta-2")
+            await pilot.press("down", "space")  # alpha-2 too; beta-2 left out
+            await until(pilot, lambda: table.marked_names == ["alpha-1", "alpha-2"])
+            assert "2 marked" in str(app.main.query_one("#queue-box").border_title)
+            await pilot.press("x")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            text = screen_text(app)
+            assert "Kill 2 jobs?" in text and "alpha-1" in text and "alpha-2" in text, text
+            await pilot.press("y")
+            await until(pilot, lambda: state(engine, "alpha-1") == state(engine, "alpha-2")
+                        == JobState.KILLED)  # fmt: skip
+            assert all(state(engine, n) == JobState.RUNNING for n in ("beta-1", "beta-2"))
+            await until(pilot, lambda: table.view("alpha-2").record.state == JobState.KILLED)
+            await pilot.press("r")  # retried, both
+            await until(pilot, lambda: state(engine, "alpha-1") == state(engine, "alpha-2")
+                        == JobState.RUNNING)  # fmt: skip
+            await until(pilot, lambda: table.view("alpha-2").record.state == JobState.RUNNING)
+            await pilot.press("p")  # both suspended
+            await until(pilot, lambda: state(engine, "alpha-1") == state(engine, "alpha-2")
+                        == JobState.SUSPENDED)  # fmt: skip
+            assert state(engine, "beta-2") == JobState.RUNNING
+            await pilot.press("escape")  # clears the marks
+            await until(pilot, lambda: table.marked_names == [])
+    finally:
+        (gated.parent / "release").touch()
+
+
+async def test_shift_arrows_mark_a_range_and_t_moves_all_of_it_to_the_top(tmp_path: Path) -> None:
+    from tests.test_ui_app import QUEUE as WAITING
+
+    q = write_queue(tmp_path, WAITING)  # long runs; w1, w2, w3 wait for it
+    async with dashboard(q) as (app, pilot, engine):
+        table = app.main.table
+        await until(pilot, lambda: table.select("w3"), what="w3 selected")
+        await pilot.press("shift+up")  # w3 and w2 marked, the cursor on w2
+        await until(pilot, lambda: table.marked_names == ["w2", "w3"])
+        assert table.selected == "w2"
+        await pilot.press("t")
+        await until(pilot, lambda: [v.spec.name for v in engine.jobs()][:2] == ["w2", "w3"])
+        assert [v.spec.name for v in engine.jobs()][2:] == ["long", "bad", "w1"]
+        await pilot.press("J")  # down one, both, in step
+        await until(pilot, lambda: [v.spec.name for v in engine.jobs()][:3] == ["long", "w2", "w3"])

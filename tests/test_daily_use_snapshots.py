@@ -36,3 +36,14 @@ def test_enter_keeps_the_filter_visible_and_puts_the_cursor_on_the_first_match( 
     steps = ["slash", *"@trouble", "enter", _filtered(["eval-ckpt7", "after-eval"]), "down"]
     steps += [Until("the cursor on after-eval, the table focused", on_first)]
     assert snap_compare(make_app(), terminal_size=size, run_before=settled(*steps))
+
+
+@SIZES
+def test_marked_jobs_show_a_plus_and_the_title_counts_them(  # type: ignore[no-untyped-def]
+    snap_compare, make_app, size  # noqa: F811
+) -> None:
+    """space on two rows: each marked row shows + (» under the cursor), the title says how
+    many are marked and that esc unmarks."""
+    steps = ["space", "down", "space", "up"]
+    steps += [Until("two marked", lambda app: len(app.main.table.marked_names) == 2)]
+    assert snap_compare(make_app(), terminal_size=size, run_before=settled(*steps))

@@ -279,7 +279,7 @@ async def test_move_up_down_top(queue: Path) -> None:
         await until(pilot, lambda: order(engine)[2:] == ["w1", "w3", "w2"])
         await until(pilot, lambda: app.main.table.visible_names[2:] == ["w1", "w3", "w2"])
         assert app.main.table.selected == "w3"  # the cursor follows the job
-        await pilot.press("shift+down")
+        await pilot.press("J")  # (shift+arrows mark jobs since issue 17.9)
         await until(pilot, lambda: order(engine)[2:] == ["w1", "w2", "w3"])
         before = queue.read_text()
         await pilot.press("J")  # already last: a move that changes nothing, and no error
@@ -290,7 +290,7 @@ async def test_move_up_down_top(queue: Path) -> None:
         await until(pilot, lambda: order(engine)[0] == "w3")
         await until(pilot, lambda: app.main.table.visible_names[0] == "w3")
         await select(pilot, app, "w1")
-        await pilot.press("shift+up")
+        await pilot.press("K")
         await until(pilot, lambda: order(engine).index("w1") < order(engine).index("bad"))
 
 

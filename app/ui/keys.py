@@ -28,19 +28,19 @@ KEYS: tuple[Key, ...] = (
         "Remove the selected job",
     ),
     Key(
-        "K,shift+up",
+        "K",
         "move_up",
         "Up",
         "K",
-        "move the selected waiting job up (also shift+up)",
+        "move the selected (or marked) waiting jobs up",
         "Move the selected job up",
     ),
     Key(
-        "J,shift+down",
+        "J",
         "move_down",
         "Down",
         "J",
-        "move the selected waiting job down (also shift+down)",
+        "move the selected (or marked) waiting jobs down",
         "Move the selected job down",
     ),
     Key(

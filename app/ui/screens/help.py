@@ -36,7 +36,10 @@ def help_text(prefix: str = "ctrl+b") -> Table:
         keys.add_row(k.shown, k.help)
     keys.add_row("↑ ↓ pgup pgdn", "move in the queue, or scroll the focused log")
     keys.add_row("home end g G", "the first / last job, or the top / end of the focused log")
-    keys.add_row("esc", "back from the zoomed log, from the log to the queue; close a dialog")
+    keys.add_row(
+        "space shift+↑↓", "mark jobs: x r p K J t then act on every marked one (esc unmarks)"
+    )
+    keys.add_row("esc", "unmark, clear the filter; back from the zoomed log, from the log")
     keys.add_row("ctrl+p", "command palette (every action by name)")
 
     log_keys = Table.grid(padding=(0, 2))

@@ -242,7 +242,9 @@ class MainScreen(Screen[None]):
         filtered = f != "all" or bool(table.filter_text)
         what = f"{shown} of {plural(total, 'job')}" if filtered else plural(shown, "job")
         flt = f" · {f}" + (f" · name~{table.filter_text}" if table.filter_text else "")
-        box.border_title = f"Queue{flt} · {what}  (/ filters)"
+        marked = len(table.marked_names)
+        mark = f" · {marked} marked (esc unmarks)" if marked else ""
+        box.border_title = f"Queue{flt} · {what}{mark}  (/ filters)"
         box.border_subtitle = self._summary
 
     def _tick(self) -> None:
@@ -251,6 +253,10 @@ class MainScreen(Screen[None]):
             self._log_refreshed = time.monotonic()
 
     # -- the selected job: its log and diagnosis -------------------------------------------
+
+    @on(JobTable.MarksChanged)
+    def _on_marks(self, event: JobTable.MarksChanged) -> None:
+        self._update_queue_title()
 
     @on(JobTable.Selected)
     def _on_selected(self, event: JobTable.Selected) -> None:
@@ -339,6 +345,27 @@ class MainScreen(Screen[None]):
         if view is None and not quiet:
             self.notify("no job selected (the queue is empty or filtered out)", timeout=3)
         return view
+
+    def _marked_views(self) -> list[JobView]:
+        """The marked jobs on screen, as the engine has them now (bulk actions), or []."""
+        out = []
+        for name in self.table.marked_names:
+            try:
+                out.append(self.engine.view(name))
+            except GtuiError:
+                continue  # gone from the queue meanwhile
+        return out
+
+    def _bulk(
+        self,
+        label: str,
+        names: list[str],
+        call: Callable[[list[str]], Awaitable[object]],
+        verb: str,
+    ) -> None:
+        """One command on several jobs at once, and one toast that counts them."""
+        if names:
+            self._command(label, lambda: call(names), f"{verb} {plural(len(names), 'job')}")
 
     def _command(self, label: str, call: Callable[[], Awaitable[object]], done: str = "") -> None:
         """Run an engine command in a worker: the screen stays live; errors become a toast."""
@@ -444,6 +471,23 @@ class MainScreen(Screen[None]):
         )
 
     def _move(self, where: Literal["up", "down", "top"]) -> None:
+        marked = self._marked_views()
+        if marked:
+            waiting = [v.spec.name for v in marked if v.record.waiting]
+            if not waiting:
+                self.notify("none of the marked jobs is waiting: only waiting jobs move",
+                            severity="warning", timeout=4, markup=False)  # fmt: skip
+                return
+            # up: the first first, so each keeps its place among them; down and top: the last
+            # first (the first moved to the top would be passed by the next one).
+            order = waiting if where == "up" else list(reversed(waiting))
+
+            async def move_all() -> None:
+                for name in order:
+                    await self.engine.move(name, where)
+
+            self._command("move", move_all, f"moved {plural(len(waiting), 'job')} {where}")
+            return
         view = self._selected_view()
         if view is None:
             return
@@ -461,6 +505,21 @@ class MainScreen(Screen[None]):
         self._move("top")
 
     def action_pause_job(self) -> None:
+        marked = self._marked_views()
+        if marked:
+            pausable = [
+                v.spec.name for v in marked if v.record.state in (JobState.QUEUED, JobState.RUNNING)
+            ]
+            if pausable:
+                self._bulk("pause", pausable, self.engine.pause, "paused")
+            else:
+                paused = [
+                    v.spec.name
+                    for v in marked
+                    if v.record.state in (JobState.HELD, JobState.SUSPENDED)
+                ]
+                self._bulk("resume", paused, self.engine.resume, "resumed")
+            return
         view = self._selected_view()
         if view is None:
             return
@@ -524,6 +583,10 @@ class MainScreen(Screen[None]):
         )
 
     def action_kill(self) -> None:
+        marked = self._marked_views()
+        if marked:
+            self._kill_marked(marked)
+            return
         view = self._selected_view()
         if view is None:
             return
@@ -563,7 +626,41 @@ class MainScreen(Screen[None]):
             ConfirmScreen(f"Kill {name}?", body, [Choice("y", "Kill", "kill", "error")]), chosen
         )
 
+    def _kill_marked(self, marked: list[JobView]) -> None:
+        names = [v.spec.name for v in marked if not v.record.final]
+        if not names:
+            self.notify("every marked job has ended: there is nothing to kill",
+                        severity="warning", timeout=4, markup=False)  # fmt: skip
+            return
+        n = len(names)
+        running = sum(1 for v in marked if v.record.active)
+        listed = ", ".join(names[:8]) + (f" and {n - 8} more" if n > 8 else "")
+        grace = format_duration(self.engine.settings.kill_grace_s)
+        body = (
+            f"{listed}.\n{plural(running, 'running job')} get SIGTERM, then SIGKILL after "
+            f"{grace}; {plural(n - running, 'waiting job')} will not run. r runs them again."
+        )
+
+        def chosen(value: str | None) -> None:
+            if value == "kill":
+                self._bulk("kill", names, self.engine.kill, "killing")
+
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Kill {plural(n, 'job')}?", body, [Choice("y", "Kill", "kill", "error")]
+            ),
+            chosen,
+        )
+
     def action_retry(self) -> None:
+        marked = self._marked_views()
+        if marked:
+            ended = [v.spec.name for v in marked if v.record.final]
+            if not ended:
+                self.notify("none of the marked jobs has ended: nothing to retry",
+                            severity="warning", timeout=4, markup=False)  # fmt: skip
+            self._bulk("retry", ended, self.engine.retry, "queued again:")
+            return
         view = self._selected_view()
         if view is None:
             return
@@ -594,6 +691,8 @@ class MainScreen(Screen[None]):
             return
         if self.focused is not self.table:
             self.table.focus()
+        elif self.table.clear_marks():
+            pass  # esc unmarks first, then clears the filter
         elif self.query_one("#filter-line").display:
             self._clear_filter()  # esc on the table clears the filter it shows
 
@@ -712,9 +811,7 @@ class MainScreen(Screen[None]):
             f"Kill: {it} get{s_} SIGTERM (SIGKILL after kill_grace), then gtui quits."
         )
         if self.in_tmux or os.environ.get("TMUX"):
-            body += (
-                f"\n\nTo keep the dashboard running too, detach instead: {self.tmux_prefix} d."
-            )
+            body += f"\n\nTo keep the dashboard running too, detach instead: {self.tmux_prefix} d."
 
         def chosen(value: str | None) -> None:
             if value in ("leave", "kill"):

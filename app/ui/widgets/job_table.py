@@ -97,6 +97,9 @@ class JobTable(ScrollView, can_focus=True):
         Binding("pagedown", "page(1)", "Page down", show=False),
         Binding("home,g", "first", "First", show=False),
         Binding("end,G", "last", "Last", show=False),
+        Binding("space", "toggle_mark", "Mark", show=False),
+        Binding("shift+down", "extend_mark(1)", "Mark down", show=False),
+        Binding("shift+up", "extend_mark(-1)", "Mark up", show=False),
     ]
 
     class Selected(Message):
@@ -105,6 +108,9 @@ class JobTable(ScrollView, can_focus=True):
         def __init__(self, name: str | None) -> None:
             super().__init__()
             self.name = name
+
+    class MarksChanged(Message):
+        """Jobs were marked or unmarked."""
 
     def __init__(self, *, clock: Callable[[], float] = time.time, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -115,6 +121,7 @@ class JobTable(ScrollView, can_focus=True):
         self._longest = 8
         self._cursor = 0
         self._selected: str | None = None
+        self.marked: set[str] = set()  # jobs marked for a bulk action (space, shift+arrows)
         self.filter_name = "all"
         self.filter_text = ""
         self.reorders = 0  # how often the visible order was recomputed (tests, benchmark)
@@ -131,6 +138,43 @@ class JobTable(ScrollView, can_focus=True):
 
     def view(self, name: str) -> JobView | None:
         return self._views.get(name)
+
+    @property
+    def marked_names(self) -> list[str]:
+        """The marked jobs the table shows, in queue order: what a bulk action acts on (a
+        marked job the filter hides is not acted on: the user does not see it)."""
+        return [n for n in self._order if n in self.marked]
+
+    def action_toggle_mark(self) -> None:
+        """space: mark / unmark the job under the cursor, then go on to the next row."""
+        name = self.selected
+        if name is None:
+            return
+        self.marked ^= {name}
+        self._refresh_row(self._cursor)
+        self._move_to(self._cursor + 1)
+        self.post_message(self.MarksChanged())
+
+    def action_extend_mark(self, delta: int) -> None:
+        """shift+arrow: mark the job under the cursor and the one it moves to."""
+        if self.selected is None:
+            return
+        self.marked.add(self.selected)
+        self._refresh_row(self._cursor)
+        self._move_to(self._cursor + delta)
+        if self.selected is not None:
+            self.marked.add(self.selected)
+        self._refresh_row(self._cursor)
+        self.post_message(self.MarksChanged())
+
+    def clear_marks(self) -> bool:
+        """Unmark every job; False when none was marked."""
+        if not self.marked:
+            return False
+        self.marked.clear()
+        self.refresh()
+        self.post_message(self.MarksChanged())
+        return True
 
     def views(self) -> Iterable[JobView]:
         return self._views.values()
@@ -183,6 +227,7 @@ class JobTable(ScrollView, can_focus=True):
     def remove_jobs(self, names: Iterable[str]) -> None:
         changed = False
         for name in names:
+            self.marked.discard(name)
             if self._views.pop(name, None) is not None:
                 changed = True
         if changed:
@@ -296,7 +341,12 @@ class JobTable(ScrollView, can_focus=True):
         cells = job_cells(self._views[name], self.clock())
         selected = index == self._cursor
         by_key = {
-            "sel": Text("›" if selected else " ", style="bold"),
+            "sel": Text(
+                ("»" if name in self.marked else "›")
+                if selected
+                else ("+" if name in self.marked else " "),
+                style="bold" if name not in self.marked else "bold yellow",
+            ),
             "glyph": cells.glyph,
             "name": cells.name,
             "state": cells.state,
