@@ -433,3 +433,38 @@ async def test_shift_arrows_mark_a_range_and_t_moves_all_of_it_to_the_top(tmp_pa
         assert [v.spec.name for v in engine.jobs()][2:] == ["long", "bad", "w1"]
         await pilot.press("J")  # down one, both, in step
         await until(pilot, lambda: [v.spec.name for v in engine.jobs()][:3] == ["long", "w2", "w3"])
+
+
+def test_cli_verbs_take_globs_and_a_sweeps_base_name_and_count_the_matches(
+    tmp_path: Path,
+) -> None:
+    """With no scheduler (the saved state changes): each verb says how many jobs a pattern
+    matched, acts on those it applies to, and refuses a pattern that matches nothing."""
+    q = write_queue(
+        tmp_path,
+        """
+        [[jobs]]
+        name = "train-{lr}"
+        matrix = { lr = ["a", "b", "c"] }
+        gpus = 0
+        cmd = "echo {lr}"
+
+        [[jobs]]
+        name = "other"
+        gpus = 0
+        cmd = "true"
+        """,
+    )
+    r = gtui("pause", str(q), "train-*")
+    assert r.returncode == 0, r.stderr
+    assert "train-*: 3 jobs (train-a, train-b, train-c)" in r.stderr
+    assert r.stdout.count("paused ") == 3
+    r = gtui("resume", str(q), "train")  # the sweep's base name
+    assert "train: 3 jobs" in r.stderr and r.stdout.count("resumed ") == 3, r
+    r = gtui("kill", str(q), "train-[ab]")
+    assert "train-[ab]: 2 jobs (train-a, train-b)" in r.stderr and r.stdout.count("killed") == 2
+    r = gtui("retry", str(q), "train-*")
+    assert "train-*: 3 jobs" in r.stderr and r.stdout.count("queued ") == 2, r  # c never ended
+    assert "skipped 1 job that retry does not apply to (queued 1)" in r.stderr
+    r = gtui("kill", str(q), "nope-*")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
