@@ -468,3 +468,44 @@ def test_cli_verbs_take_globs_and_a_sweeps_base_name_and_count_the_matches(
     assert "skipped 1 job that retry does not apply to (queued 1)" in r.stderr
     r = gtui("kill", str(q), "nope-*")
     assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+async def test_d_on_a_job_that_cannot_be_removed_says_why_before_asking(tmp_path: Path) -> None:
+    q = write_queue(
+        tmp_path,
+        """
+        [settings]
+        poll = "0.2s"
+
+        [[jobs]]
+        name = "prep"
+        gpus = 0
+        cmd = "exit 1"
+
+        [[jobs]]
+        name = "use"
+        gpus = 0
+        after = ["prep"]
+        cmd = "true"
+
+        [[jobs]]
+        name = "grid-{a}-{b}"
+        matrix = { a = [1, 2], b = [3, 4] }
+        gpus = 0
+        after = ["prep"]
+        cmd = "echo {a} {b}"
+        """,
+    )
+    async with dashboard(q) as (app, pilot, engine):
+        await until(pilot, lambda: state(engine, "use") == JobState.BLOCKED)
+        for name, why in (
+            ("prep", "prep cannot be removed: use, grid-1-3, grid-1-4 and 2 more wait for it"),
+            ("grid-1-3", "one combination of a matrix with several keys"),
+        ):
+            await until(pilot, lambda n=name: app.main.table.select(n), what=name)
+            await pilot.press("d")
+            await until(pilot, lambda w=why: shows_toast(app, "warning", w), what=why)
+            assert not isinstance(app.screen, ConfirmScreen)  # said before asking
+        await until(pilot, lambda: app.main.table.select("use"))
+        await pilot.press("d")  # this one can go: it asks
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))

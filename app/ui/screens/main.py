@@ -455,6 +455,10 @@ class MainScreen(Screen[None]):
                 markup=False,
             )
             return
+        why = self._why_not_removable(view)
+        if why:
+            self.notify(why, severity="warning", timeout=8, markup=False)
+            return
         q = self.engine.queue_path.name
 
         def chosen(value: str | None) -> None:
@@ -469,6 +473,32 @@ class MainScreen(Screen[None]):
             ),
             chosen,
         )
+
+    def _why_not_removable(self, view: JobView) -> str | None:
+        """Why ``d`` cannot remove this job, said before asking (the file's rewrite would
+        refuse it after): jobs wait for it, or it is one combination of a several-key matrix."""
+        spec = view.spec
+        jobs = [v.spec for v in self.engine.jobs()]
+        siblings = [j.name for j in jobs if j.entry == spec.entry] if spec.matrix else []
+        gone = {spec.name} if len(siblings) > 1 else set(siblings) or {spec.name}
+        waiting = [j.name for j in jobs if j.name not in gone and gone & set(j.after)]
+        if waiting:
+            shown = ", ".join(waiting[:3]) + (
+                f" and {len(waiting) - 3} more" if len(waiting) > 3 else ""
+            )
+            verb = "waits" if len(waiting) == 1 else "wait"
+            return (
+                f"{spec.name} cannot be removed: {shown} {verb} for it (after); remove or edit "
+                "those first"
+            )
+        if len(siblings) > 1 and len(spec.matrix) > 1:
+            keys = ", ".join(spec.matrix)
+            return (
+                f"{spec.name} is one of the {len(siblings)} jobs of a matrix ({keys}): one "
+                "combination of a matrix with several keys cannot be removed alone; edit the "
+                f"entry in {self.engine.queue_path.name}"
+            )
+        return None
 
     def _move(self, where: Literal["up", "down", "top"]) -> None:
         marked = self._marked_views()
