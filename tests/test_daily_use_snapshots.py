@@ -47,3 +47,20 @@ def test_marked_jobs_show_a_plus_and_the_title_counts_them(  # type: ignore[no-u
     steps = ["space", "down", "space", "up"]
     steps += [Until("two marked", lambda app: len(app.main.table.marked_names) == 2)]
     assert snap_compare(make_app(), terminal_size=size, run_before=settled(*steps))
+
+
+@SIZES
+def test_a_broken_queue_file_stays_as_a_banner_under_the_header(  # type: ignore[no-untyped-def]
+    snap_compare, make_app, size  # noqa: F811
+) -> None:
+    written: list[bool] = []
+
+    def broken_and_shown(app: GtuiApp) -> bool:
+        if not written:  # someone saves a mistake while the dashboard runs
+            path = app.engine.queue_path
+            path.write_text(path.read_text() + '\n[[jobs]]\ncmd = "true"\ngpus = "two"\n')
+            written.append(True)
+        return bool(app.main.query_one("#file-banner").display)
+
+    steps = [Until("the broken file's banner", broken_and_shown)]
+    assert snap_compare(make_app(), terminal_size=size, run_before=settled(*steps))

@@ -48,6 +48,7 @@ from gtui.ui.widgets.log_view import LogView
 
 NARROW_BELOW = 120  # columns: below this the log goes under the queue instead of beside it
 LOG_MIN_INTERVAL = 0.25  # seconds between two repaints of a growing log
+BROKEN_FILE = "queue file not reloaded"  # how gtui.core.queue.source words a broken edit
 
 
 class MainScreen(Screen[None]):
@@ -89,6 +90,9 @@ class MainScreen(Screen[None]):
             settings=e.settings,
             fake=e.fake,
         )
+        # A broken edit of the queue file: said here until the file is fixed (a toast goes
+        # before the user has read it, and the last good queue runs on meanwhile).
+        yield Static("", id="file-banner", markup=False)
         with VerticalScroll(id="gpus-box"):
             yield GpuPanel(e.settings, id="gpus")
         with Container(id="main"):
@@ -111,6 +115,7 @@ class MainScreen(Screen[None]):
         self.query_one("#gpus-box").border_title = "GPUs  ▓ others █ ours ░ free"
         self.query_one("#diagnosis").display = False
         self.query_one("#filter-line").display = False
+        self.query_one("#file-banner").display = False
         self.query_one("#main").set_class(self.size.width < NARROW_BELOW, "-narrow")
         self._update_queue_title()
         self._update_log_title()
@@ -191,6 +196,8 @@ class MainScreen(Screen[None]):
             if batch.summary is not None:
                 self._summary = batch.summary
             for n in batch.notices:
+                if self._file_banner(n.level, n.text):
+                    continue
                 if (
                     n.level == "info"
                     and n.text.startswith("reloaded")
@@ -216,6 +223,20 @@ class MainScreen(Screen[None]):
             for screen in self.app.screen_stack:
                 if isinstance(screen, DetailScreen) and screen.is_mounted:
                     screen.apply(batch)
+
+    def _file_banner(self, level: str, text: str) -> bool:
+        """Show / hide the broken-queue-file banner; True when ``text`` went there instead of
+        a toast."""
+        banner = self.query_one("#file-banner", Static)
+        if level == "error" and text.startswith(BROKEN_FILE):
+            path = self.engine.queue_path
+            text = text.replace(str(path), display_path(path))  # as the header names it
+            banner.update(f"✗ {text}  (fix the file: this stays until it loads)")
+            banner.display = True
+            return True
+        if level == "info" and text.startswith("reloaded") and banner.display:
+            banner.display = False  # fixed: the reload says so as usual
+        return False
 
     def _sync_settings(self) -> None:
         header = self.query_one(HeaderBar)
@@ -791,6 +812,7 @@ class MainScreen(Screen[None]):
         bar = self.query_one(FilterBar)
         bar.value = ""
         self.query_one("#filter-line").display = False
+        self.query_one("#file-banner").display = False
         self.table.set_filter("all", "")
         self._update_queue_title()
         self.table.focus()
