@@ -509,3 +509,37 @@ async def test_d_on_a_job_that_cannot_be_removed_says_why_before_asking(tmp_path
         await until(pilot, lambda: app.main.table.select("use"))
         await pilot.press("d")  # this one can go: it asks
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+
+
+async def test_a_job_that_overtakes_a_waiting_multi_gpu_job_says_why(tmp_path: Path) -> None:
+    q = write_queue(
+        tmp_path,
+        """
+        [settings]
+        poll = "0.2s"
+        starve_after = "15m"
+
+        [[jobs]]
+        name = "big-ddp"
+        gpus = 2
+        mem = "70G"
+        cmd = "true"
+
+        [[jobs]]
+        name = "small"
+        gpus = 1
+        mem = "10G"
+        cmd = "while [ ! -e release ]; do sleep 0.05; done"
+        """,
+    )
+    try:
+        async with dashboard(q, size=(200, 30), fake="80G:40G,80G") as (app, pilot, engine):
+            await until(pilot, lambda: state(engine, "small") == JobState.RUNNING)
+            assert state(engine, "big-ddp") == JobState.QUEUED
+            said = "backfill: ahead of big-ddp (2 GPUs); kept for it after 15m"
+            try:
+                await until(pilot, lambda: said in "".join(rows(app)), what="small's note")
+            except AssertionError:
+                raise AssertionError("\n".join(rows(app))) from None
+    finally:
+        (tmp_path / "release").touch()

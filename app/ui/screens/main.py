@@ -244,6 +244,7 @@ class MainScreen(Screen[None]):
         header.fake = self.engine.fake
         header.refresh()
         self.query_one(GpuPanel).settings = self.engine.settings
+        self.table.starve_after_s = self.engine.settings.starve_after_s
 
     def _after_jobs_changed(self) -> None:
         if self._select_after and self.table.select(self._select_after):

@@ -121,6 +121,10 @@ class JobTable(ScrollView, can_focus=True):
         self._longest = 8
         self._cursor = 0
         self._selected: str | None = None
+        self.starve_after_s = 600.0  # the queue's starve_after (the main screen sets it)
+        self._gen = 0  # bumped at every change of the jobs: the backfill cache's key
+        self._blocker_at = -1
+        self._blocker_view: JobView | None = None
         self.marked: set[str] = set()  # jobs marked for a bulk action (space, shift+arrows)
         self.filter_name = "all"
         self.filter_text = ""
@@ -190,12 +194,14 @@ class JobTable(ScrollView, can_focus=True):
 
     def set_jobs(self, views: Iterable[JobView]) -> None:
         """The whole queue (start, reload, add / remove / move): keep the selection by name."""
+        self._gen += 1
         self._views = {v.spec.name: v for v in views}
         self._longest = max((len(n) for n in self._views), default=8)
         self._reorder()
 
     def update_jobs(self, views: Iterable[JobView]) -> None:
         """Changed jobs: store them; repaint their lines; reorder only if visibility changed."""
+        self._gen += 1
         reorder = False
         top = int(self.scroll_y)
         bottom = top + self.size.height
@@ -225,6 +231,7 @@ class JobTable(ScrollView, can_focus=True):
                 self._refresh_row(i)
 
     def remove_jobs(self, names: Iterable[str]) -> None:
+        self._gen += 1
         changed = False
         for name in names:
             self.marked.discard(name)
@@ -331,6 +338,43 @@ class JobTable(ScrollView, can_focus=True):
 
     # -- painting -------------------------------------------------------------------------------
 
+    def _blocker(self) -> JobView | None:
+        """The first waiting multi-GPU job in the order jobs are considered (priority, then
+        the queue), waiting for GPUs rather than for a job it runs after: the one later jobs
+        overtake by backfill. Worked out once per change of the jobs, when a row asks."""
+        if self._blocker_at != self._gen:
+            best: tuple[tuple[int, int], JobView] | None = None
+            for v in self._views.values():
+                rec = v.record
+                if (
+                    rec.state != JobState.QUEUED
+                    or v.spec.gpus < 2
+                    or rec.reason.startswith("after")
+                ):
+                    continue
+                key = (-v.spec.priority, v.order)
+                if best is None or key < best[0]:
+                    best = (key, v)
+            self._blocker_view = best[1] if best else None
+            self._blocker_at = self._gen
+        return self._blocker_view
+
+    def _backfill_note(self, view: JobView) -> Text | None:
+        """Why a running job went ahead of a multi-GPU job waiting before it (DESIGN.md 4.3:
+        backfill, until starve_after; then GPUs are kept for the waiting job)."""
+        rec = view.record
+        if rec.state != JobState.RUNNING or not rec.gpus or rec.warnings:
+            return None
+        b = self._blocker()
+        if b is None or (-view.spec.priority, view.order) < (-b.spec.priority, b.order):
+            return None
+        h, rem = divmod(int(self.starve_after_s), 3600)
+        after = "".join(f"{v}{u}" for v, u in ((h, "h"), (rem // 60, "m"), (rem % 60, "s")) if v)
+        return Text(
+            f"backfill: ahead of {b.spec.name} ({b.spec.gpus} GPUs); kept for it after {after}",
+            style="cyan",
+        )
+
     def _refresh_row(self, index: int) -> None:
         """Repaint row ``index`` if it is on screen. Row i is virtual line i + 1: the column
         header is painted over the first virtual line in view, so the last row can scroll in."""
@@ -368,7 +412,7 @@ class JobTable(ScrollView, can_focus=True):
             "mem": cells.mem,
             "tries": cells.tries,
             "time": cells.time,
-            "note": cells.note,
+            "note": self._backfill_note(self._views[name]) or cells.note,
         }
         line = Text(no_wrap=True, end="")
         for i, (key, _, w, justify) in enumerate(cols):
