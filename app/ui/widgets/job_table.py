@@ -4,6 +4,9 @@ A Line API widget rather than a DataTable: rows live in a dict keyed by job name
 into text only when they are on screen, so a job changing state costs one dict store and the
 repaint of one line (if visible), never a rebuild. The visible order (queue order, through the
 filter) is recomputed once per batch of changes that can alter it, not per event.
+
+Size: the table and everything that is drawn per row of it (filter, marks for bulk actions,
+the backfill note that needs the whole queue): split, each part would reach into the rows.
 """
 
 from __future__ import annotations
