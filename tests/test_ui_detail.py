@@ -513,9 +513,13 @@ async def test_the_detail_footer_shows_its_keys_at_80_columns(queue: Path) -> No
     async with dashboard(queue, size=(80, 24)) as (app, pilot, engine):
         await until(pilot, lambda: state(engine, "prep") == JobState.DONE)
         await open_detail(pilot, app, "prep", "done")
-        footer = " ".join(screen_text(app).splitlines()[-2:])
-        missing = [k.shown for k in DETAIL_KEYS if f"{k.shown} {k.label}" not in footer]
-        assert not missing
+
+        def missing() -> list[str]:
+            footer = " ".join(screen_text(app).splitlines()[-2:])
+            return [k.shown for k in DETAIL_KEYS if f"{k.shown} {k.label}" not in footer]
+
+        # The footer is painted a frame after the screen opens: wait for it, then check.
+        await until(pilot, lambda: not missing(), what="every detail key in the footer")
 
 
 # -- a tqdm bar's redraws ---------------------------------------------------------------------
