@@ -64,3 +64,16 @@ def test_a_broken_queue_file_stays_as_a_banner_under_the_header(  # type: ignore
 
     steps = [Until("the broken file's banner", broken_and_shown)]
     assert snap_compare(make_app(), terminal_size=size, run_before=settled(*steps))
+
+
+@SIZES
+def test_the_add_form_says_enter_moves_on_and_ctrl_s_adds(  # type: ignore[no-untyped-def]
+    snap_compare, make_app, size  # noqa: F811
+) -> None:
+    """a, a command, enter: the cursor in gpus (nothing added), the title saying so."""
+
+    def in_gpus(app: GtuiApp) -> bool:
+        return getattr(app.focused, "id", None) == "field-gpus"
+
+    steps = ["a", *"python train.py --lr 0.1", "enter", Until("the cursor in gpus", in_gpus)]
+    assert snap_compare(make_app(), terminal_size=size, run_before=settled(*steps))
