@@ -77,6 +77,7 @@ class GtuiApp(App[int]):
         self.engine_error: str | None = None
         # Keys typed after a key that opens a form, kept for that form (typed_ahead).
         self._typeahead: list[events.Key] | None = None
+        self._typeahead_round = 0  # which form's key the kept keys are for
 
     # -- screens --------------------------------------------------------------------------
 
@@ -202,7 +203,9 @@ class GtuiApp(App[int]):
                 return
             if len(self.screen_stack) == 1 and self.main.opens_form(event.key):
                 self._typeahead = []
-                self.set_timer(TYPEAHEAD_MAX_S, self._release_typeahead)
+                self._typeahead_round += 1
+                round_ = self._typeahead_round
+                self.set_timer(TYPEAHEAD_MAX_S, lambda: self._release_typeahead(round_))
         await super().on_event(event)
 
     def typed_ahead(self) -> list[events.Key]:
@@ -210,8 +213,11 @@ class GtuiApp(App[int]):
         keys, self._typeahead = self._typeahead or [], None
         return keys
 
-    def _release_typeahead(self) -> None:
-        """No form came (the key was refused): the kept keys go where they would have."""
+    def _release_typeahead(self, round_: int) -> None:
+        """No form came (the key was refused): the kept keys go where they would have. Only
+        for the form's key that set this timer, not a later one."""
+        if round_ != self._typeahead_round:
+            return
         for key in self.typed_ahead():
             self.post_message(key)
 
