@@ -541,5 +541,10 @@ async def test_a_job_that_overtakes_a_waiting_multi_gpu_job_says_why(tmp_path: P
                 await until(pilot, lambda: said in "".join(rows(app)), what="small's note")
             except AssertionError:
                 raise AssertionError("\n".join(rows(app))) from None
+            # At 80 columns the note is cut: the details (enter) say it whole.
+            await until(pilot, lambda: app.main.table.select("small"))
+            await pilot.press("enter")
+            await until(pilot, lambda: "ran ahead" in screen_text(app), what="the details")
+            assert said in " ".join(screen_text(app).split()), screen_text(app)
     finally:
         (tmp_path / "release").touch()

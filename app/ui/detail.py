@@ -183,6 +183,7 @@ def detail_renderable(
     settings: Settings,
     queue_path: Path,
     now: float,
+    backfill: str = "",
 ) -> RenderableType:
     """The detail view's text for ``view``: what happened (state, diagnosis, waiting reason),
     every attempt, what it runs (command, cwd, GPUs, memory, dependencies), the environment.
@@ -229,6 +230,8 @@ def detail_renderable(
         _row(grid, label, why)
     if rec.waiting:
         _row(grid, "queued", f"since {when(rec.queued_since, now)}", "dim")
+    if backfill:  # it went ahead of a multi-GPU job waiting before it (the table's note)
+        _row(grid, "ran ahead", backfill, "cyan")
     parts.append(grid)
 
     # Every attempt, as it ended.

@@ -30,6 +30,7 @@ from gtui.ui.keys import DETAIL_KEYS, Key
 from gtui.ui.pager import page
 from gtui.ui.port import EnginePort
 from gtui.ui.screens.help import HelpScreen
+from gtui.ui.widgets.job_table import JobTable
 from gtui.ui.widgets.keybar import KeyBar
 from gtui.ui.widgets.log_search import LogSearch
 from gtui.ui.widgets.log_view import LogView
@@ -120,6 +121,7 @@ class DetailScreen(Screen[None]):
             settings=self.engine.settings,
             queue_path=self.engine.queue_path,
             now=self.clock(),
+            backfill=self._backfill(view),
         )
         self.query_one("#detail-body", Static).update(body)
         self.query_one("#detail-header", Static).update(detail_title(view))
@@ -135,6 +137,12 @@ class DetailScreen(Screen[None]):
             placeholder = "no log yet: the job has not started" if not rec.attempt else "no log"
             self.log_view.show(path, placeholder)
         self._update_log_title()
+
+    def _backfill(self, view: JobView) -> str:
+        """The main table's backfill note for ``view`` (it knows the whole queue), if any."""
+        tables = [w for screen in self.app.screen_stack for w in screen.query(JobTable)]
+        note = tables[0].backfill_note(view) if tables else None
+        return note.plain if note is not None else ""
 
     def apply(self, batch: Batch) -> None:
         """A batch of engine events (from the main screen): show what concerns this job."""

@@ -362,7 +362,7 @@ class JobTable(ScrollView, can_focus=True):
             self._blocker_at = self._gen
         return self._blocker_view
 
-    def _backfill_note(self, view: JobView) -> Text | None:
+    def backfill_note(self, view: JobView) -> Text | None:
         """Why a running job went ahead of a multi-GPU job waiting before it (DESIGN.md 4.3:
         backfill, until starve_after; then GPUs are kept for the waiting job)."""
         rec = view.record
@@ -415,7 +415,7 @@ class JobTable(ScrollView, can_focus=True):
             "mem": cells.mem,
             "tries": cells.tries,
             "time": cells.time,
-            "note": self._backfill_note(self._views[name]) or cells.note,
+            "note": self.backfill_note(self._views[name]) or cells.note,
         }
         line = Text(no_wrap=True, end="")
         for i, (key, _, w, justify) in enumerate(cols):
