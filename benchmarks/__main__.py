@@ -28,6 +28,7 @@ SUITE = [
     "scale",  # 10,000 and 100,000 waiting jobs through the real command line
     "dashboard",
     "ui_latency",  # the dashboard in a real terminal (tmux); the dashboard engineer's
+    "daily_use",  # issue 17: filter typing and the detail view, 10,000 jobs
     "simulate",
     "forecast",  # issue 19.3: progress from a log's tail, estimates at 100,000 jobs
     "usage",  # issue 19: host memory walk and GPU holders' names, per poll

@@ -160,7 +160,7 @@ def test_globs_and_sweep_names_act_where_the_verb_applies(tmp_path: Path, procs:
     assert "scheduler: running" in r.stdout and "2 of 7 jobs are failed" in r.stdout
     r = gtui("retry", str(q), "sweep", "c")  # the pattern takes what did not end done
     assert r.returncode == 0, r.stderr
-    assert "skipped 2 job(s) that retry does not apply to (done 2)" in r.stderr
+    assert "skipped 2 jobs that retry does not apply to (done 2)" in r.stderr
     assert r.stdout.splitlines()[0] == "queued sweep-lr=2 again"
     r = gtui("retry", str(q), "b*")  # b ended done: nothing to retry
     assert (r.returncode, r.stdout) == (0, "nothing to retry\n"), r.stderr

@@ -164,7 +164,7 @@ def test_rm_refuses_a_running_job_and_keeps_history(tmp_path: Path, procs: Procs
     assert "matrix = { v = [2] }" in q.read_text()
     r = gtui("rm", str(q), "l*")  # the running job a pattern matches is skipped
     assert r.returncode == 0, r.stderr
-    assert "skipped 1 running job(s) (long)" in r.stderr
+    assert "skipped 1 running job (long)" in r.stderr
     assert r.stdout == "removed 1 job from q.toml: lr-v=2\n"
     assert live_order(q) == ["long"]
 

@@ -69,7 +69,7 @@ def test_stop_a_headless_scheduler_leaves_its_job_to_the_next(
     # Returned once the scheduler had exited.
     assert sched.proc.poll() is not None and lock_free(q)
     out = sched.live.finish()
-    assert "warning: stopped by `gtui stop`: this scheduler has ended; 1 running job(s) keep" in out
+    assert "warning: stopped by `gtui stop`: this scheduler has ended; 1 running job keeps" in out
     assert "stopped by `gtui stop`: 1 queued, 1 running" in out
     assert pid is not None and psutil.Process(pid).is_running()
     assert records(q)["long"].state.value == "running"

@@ -82,7 +82,7 @@ def test_wait_for_a_sweep_and_a_glob_ends_with_them(tmp_path: Path, procs: Procs
     assert live_state(q, "slow") == "running"  # not waited for
     r = gtui("wait", str(q), "sl*", "--timeout", "0.5s")
     assert r.returncode == 124
-    assert "timed out after 0.5s: 1 job(s) not ended: slow (running)" in r.stderr
+    assert "timed out after 0.5s: 1 job not ended: slow (running)" in r.stderr
     r = gtui("wait", str(q), "nothing-*")
     assert r.returncode == 2 and "nothing-* matches no job in q.toml" in r.stderr
 
@@ -101,7 +101,7 @@ def test_wait_with_no_scheduler_then_one_starts(tmp_path: Path, procs: Procs) ->
         """,
     )
     w = procs.start("wait", str(q), "a")
-    w.wait_for("no scheduler runs q.toml; 1 job(s) not ended: a (queued)")
+    w.wait_for("no scheduler runs q.toml; 1 job not ended: a (queued)")
     procs.track(q)
     assert gtui("run", str(q), "--fake-gpus", FAKE).returncode == 0
     assert w.proc.wait(30) == 0

@@ -669,7 +669,7 @@ async def test_a_job_that_leaves_a_daemon_behind_gets_a_warning(tmp_path: Path) 
         assert await run_to_end(engine) == 0
         await wait_for(lambda: bool(engine.view("server").record.warnings), what="a warning")
         warning = engine.view("server").record.warnings[0]
-        assert "left 1 process(es) running" in warning
+        assert "left 1 process running" in warning
         assert engine.view("clean").record.warnings == []
     finally:
         from gtui.core.exec import runner

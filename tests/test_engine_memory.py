@@ -363,5 +363,5 @@ async def test_processes_left_behind_become_a_warning(tmp_path: Path) -> None:
     assert_memory_only(engine, executor, watch)
     rec = engine.view("leaky").record
     assert rec.state == JobState.DONE
-    assert any("left 1 process(es) running" in w for w in rec.warnings), rec.warnings
+    assert any("left 1 process running" in w for w in rec.warnings), rec.warnings
     assert any("pid 123" in w for w in rec.warnings), rec.warnings

@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from gtui.core import tmux
+from gtui.core.paths import queue_paths
 from tests.conftest import gtui, write_queue
 
 pytestmark = [
@@ -190,7 +191,8 @@ def test_ls_lists_sessions_and_attach_needs_a_terminal(tmux_server: Path, tmp_pa
     tmux.new_session("gtui-q", script, cwd=tmp_path, queue=queue)
     r = gtui("ls")
     assert r.returncode == 0
-    assert "gtui-q" in r.stdout and str(queue) in r.stdout and "detached" in r.stdout
+    assert "gtui-q" in r.stdout and "detached" in r.stdout
+    assert queue.name in r.stdout and str(queue.parent) in r.stdout  # the file and its folder
     assert "not running" in r.stdout  # nobody holds the queue's lock
     r = gtui("attach", str(queue))  # the session exists, but stdin is not a terminal
     assert r.returncode == 2 and "needs a terminal" in r.stderr
@@ -241,13 +243,14 @@ def outer(
 @pytest.mark.slow
 def test_gtui_starts_a_tmux_session_and_every_key_acts(tmux_server: Path, tmp_path: Path) -> None:
     queue = write_queue(tmp_path, QUEUE)
+    name = queue_paths(queue).tmux_session  # gtui-q-<hash of the queue's folder>
     outer(tmp_path, "term", f"{PY} -m gtui q.toml --fake-gpus 2x80G")
-    wait(lambda: tmux.has_session("gtui-q"), what="the gtui-q session")
-    target = "=gtui-q:"
+    wait(lambda: tmux.has_session(name), what=f"the {name} session")
+    target = f"={name}:"
     screen = wait_screen(target, "long")
     assert "SIMULATED GPUs" in screen
     # It runs itself with --no-tmux, the same fake GPUs, the same cwd, and records its queue.
-    assert tmux.session_queue("gtui-q") == str(queue.resolve())
+    assert tmux.session_queue(name) == str(queue.resolve())
     pane = tmux.list_sessions()[0].pane_pid
     assert pane is not None
     procs = [psutil.Process(pane), *psutil.Process(pane).children(recursive=True)]
@@ -275,7 +278,7 @@ def test_gtui_starts_a_tmux_session_and_every_key_acts(tmux_server: Path, tmp_pa
     wait_field(target, "name")
     keys(target, "hello", literal=True)
     wait_screen_match(target, r"name\s+hello\b")
-    keys(target, "Enter")
+    keys(target, "C-s")  # (enter would move to the next field: issue 17.6)
     wait(lambda: job_state(queue, "hello") == "done", what="the added job to run")
     assert 'name = "hello"' in queue.read_text()
 
@@ -295,20 +298,21 @@ def test_gtui_starts_a_tmux_session_and_every_key_acts(tmux_server: Path, tmp_pa
 
     # q: nothing runs, so it quits at once and the session ends with it
     keys(target, "q")
-    wait(lambda: not tmux.has_session("gtui-q"), what="the session to end")
+    wait(lambda: not tmux.has_session(name), what="the session to end")
     wait_screen("=term:", "rc=0")
 
 
 @pytest.mark.slow
 def test_a_second_gtui_reattaches_and_leaving_keeps_jobs(tmux_server: Path, tmp_path: Path) -> None:
     queue = write_queue(tmp_path, QUEUE)
+    name = queue_paths(queue).tmux_session
     outer(tmp_path, "term1", f"{PY} -m gtui --fake-gpus 2x80G q.toml")
-    wait(lambda: tmux.has_session("gtui-q"))
+    wait(lambda: tmux.has_session(name))
     wait(lambda: job_state(queue, "long") == "running")
     outer(tmp_path, "term2", f"{PY} -m gtui --fake-gpus 2x80G q.toml")
     wait(
-        lambda: len(sh("list-clients", "-t", "=gtui-q").stdout.splitlines()) == 2,
-        what="two clients on gtui-q",
+        lambda: len(sh("list-clients", "-t", f"={name}").stdout.splitlines()) == 2,
+        what=f"two clients on {name}",
     )
     r = gtui("ls")
     assert "2 attached" in r.stdout and "pid " in r.stdout
@@ -316,13 +320,13 @@ def test_a_second_gtui_reattaches_and_leaving_keeps_jobs(tmux_server: Path, tmp_
     second = gtui("run", str(queue), "--fake-gpus", "2x80G")
     assert second.returncode == 3 and "`gtui attach q.toml`" in second.stderr, second.stderr
     # quit while a job runs: it asks, says what happens, and leaves the job running
-    keys("=gtui-q:", "q")
-    screen = wait_screen("=gtui-q:", "Quit gtui?")
+    keys(f"={name}:", "q")
+    screen = wait_screen(f"={name}:", "Quit gtui?")
     assert "re-adopts" in screen
     procs = job_processes(queue, "long")
     assert procs
-    keys("=gtui-q:", "q")
-    wait(lambda: not tmux.has_session("gtui-q"))
+    keys(f"={name}:", "q")
+    wait(lambda: not tmux.has_session(name))
     try:
         assert all(p.is_running() for p in procs) and job_state(queue, "long") == "running"
     finally:

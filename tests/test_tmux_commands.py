@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from gtui.core import tmux
+from gtui.core.paths import queue_paths
 from tests.conftest import gtui, write_queue
 from tests.test_tmux import (
     PY,
@@ -59,8 +60,9 @@ def test_add_and_kill_from_another_shell_show_on_the_dashboard(tmp_path: Path) -
     queue = write_queue(tmp_path, QUEUE)
     outer(tmp_path, "term", f"{PY} -m gtui q.toml --fake-gpus 2x80G")
     try:
-        wait(lambda: tmux.has_session("gtui-q"), what="the gtui-q session")
-        target = "=gtui-q:"
+        name = queue_paths(queue).tmux_session
+        wait(lambda: tmux.has_session(name), what=f"the {name} session")
+        target = f"={name}:"
         wait(lambda: job_state(queue, "long") == "running", what="long running")
         wait_screen_match(target, r"long\s+running")
 

@@ -22,7 +22,6 @@ from gtui.ui.detail import gtui_env, how_it_ended, when
 from gtui.ui.format import display_path, kind_label
 from gtui.ui.keys import DETAIL_KEYS, LOG_KEYS
 from gtui.ui.screens.detail import DetailScreen
-from gtui.ui.screens.filter import FilterScreen
 from gtui.ui.screens.help import HelpScreen
 from gtui.ui.screens.main import MainScreen
 from gtui.ui.widgets.diagnosis import DiagnosisPanel
@@ -395,9 +394,9 @@ async def test_slash_searches_the_focused_log_n_and_N_move_and_the_table_keeps_t
         await until(pilot, lambda: "step 2999 ok" in log.text().plain)
         # From the table, / filters the queue.
         await pilot.press("slash")
-        await until(pilot, lambda: isinstance(app.screen, FilterScreen))
+        await until(pilot, lambda: app.main.query_one("#filter-bar").has_focus)
         await pilot.press("escape")
-        await until(pilot, lambda: isinstance(app.screen, MainScreen))
+        await until(pilot, lambda: app.focused is app.main.table)
         # In the log, / searches it (the footer says so).
         await pilot.press("l")
         await until(pilot, lambda: app.focused is log)
@@ -433,7 +432,7 @@ async def test_slash_searches_the_focused_log_n_and_N_move_and_the_table_keeps_t
         await pilot.press("escape")
         await until(pilot, lambda: app.focused is app.main.table)
         await pilot.press("slash")
-        await until(pilot, lambda: isinstance(app.screen, FilterScreen))
+        await until(pilot, lambda: app.main.query_one("#filter-bar").has_focus)
 
 
 async def test_search_highlights_every_match_on_screen(tmp_path: Path) -> None:
@@ -514,9 +513,13 @@ async def test_the_detail_footer_shows_its_keys_at_80_columns(queue: Path) -> No
     async with dashboard(queue, size=(80, 24)) as (app, pilot, engine):
         await until(pilot, lambda: state(engine, "prep") == JobState.DONE)
         await open_detail(pilot, app, "prep", "done")
-        footer = " ".join(screen_text(app).splitlines()[-2:])
-        missing = [k.shown for k in DETAIL_KEYS if f"{k.shown} {k.label}" not in footer]
-        assert not missing
+
+        def missing() -> list[str]:
+            footer = " ".join(screen_text(app).splitlines()[-2:])
+            return [k.shown for k in DETAIL_KEYS if f"{k.shown} {k.label}" not in footer]
+
+        # The footer is painted a frame after the screen opens: wait for it, then check.
+        await until(pilot, lambda: not missing(), what="every detail key in the footer")
 
 
 # -- a tqdm bar's redraws ---------------------------------------------------------------------

@@ -22,6 +22,7 @@ from gtui.commands.options import GlobalOptions, queue_file
 from gtui.core.control.client import Op, perform
 from gtui.core.errors import GtuiError
 from gtui.core.paths import QueuePaths
+from gtui.core.units import plural
 
 _DONE = {
     "kill": "killed {}",
@@ -81,7 +82,7 @@ def resolve(paths: QueuePaths, verb: str, words: list[str]) -> list[str]:
             by_state[states.get(n, "?")] = by_state.get(states.get(n, "?"), 0) + 1
         counts = ", ".join(f"{k} {v}" for k, v in by_state.items())
         print(
-            f"skipped {len(skipped)} job(s) that {verb} does not apply to ({counts})",
+            f"skipped {plural(len(skipped), 'job')} that {verb} does not apply to ({counts})",
             file=sys.stderr,
         )
     return names

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from gtui.commands.options import GlobalOptions
 from gtui.core import tmux
 from gtui.core.errors import GtuiError, LockedError
-from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths
+from gtui.core.paths import QueuePaths, ensure_state_dir, queue_paths
 
 if TYPE_CHECKING:
     from gtui.core.control.remote import RemoteEngine
@@ -181,7 +181,7 @@ def _via_tmux(paths: QueuePaths, opts: GlobalOptions) -> int:
         # Run by a gtui outside tmux: its dashboard, here (it holds nothing an SSH drop loses).
         return asyncio.run(_run_remote(paths, pid))
     _prevalidate(paths, opts)
-    ensure_private_dir(paths.state_dir)
+    ensure_state_dir(paths)
     script = paths.state_dir / f"{paths.stem}.tmux.sh"
     text = tmux.launcher_script(tmux.self_argv(paths.queue, opts.fake_gpus), Path.cwd(), os.environ)
     fd = os.open(script, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -200,6 +200,9 @@ async def _run_app(paths: QueuePaths, opts: GlobalOptions, note: str | None) -> 
     from gtui.ui.app import GtuiApp
 
     engine = Engine(paths.queue, fake_gpus=opts.fake_gpus)
+    # `gtui stop` ends this process too (the app quits once its engine's run ends): the command
+    # is told so, and returns once this process has exited.
+    engine.exits_with_run = True
     # The app (which subscribes to the engine) before the engine starts: what the start says
     # (a GPU warning, no control socket) waits for the screen instead of being lost.
     app = GtuiApp(engine, in_tmux=tmux.inside(), startup_notice=note)

@@ -12,6 +12,7 @@ from gtui.commands._edits import ACTIVE, Jobs, tell_scheduler
 from gtui.commands.options import GlobalOptions, queue_file
 from gtui.core.errors import GtuiError
 from gtui.core.queue.writeback import remove_jobs
+from gtui.core.units import plural
 
 
 def removed_line(names: list[str], q: str, what: str = "") -> str:
@@ -37,7 +38,7 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
         )
     if running:
         print(
-            f"skipped {len(running)} running job(s) ({', '.join(running[:5])}); "
+            f"skipped {plural(len(running), 'running job')} ({', '.join(running[:5])}); "
             f"`gtui kill {q} NAME` first",
             file=sys.stderr,
         )

@@ -20,7 +20,7 @@ from gtui.core.api import (
 from gtui.core.gpus.snapshot import gpu_label
 from gtui.core.model import JobState
 from gtui.core.sched.engine import Engine
-from gtui.core.units import format_duration, format_mib
+from gtui.core.units import format_duration, format_mib, plural
 
 
 class EventLog:
@@ -132,7 +132,7 @@ async def run_headless(queue: str, fake_gpus: str | None, out: TextIO) -> int:
     await engine.start()
     counts = engine.counts()
     log.line(
-        f"gtui run {engine.queue_path} ({len(engine.jobs())} jobs: "
+        f"gtui run {engine.queue_path} ({plural(len(engine.jobs()), 'job')}: "
         + ", ".join(f"{v} {k}" for k, v in counts.items() if v)
         + ("; SIMULATED GPUs" if engine.fake else "")
         + ")"
@@ -145,7 +145,8 @@ async def run_headless(queue: str, fake_gpus: str | None, out: TextIO) -> int:
         log.line(
             f"{stop_reason[0] if stop_reason else 'stopped'}: scheduler stopped; "
             + (
-                f"{len(running)} running job(s) keep running ({', '.join(running)}) and are "
+                f"{plural(len(running), 'running job')} keep{'s' if len(running) == 1 else ''} "
+                f"running ({', '.join(running)}) and {'is' if len(running) == 1 else 'are'} "
                 "re-adopted by the next `gtui run` / `gtui` on this queue"
                 if running
                 else "no job was running"

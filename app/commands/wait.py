@@ -22,7 +22,7 @@ from gtui.commands.options import GlobalOptions, queue_file
 from gtui.core.control.client import JobsNow, watch_jobs
 from gtui.core.errors import GtuiError
 from gtui.core.paths import QueuePaths
-from gtui.core.units import UnitError, format_duration, parse_duration_s
+from gtui.core.units import UnitError, format_duration, parse_duration_s, plural
 
 EXIT_TIMEOUT = 124  # as timeout(1)
 
@@ -56,7 +56,8 @@ async def wait(paths: QueuePaths, words: list[str], timeout_s: float | None) -> 
                 open_ = [n for n in names if n in jobs and jobs[n]["state"] not in ENDED]
                 t = timeout_s or 0.0
                 shown = f"{t:g}s" if t < 60 else format_duration(t)
-                say(f"timed out after {shown}: {len(open_)} job(s) not ended: {_list(open_, jobs)}")
+                n_open = plural(len(open_), "job")
+                say(f"timed out after {shown}: {n_open} not ended: {_list(open_, jobs)}")
                 return EXIT_TIMEOUT
             jobs = now.jobs
             if words and targets is None:
@@ -69,7 +70,8 @@ async def wait(paths: QueuePaths, words: list[str], timeout_s: float | None) -> 
                 return report(names, jobs)
             if not now.live and not said_offline:
                 say(
-                    f"no scheduler runs {q}; {len(open_)} job(s) not ended: {_list(open_, jobs)}."
+                    f"no scheduler runs {q}; {plural(len(open_), 'job')} not ended: "
+                    f"{_list(open_, jobs)}."
                     f" Waiting for a scheduler to run them (`gtui run {q}`)"
                 )
             said_offline = not now.live

@@ -14,6 +14,7 @@ database, lock and socket: one queue is one scheduler, and its done jobs stay do
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -28,6 +29,7 @@ from gtui.core.atomic import write_atomically
 from gtui.core.errors import GtuiError
 
 REGISTRY = "queues.json"
+STATE_DIR_ENV = "GTUI_STATE_DIR"  # where state goes for a queue whose folder is read-only
 _REGISTRY_MAX = 1 << 20  # bytes: a registry larger than this is not ours to trust
 
 
@@ -88,6 +90,13 @@ class QueuePaths:
 
     @property
     def state_dir(self) -> Path:
+        """``.gtui/`` beside the queue file; under ``$GTUI_STATE_DIR`` (one folder per queue
+        folder) when that is set, for a queue in a folder the user cannot write."""
+        override = os.environ.get(STATE_DIR_ENV)
+        if override:
+            folder = self.queue.parent
+            digest = hashlib.sha1(str(folder).encode()).hexdigest()[:8]
+            return Path(override).expanduser().resolve() / f"{folder.name or 'root'}-{digest}"
         return self.queue.parent / ".gtui"
 
     @property
@@ -117,12 +126,40 @@ class QueuePaths:
 
     @property
     def tmux_session(self) -> str:
+        """``gtui-<stem>-<hash>``: the stem for people, a short hash of the queue's identity
+        (its folder and key) so that two ``queue.toml`` in two folders get two sessions."""
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in self.stem)
-        return f"gtui-{safe}"
+        digest = hashlib.sha1(str(self.state_dir / self.stem).encode()).hexdigest()[:6]
+        return f"gtui-{safe[:40]}-{digest}"
 
     def log_dir(self, log_dir_setting: str) -> Path:
         p = Path(os.path.expanduser(log_dir_setting))
         return p if p.is_absolute() else self.queue.parent / p
+
+
+def ensure_state_dir(paths: QueuePaths) -> Path:
+    """The queue's state directory, made private; a folder the user cannot write gets a
+    plain message saying where state goes and how to put it elsewhere, not a traceback."""
+    try:
+        return ensure_private_dir(paths.state_dir)
+    except OSError as e:
+        if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        raise GtuiError(read_only_hint(paths, e)) from None
+
+
+def read_only_hint(paths: QueuePaths, e: OSError) -> str:
+    """What to do when the queue's state cannot be made where it goes (a shared, read-only
+    folder): where the state goes, and how to put it elsewhere."""
+    folder = paths.queue.parent
+    return (
+        f"cannot create {paths.state_dir} ({e.strerror}): gtui keeps a queue's state (its "
+        f"database, lock, exit statuses) beside the queue file, and {folder} is read-only for "
+        "you.\n"
+        f"put the state in a folder of yours: export {STATE_DIR_ENV}=~/.local/state/gtui (for "
+        "every gtui command on this queue), and set log_dir in [settings] to a folder you can "
+        "write; or copy the queue file to a folder you can write"
+    )
 
 
 def queue_paths(queue: str | Path) -> QueuePaths:
@@ -135,7 +172,7 @@ def register_queue(paths: QueuePaths) -> QueuePaths:
     """Record ``paths.queue`` (its name and inode) under its key, and return the paths under
     that key. A scheduler calls this before it takes the lock, so that a renamed file (same
     inode) and an atomically saved one (same name) both stay the same queue."""
-    ensure_private_dir(paths.state_dir)
+    ensure_state_dir(paths)
     with _registry_locked(paths.registry):
         entries = _read_registry(paths.registry)
         key = _resolve_key(paths, entries)

@@ -223,5 +223,31 @@ def attach(name: str) -> int:
     return 0  # pragma: no cover - exec does not return
 
 
+def key_for_people(tmux_key: str) -> str:
+    """tmux's key name as the dashboard writes keys: ``C-a`` -> ``ctrl+a``, ``M-x`` ->
+    ``alt+x``, ``F12`` stays."""
+    parts = tmux_key.split("-")
+    mods = {"C": "ctrl", "M": "alt", "S": "shift"}
+    out = [mods[p] for p in parts[:-1] if p in mods]
+    if len(out) != len(parts) - 1 or not parts[-1]:
+        return tmux_key  # not a modifier chain (a literal "-", say): as tmux writes it
+    return "+".join([*out, parts[-1]])
+
+
+def prefix_key() -> str:
+    """The prefix key tmux really uses (``tmux show-options -g prefix``), as people write it;
+    ``ctrl+b`` (tmux's default) when tmux cannot be asked."""
+    if not available():
+        return "ctrl+b"
+    try:
+        result = _run(["show-options", "-g", "prefix"])
+    except GtuiError:
+        return "ctrl+b"
+    words = result.stdout.split()
+    if result.returncode != 0 or len(words) < 2 or words[1] == "None":
+        return "ctrl+b"
+    return key_for_people(words[1])
+
+
 def kill_session(name: str) -> None:
     _run(["kill-session", "-t", f"={name}"])

@@ -27,6 +27,11 @@ _DURATION_PART_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)", re.IGNORECASE)
 _DURATION_UNITS_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 job``, ``2 jobs``: counts people read without tripping on "1 jobs" or "job(s)"."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
 class UnitError(ValueError):
     """A size or duration that cannot be read; the message says what is expected."""
 

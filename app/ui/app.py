@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
+from textual import events
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
@@ -31,8 +32,10 @@ from gtui.ui.events import EventBuffer
 from gtui.ui.keys import DETAIL_KEYS, KEYS
 from gtui.ui.port import EnginePort
 from gtui.ui.screens.detail import DetailScreen
+from gtui.ui.screens.job_form import JobForm
 from gtui.ui.screens.main import MainScreen
 
+TYPEAHEAD_MAX_S = 2.0  # a form's key that opened no form by then gives its kept keys back
 FLUSH_S = 0.05  # coalescing window for engine events (20 repaints a second at most)
 
 
@@ -72,6 +75,9 @@ class GtuiApp(App[int]):
         self._shut_down = False
         self.flushes = 0  # batches applied (the benchmark reads it)
         self.engine_error: str | None = None
+        # Keys typed after a key that opens a form, kept for that form (typed_ahead).
+        self._typeahead: list[events.Key] | None = None
+        self._typeahead_round = 0  # which form's key the kept keys are for
 
     # -- screens --------------------------------------------------------------------------
 
@@ -111,6 +117,17 @@ class GtuiApp(App[int]):
     async def _run_engine(self) -> None:
         try:
             await self.engine.run()
+            if getattr(self.engine, "stop_requested", False) and not self._shut_down:
+                # `gtui stop`: the scheduler this screen ran has ended, so the screen goes too
+                # (a dashboard left open on a stopped queue would look alive and do nothing).
+                await self.stop_engine()
+                q = self.engine.queue_path.name
+                self.exit(
+                    0,
+                    return_code=0,
+                    message=f"gtui: stopped by `gtui stop`; running jobs keep running, and the "
+                    f"next `gtui {q}` or `gtui run {q}` re-adopts them",
+                )
         except GtuiError as e:
             self.engine_error = str(e)
             self.notify(f"the scheduler stopped: {e}", severity="error", timeout=30, markup=False)
@@ -167,6 +184,42 @@ class GtuiApp(App[int]):
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+
+    # -- keys typed ahead of a form -------------------------------------------------------
+
+    async def on_event(self, event: events.Event) -> None:
+        """Keys reach the app in order, well before a binding's action has opened its form:
+        a whole form typed at once (a paste, a script, a fast typist over SSH) would run its
+        letters as the main screen's keys (`e` edit, `d` remove, `p` pause). So from a key that
+        opens a form until the form is there, keys are kept for it, in order."""
+        fresh = isinstance(event, events.Key) and not event.is_forwarded  # not bubbled back
+        if fresh and isinstance(event, events.Key) and event.key not in ("ctrl+c", "ctrl+q"):
+            if self._typeahead is not None:
+                self._typeahead.append(event)
+                return
+            form = self.screen
+            if isinstance(form, JobForm) and event.key in ("enter", "tab", "shift+tab"):
+                form.type_key(event)  # moves the field now, before the next key is routed
+                return
+            if len(self.screen_stack) == 1 and self.main.opens_form(event.key):
+                self._typeahead = []
+                self._typeahead_round += 1
+                round_ = self._typeahead_round
+                self.set_timer(TYPEAHEAD_MAX_S, lambda: self._release_typeahead(round_))
+        await super().on_event(event)
+
+    def typed_ahead(self) -> list[events.Key]:
+        """The keys kept since the form's key (for the form, once it is there)."""
+        keys, self._typeahead = self._typeahead or [], None
+        return keys
+
+    def _release_typeahead(self, round_: int) -> None:
+        """No form came (the key was refused): the kept keys go where they would have. Only
+        for the form's key that set this timer, not a later one."""
+        if round_ != self._typeahead_round:
+            return
+        for key in self.typed_ahead():
+            self.post_message(key)
 
     # -- quitting ---------------------------------------------------------------------------
 

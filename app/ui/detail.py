@@ -207,6 +207,7 @@ def detail_renderable(
     queue_path: Path,
     now: float,
     estimate: Estimate | None = None,
+    backfill: str = "",
 ) -> RenderableType:
     """The detail view's text for ``view``: what happened (state, diagnosis, waiting reason),
     every attempt, what it runs (command, cwd, GPUs, memory, dependencies), the environment.
@@ -256,6 +257,8 @@ def detail_renderable(
     live = rec.active or rec.waiting  # an estimate made before the job ended is old
     for label, text in detail_lines(estimate if live else None, now):  # issue 19.3
         _row(grid, label, text)
+    if backfill:  # it went ahead of a multi-GPU job waiting before it (the table's note)
+        _row(grid, "ran ahead", backfill, "cyan")
     parts.append(grid)
 
     # Every attempt, as it ended.

@@ -23,7 +23,7 @@ from gtui.core.api import JobView
 from gtui.core.gpus.snapshot import GpuInfo, gpu_label
 from gtui.core.model import JobState, Settings
 from gtui.core.state.history import gpu_hours
-from gtui.core.units import format_duration, format_mib
+from gtui.core.units import format_duration, format_mib, parse_size_mib
 
 # Thresholds that colours stand for (percent). The help screen prints the same numbers.
 MEM_WARN, MEM_CRIT = 70, 90  # used memory of a GPU
@@ -35,7 +35,7 @@ UTIL_CHAR, UTIL_FREE_CHAR = "█", "░"
 
 STATE_GLYPH: dict[JobState, str] = {
     JobState.RUNNING: "▶",
-    JobState.SUSPENDED: "‖",
+    JobState.SUSPENDED: "■",  # stopped (SIGSTOP); a held job, which never started, is ‖
     JobState.QUEUED: "·",
     JobState.HELD: "‖",
     JobState.DONE: "✓",
@@ -202,6 +202,54 @@ KIND_LABEL = {
 }
 
 
+_NAME_SEPS = "-_.=/:+"
+
+
+def cut_middle(name: str, width: int) -> str:
+    """``train-vit-…-lr0.01-seed3``: a long name cut in the middle, never at the end, so sweep
+    members (which differ at their ends) stay distinct. The cut snaps to a separator when one
+    is at most 3 characters away, so what is kept reads as whole words."""
+    if len(name) <= width:
+        return name
+    if width < 3:
+        return name[:width]
+    budget = width - 1  # the ellipsis takes one cell
+    head = budget // 2
+    for i in range(head, max(0, head - 3), -1):
+        if name[i - 1] in _NAME_SEPS:
+            head = i
+            break
+    tail = budget - head
+    return f"{name[:head]}…{name[len(name) - tail :]}"
+
+
+_NEEDS = re.compile(
+    r"^needs (?P<n>\d+) GPUs?(?P<idle> idle \((?:exclusive|no mem set)\))?"
+    r"(?: with (?P<mem>\S+))?: (?P<eligible>none|\d+) eligible(?: \((?P<details>[^)]*)\))?"
+)
+_SHORT = re.compile(r"GPU[\d,]+ (?P<avail>[\d.]+[KMGT]?) < ")
+
+
+def reason_key(reason: str) -> str:
+    """The part of a waiting reason a person acts on, first: ``needs 40G, best GPU has 31G
+    free`` for the planner's ``needs 1 GPU with 40G: none eligible (GPU0 31G < 40G, ...)``.
+    The full reason stays in the job's details (enter). Other reasons are short already."""
+    m = _NEEDS.match(reason)
+    if m is None:
+        return reason
+    n, mem, details = int(m["n"]), m["mem"], m["details"] or ""
+    what = mem or "an idle GPU"
+    if m["idle"] and mem:
+        what = f"an idle GPU with {mem}"
+    if n > 1:
+        what = f"{n}x{mem}" if mem and not m["idle"] else f"{n} idle GPUs"
+        return f"needs {what}, {m['eligible']} eligible"
+    avails = [parse_size_mib(a["avail"]) for a in _SHORT.finditer(details)]
+    if avails and mem:
+        return f"needs {mem}, best GPU has {format_mib(max(avails))} free"
+    return f"needs {what}: {details}" if details else f"needs {what}: none eligible"
+
+
 def kind_label(kind: str) -> str:
     """A diagnosis kind as people say it: ``cuda_oom`` -> ``CUDA OOM``."""
     return KIND_LABEL.get(kind, kind.replace("_", " "))
@@ -220,7 +268,7 @@ def note_cell(view: JobView) -> Text:
         return Text("⚠ " + rec.warnings[-1], style="yellow")
     if st in (JobState.QUEUED, JobState.HELD, JobState.BLOCKED):
         text = (
-            rec.reason
+            reason_key(rec.reason)
             or {
                 JobState.QUEUED: "waiting",
                 JobState.HELD: "held by you",
@@ -271,7 +319,7 @@ def job_cells(view: JobView, now: float) -> JobCells:
     style = STATE_STYLE[st]
     return JobCells(
         glyph=Text(STATE_GLYPH[st], style=style),
-        name=Text(view.spec.name, style="bold" if view.record.active else ""),
+        name=Text(view.spec.name, style="bold" if view.record.active else ""),  # cut by the table
         state=Text(st.value, style=style),
         gpu=Text(gpu_cell(view)),
         mem=Text(mem_request(view)),

@@ -15,7 +15,9 @@ from gtui.core.model import JobSpec
 # (key, label, placeholder) in form order
 FIELDS: tuple[tuple[str, str, str], ...] = (
     ("name", "name", "derived from the command if empty"),
-    ("cmd", "cmd", "python train.py --lr 0.1 --gpu {gpu}"),
+    # It must pass `gtui validate` with no warning (a test checks): no {gpu}, which with
+    # isolation on would hand the job physical numbers it cannot see; it sees cuda:0.
+    ("cmd", "cmd", "python train.py --lr 0.1   (it sees its GPU as cuda:0)"),
     ("gpus", "gpus", "1   (0 = CPU job)"),
     ("mem", "mem", "20G per GPU   (empty = the GPUs to itself)"),
     ("priority", "priority", "0   (higher starts first)"),

@@ -28,19 +28,19 @@ KEYS: tuple[Key, ...] = (
         "Remove the selected job",
     ),
     Key(
-        "K,shift+up",
+        "K",
         "move_up",
         "Up",
         "K",
-        "move the selected waiting job up (also shift+up)",
+        "move the selected (or marked) waiting jobs up",
         "Move the selected job up",
     ),
     Key(
-        "J,shift+down",
+        "J",
         "move_down",
         "Down",
         "J",
-        "move the selected waiting job down (also shift+down)",
+        "move the selected (or marked) waiting jobs down",
         "Move the selected job down",
     ),
     Key(
@@ -121,7 +121,8 @@ KEYS: tuple[Key, ...] = (
         "filter",
         "Filter",
         "/",
-        "filter the queue by state or name (in the focused log: search it)",
+        "filter the queue as you type (part of a name, @failed, @waiting...); enter keeps it, "
+        "esc clears it (in the focused log: search it)",
         "Filter the queue",
     ),
     Key("question_mark", "help", "Help", "?", "this help", "Show the keys"),

@@ -23,7 +23,12 @@ from gtui.core.exec.base import Executor, ExitStatus, handle_of
 from gtui.core.exec.local import LocalExecutor
 from gtui.core.gpus.snapshot import GpuSnapshot
 from gtui.core.model import JobRecord, JobSpec, Settings
-from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths, register_queue
+from gtui.core.paths import (
+    QueuePaths,
+    ensure_state_dir,
+    queue_paths,
+    register_queue,
+)
 from gtui.core.queue.queuefile import check_trusted, load_queue
 from gtui.core.sched import outcome, transitions
 from gtui.core.sched.quarantine import Quarantine, parse_quarantine
@@ -119,7 +124,7 @@ class StoreClient:
     def _book(self) -> Iterator[tuple[JobBook, Settings]]:
         check_trusted(self.queue_path)
         queue = load_queue(self.queue_path)
-        ensure_private_dir(self.paths.state_dir)
+        ensure_state_dir(self.paths)
         self.paths = register_queue(self.paths)
         lock = QueueLock(self.paths)
         lock.acquire()

@@ -628,7 +628,7 @@ class _Expanded:
     (A plain class with slots: a load makes one per entry, and a frozen dataclass's
     construction cost a microsecond of each job's.)"""
 
-    __slots__ = ("jobs", "template", "used", "where")
+    __slots__ = ("jobs", "notes", "template", "used", "where")
 
     def __init__(
         self,
@@ -636,11 +636,13 @@ class _Expanded:
         template: str | None,  # the matrix entry's name as written (for ``after``), if any
         where: _Where,
         used: set[str] | None = None,  # placeholders_used of the only job's cmd (no matrix)
+        notes: list[str] | None = None,  # the entry's own warnings (said once, not per job)
     ) -> None:
         self.jobs = jobs
         self.template = template
         self.where = where
         self.used = used
+        self.notes = notes or []
 
 
 def _matrix(w: _Where, value: Any) -> list[dict[str, str]]:
@@ -793,7 +795,29 @@ def _expand_entry(
                 entry=entry,
             )
         )
-    return _Expanded(jobs=jobs, template=raw_name, where=w)
+    notes = _unused_matrix_keys(w, combos[0], used, env, cwd)
+    return _Expanded(jobs=jobs, template=raw_name, where=w, notes=notes)
+
+
+def _unused_matrix_keys(
+    w: _Where, combo: dict[str, str], used: set[str], env: dict[str, str], cwd: str
+) -> list[str]:
+    """A matrix key that neither cmd, env nor cwd uses makes jobs that run the same command
+    (only their names differ): a warning, once for the entry."""
+    unused = [k for k in combo if k not in used]
+    if unused and (env or "{" in cwd):
+        elsewhere = placeholders_used(cwd).union(*(placeholders_used(v) for v in env.values()))
+        unused = [k for k in unused if k not in elsewhere]
+    if not unused:
+        return []
+    keys = ", ".join(f"`{k}`" for k in unused)
+    verb = "is" if len(unused) == 1 else "are"
+    line = w.line_of("matrix")
+    at = f"{w.path}:{line}" if line else str(w.path)
+    return [
+        f"{at}: matrix: {keys} {verb} not used by cmd (nor env, cwd): its jobs run identical "
+        f"commands; use {{{unused[0]}}} in cmd, or drop the key"
+    ]
 
 
 _CVD_ASSIGN = re.compile(
@@ -1210,6 +1234,7 @@ def _expand_jobs(
     where_of: dict[str, _Where] = {}
     out: list[tuple[JobSpec, _Where]] = []
     for exp in expanded:
+        warnings.extend(exp.notes)
         for job in exp.jobs:
             resolved = _resolve_after(job, seen, templates, exp.where)
             warnings.extend(_warnings(resolved, exp.where, settings, exp.used))
@@ -1476,7 +1501,7 @@ def check_new_entry(
     names = _Either(known, new_names)
     check_pool = _PoolCheck(settings, pool)
     jobs: list[JobSpec] = []
-    warnings: list[str] = []
+    warnings: list[str] = list(exp.notes)
     for job in exp.jobs:
         if any(a not in names for a in job.after):
             return None  # a template or a typo: the whole load says which, with its hint

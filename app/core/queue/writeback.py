@@ -50,7 +50,7 @@ from tomlkit.items import Array, InlineTable, Table
 from gtui.core.atomic import write_atomically
 from gtui.core.errors import GtuiError, QueueFileError
 from gtui.core.model import JobSpec, Settings
-from gtui.core.paths import ensure_private_dir, queue_paths
+from gtui.core.paths import ensure_state_dir, queue_paths
 from gtui.core.queue.queuefile import (
     JOB_KEYS,
     QueueFile,
@@ -72,7 +72,7 @@ _Container = Table | InlineTable
 @contextlib.contextmanager
 def _locked(queue: Path) -> Iterator[None]:
     paths = queue_paths(queue)
-    ensure_private_dir(paths.state_dir)
+    ensure_state_dir(paths)
     fd = os.open(paths.file_lock, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

@@ -35,7 +35,12 @@ from gtui.core.gpus.backend import open_backend
 from gtui.core.gpus.reader import GpuReader
 from gtui.core.gpus.snapshot import GpuBackend, GpuSnapshot, pool_totals
 from gtui.core.model import JobState, Settings
-from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths, register_queue
+from gtui.core.paths import (
+    QueuePaths,
+    ensure_state_dir,
+    queue_paths,
+    register_queue,
+)
 from gtui.core.queue.queuefile import QueueFile, forget_cached
 from gtui.core.queue.source import QueueSource
 from gtui.core.sched.commands import Commands
@@ -50,6 +55,7 @@ from gtui.core.sched.runs import UNISOLATED_WARNING, Runs
 from gtui.core.state.book import JobBook, paused_gc
 from gtui.core.state.status import status_dict
 from gtui.core.state.store import Store, StoreError
+from gtui.core.units import plural
 
 __all__ = ["UNISOLATED_WARNING", "Engine", "pool_totals"]  # pool_totals: gpus.snapshot
 
@@ -204,7 +210,7 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
         queue, text = self._source.first()
         from gtui.core.state.lock import QueueLock
 
-        ensure_private_dir(self.paths.state_dir)
+        ensure_state_dir(self.paths)
         # The queue's identity, not its file name, keys the lock: after `mv q.toml q2.toml`,
         # `gtui run q2.toml` meets the scheduler that runs q.toml.
         self.paths = register_queue(self.paths)
@@ -305,10 +311,13 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
                 await self.kill(killed)
         running = [v.spec.name for v in self.jobs() if v.record.active]
         left = (
-            f"{len(running)} running job(s) keep running ({', '.join(running[:5])}"
-            f"{' ...' if len(running) > 5 else ''}) and are re-adopted by the next scheduler"
+            f"{plural(len(running), 'running job')} keep{'s' if len(running) == 1 else ''} "
+            f"running ({', '.join(running[:5])}{' ...' if len(running) > 5 else ''}) and "
+            f"{'is' if len(running) == 1 else 'are'} re-adopted by the next scheduler"
             if running
-            else (f"{len(killed)} running job(s) killed" if killed else "no job was running")
+            else f"{plural(len(killed), 'running job')} killed"
+            if killed
+            else "no job was running"
         )
         self._bus.notice("warning", f"stopped by `gtui stop`: this scheduler has ended; {left}")
         self.stop_requested = True

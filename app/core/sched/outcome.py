@@ -26,6 +26,7 @@ from gtui.core.gpus.snapshot import GpuSnapshot
 from gtui.core.model import Diagnosis, DiagnosisRule, JobRecord, JobSpec, JobState, Settings
 from gtui.core.sched.policy import format_wait
 from gtui.core.state.status import ended_at, unknown_diagnosis
+from gtui.core.units import plural
 
 QUICK_RUN_S = 60.0  # a failed run shorter than this counts toward the retry back-off
 BACKOFF_FIRST_S = 1.0
@@ -170,13 +171,21 @@ def leftover_warning(rec: JobRecord, pids: Collection[int]) -> None:
     listed = list(pids)
     shown = ", ".join(map(str, listed[:5])) + (" ..." if len(listed) > 5 else "")
     rec.warnings.append(
-        f"ended but left {len(listed)} process(es) running: pid {shown} (kill them yourself "
+        f"ended but left {plural(len(listed), 'process', 'processes')} "
+        f"running: pid {shown} (kill them yourself "
         "if they are not meant to outlive it; their GPU memory counts as another user's)"
     )
 
 
 def _launch_hint(message: str) -> str:
     lowered = message.lower()
+    if "cannot create its log in" in lowered:
+        # The path in the message is log_dir as resolved (relative to the queue file's folder,
+        # not to where gtui was started): say which setting makes it.
+        return (
+            "that path is log_dir, relative to the queue file's folder: make it a writable "
+            "directory, or set log_dir in [settings] to one, then retry (r)"
+        )
     if "no space" in lowered:
         return "the disk holding the log directory is full: free space, then retry (r)"
     if "permission" in lowered:

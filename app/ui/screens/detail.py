@@ -31,6 +31,7 @@ from gtui.ui.keys import DETAIL_KEYS, Key
 from gtui.ui.pager import page
 from gtui.ui.port import EnginePort
 from gtui.ui.screens.help import HelpScreen
+from gtui.ui.widgets.job_table import JobTable
 from gtui.ui.widgets.keybar import KeyBar
 from gtui.ui.widgets.log_search import LogSearch
 from gtui.ui.widgets.log_view import LogView
@@ -122,6 +123,7 @@ class DetailScreen(Screen[None]):
             queue_path=self.engine.queue_path,
             now=self.clock(),
             estimate=self._estimate(),
+            backfill=self._backfill(view),
         )
         self.query_one("#detail-body", Static).update(body)
         self.query_one("#detail-header", Static).update(detail_title(view))
@@ -145,6 +147,11 @@ class DetailScreen(Screen[None]):
             if isinstance(estimates, dict):
                 return estimates.get(self.job)
         return None
+    def _backfill(self, view: JobView) -> str:
+        """The main table's backfill note for ``view`` (it knows the whole queue), if any."""
+        tables = [w for screen in self.app.screen_stack for w in screen.query(JobTable)]
+        note = tables[0].backfill_note(view) if tables else None
+        return note.plain if note is not None else ""
 
     def apply(self, batch: Batch) -> None:
         """A batch of engine events (from the main screen): show what concerns this job."""

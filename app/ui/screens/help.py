@@ -27,7 +27,8 @@ from gtui.ui.format import (
 from gtui.ui.keys import DETAIL_KEYS, KEYS, LOG_KEYS
 
 
-def help_text() -> Table:
+def help_text(prefix: str = "ctrl+b") -> Table:
+    """Every key; ``prefix`` is tmux's real prefix key, for the detach hint."""
     keys = Table.grid(padding=(0, 2))
     keys.add_column(style="bold", no_wrap=True)
     keys.add_column()
@@ -35,7 +36,10 @@ def help_text() -> Table:
         keys.add_row(k.shown, k.help)
     keys.add_row("↑ ↓ pgup pgdn", "move in the queue, or scroll the focused log")
     keys.add_row("home end g G", "the first / last job, or the top / end of the focused log")
-    keys.add_row("esc", "back from the zoomed log, from the log to the queue; close a dialog")
+    keys.add_row(
+        "space shift+↑↓", "mark jobs: x r p K J t then act on every marked one (esc unmarks)"
+    )
+    keys.add_row("esc", "unmark, clear the filter; back from the zoomed log, from the log")
     keys.add_row("ctrl+p", "command palette (every action by name)")
 
     log_keys = Table.grid(padding=(0, 2))
@@ -87,7 +91,7 @@ def help_text() -> Table:
     outer.add_row(
         Text(
             "\nQuitting leaves running jobs running: the next `gtui QUEUE.toml` re-adopts them. "
-            "In tmux, detach (ctrl+b d) to keep the dashboard itself running.",
+            f"In tmux, detach ({prefix} d) to keep the dashboard itself running.",
             style="dim",
         )
     )
@@ -99,13 +103,14 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape,q,question_mark", "close", "Close"),
     ]
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str = "ctrl+b") -> None:
         super().__init__(classes="dialog-screen")
+        self.prefix = prefix
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="dialog", id="help"):
             yield Static("gtui · keys  (esc closes)", classes="dialog-title")
-            yield Static(help_text(), id="help-body")
+            yield Static(help_text(self.prefix), id="help-body")
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -1,10 +1,14 @@
-"""The add / edit form. It stays open and shows the engine's message until the job is accepted."""
+"""The add / edit form. It stays open and shows the engine's message until the job is accepted.
+
+Enter moves to the next field (on the last one it submits), ctrl+s submits from anywhere: keys
+typed ahead of the screen, a whole form at once, land in the fields they were meant for.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
@@ -20,6 +24,7 @@ Submit = Callable[[dict[str, str]], Awaitable[str]]
 class JobForm(ModalScreen[str | None]):
     """Dismissed with the job's name once ``submit`` accepted it; None when cancelled."""
 
+    AUTO_FOCUS = "#field-cmd"  # the cursor starts in the command (not the first field, name)
     BINDINGS = [
         Binding("escape", "cancel", "Cancel"),
         Binding("ctrl+s", "submit", "Save"),
@@ -33,10 +38,14 @@ class JobForm(ModalScreen[str | None]):
         self.submit = submit
         self.values = values or {}
         self.verb = verb
+        self._target: Input | None = None  # the field keys go to (focused, or about to be)
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="job-form"):
-            yield Static(self.title_text, classes="dialog-title")
+            yield Static(
+                f"{self.title_text}   (enter: next field · ctrl+s: {self.verb.lower()})",
+                classes="dialog-title",
+            )
             with Grid(id="form-grid"):
                 for key, label, placeholder in FIELDS:
                     yield Label(label, classes="form-label")
@@ -55,8 +64,66 @@ class JobForm(ModalScreen[str | None]):
 
     def on_mount(self) -> None:
         inp = self.query_one("#field-cmd", Input)
-        inp.focus()
+        self._target = inp
         inp.cursor_position = len(inp.value)
+        self.call_after_refresh(self._settle)
+
+    def _settle(self) -> None:
+        """Once the form is laid out and focused: type the keys typed after the key that
+        opened it, before it was there (a whole form sent at once), which the app kept for it
+        (GtuiApp.typed_ahead) until now, in order; then the cursor where typing ended."""
+        typed = getattr(self.app, "typed_ahead", None)
+        keys = typed() if typed is not None else []
+        target = self._target or self.query_one("#field-cmd", Input)
+        self.set_focus(target)
+        for key in keys:
+            self.type_key(key)
+        if isinstance(self.focused, Input):
+            self.app.cursor_position = self.focused.cursor_screen_offset
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        if isinstance(event.widget, Input):
+            self._target = event.widget  # a click or tab: typing goes there now
+
+    def on_key(self, event: events.Key) -> None:
+        """A key that reached the form itself, with no field focused yet (its focus lands a
+        refresh after it opens): it goes to the field being typed into, not to no one."""
+        if isinstance(self.focused, Input) or self._target is None:
+            return
+        if event.is_printable or event.key in ("enter", "tab", "shift+tab", "backspace"):
+            event.stop()
+            event.prevent_default()
+            self.type_key(event)
+
+    def type_key(self, event: events.Key) -> None:
+        """Do what ``event`` does in the field being typed into, at once: enter and tab move
+        that field before the next key is routed (GtuiApp hands them here directly), so keys
+        typed faster than the screen refreshes land in the fields they were meant for."""
+        inp = self._target or self.query_one("#field-cmd", Input)
+        if event.key == "ctrl+s":
+            self.action_submit()
+        elif event.key == "escape":
+            self.action_cancel()
+        elif event.key == "enter":
+            self._next_or_submit(inp)
+        elif event.key in ("tab", "shift+tab"):
+            self._move(inp, 1 if event.key == "tab" else -1)
+        elif event.key == "backspace":
+            inp.action_delete_left()
+        elif event.character:
+            inp.insert_text_at_cursor(event.character)
+
+    def _move(self, inp: Input, delta: int) -> bool:
+        """Make the field ``delta`` away the one typed into; False past either end."""
+        keys = [k for k, _, _ in FIELDS]
+        current = (inp.id or "").removeprefix("field-")
+        i = keys.index(current) + delta if current in keys else -1
+        if not 0 <= i < len(keys):
+            return False
+        nxt = self.query_one(f"#field-{keys[i]}", Input)
+        self._target = nxt
+        self.set_focus(nxt)  # at once: the next key is routed to it
+        return True
 
     def form_values(self) -> dict[str, str]:
         return {key: self.query_one(f"#field-{key}", Input).value for key, _, _ in FIELDS}
@@ -71,8 +138,14 @@ class JobForm(ModalScreen[str | None]):
             self.query_one(f"#field-{key}", Input).focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter moves to the next field, and submits only on the last one: an enter typed at
+        the end of the command must not add a job with defaults the user never saw."""
         event.stop()
-        self.action_submit()
+        self._next_or_submit(event.input)
+
+    def _next_or_submit(self, inp: Input) -> None:
+        if not self._move(inp, 1):
+            self.action_submit()  # enter on the last field
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()

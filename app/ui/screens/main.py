@@ -18,14 +18,16 @@ from typing import Literal
 from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Container, Vertical, VerticalScroll
+from textual.containers import Container, Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
+from textual.widgets import Input, Static
 
+from gtui.core import tmux
 from gtui.core.api import JobView
 from gtui.core.errors import GtuiError
 from gtui.core.model import JobState
 from gtui.core.sched.eta import Estimate
-from gtui.core.units import format_duration
+from gtui.core.units import format_duration, plural
 from gtui.ui.alerts import Alerts, end_events
 from gtui.ui.events import Batch
 from gtui.ui.forecast import UiForecast
@@ -36,10 +38,10 @@ from gtui.ui.pager import page
 from gtui.ui.port import EnginePort
 from gtui.ui.screens.confirm import Choice, ConfirmScreen
 from gtui.ui.screens.detail import DetailScreen, state_db
-from gtui.ui.screens.filter import FilterScreen
 from gtui.ui.screens.help import HelpScreen
 from gtui.ui.screens.job_form import JobForm
 from gtui.ui.widgets.diagnosis import DiagnosisPanel
+from gtui.ui.widgets.filter_bar import FilterBar, parse_filter
 from gtui.ui.widgets.gpu_panel import GpuPanel
 from gtui.ui.widgets.gpu_sparks import MIN_ROWS as SPARKS_MIN_ROWS
 from gtui.ui.widgets.gpu_sparks import GpuSparks
@@ -52,6 +54,7 @@ from gtui.ui.widgets.log_view import LogView
 NARROW_BELOW = 120  # columns: below this the log goes under the queue instead of beside it
 LOG_MIN_INTERVAL = 0.25  # seconds between two repaints of a growing log
 FORECAST_EVERY_TICKS = 2  # progress and estimates are worked out every 2 s
+BROKEN_FILE = "queue file not reloaded"  # how gtui.core.queue.source words a broken edit
 
 
 class MainScreen(Screen[None]):
@@ -81,6 +84,7 @@ class MainScreen(Screen[None]):
         self._select_after: str | None = None
         self._summary = ""
         self._own_edit_until = 0.0
+        self._tmux_prefix: str | None = None
         self.ready = False  # set once the engine runs and its state is on screen
         self.forecast = UiForecast(state_db(engine))  # progress and estimates (issue 19.3)
         self.estimates: dict[str, Estimate] = {}
@@ -97,12 +101,18 @@ class MainScreen(Screen[None]):
             settings=e.settings,
             fake=e.fake,
         )
+        # A broken edit of the queue file: said here until the file is fixed (a toast goes
+        # before the user has read it, and the last good queue runs on meanwhile).
+        yield Static("", id="file-banner", markup=False)
         with VerticalScroll(id="gpus-box"):
             yield GpuPanel(e.settings, id="gpus")
             yield GpuSparks(clock=self.clock, id="gpu-sparks")  # issue 19.5
         with Container(id="main"):
             with Vertical(id="queue-box"):
                 yield JobTable(clock=self.clock, id="jobs")
+                with Horizontal(id="filter-line"):
+                    yield Static("filter ", id="filter-label")
+                    yield FilterBar(id="filter-bar")
             with Vertical(id="side"):
                 yield LogView(id="log")
                 yield LogSearch(id="log-search")
@@ -116,6 +126,8 @@ class MainScreen(Screen[None]):
     async def _setup(self) -> None:
         self.query_one("#gpus-box").border_title = "GPUs  ▓ others █ ours ░ free"
         self.query_one("#diagnosis").display = False
+        self.query_one("#filter-line").display = False
+        self.query_one("#file-banner").display = False
         self.query_one("#main").set_class(self.size.width < NARROW_BELOW, "-narrow")
         self._fit_sparks()
         self._update_queue_title()
@@ -212,6 +224,8 @@ class MainScreen(Screen[None]):
             if batch.summary is not None:
                 self._summary = batch.summary
             for n in batch.notices:
+                if self._file_banner(n.level, n.text):
+                    continue
                 if (
                     n.level == "info"
                     and n.text.startswith("reloaded")
@@ -238,12 +252,27 @@ class MainScreen(Screen[None]):
                 if isinstance(screen, DetailScreen) and screen.is_mounted:
                     screen.apply(batch)
 
+    def _file_banner(self, level: str, text: str) -> bool:
+        """Show / hide the broken-queue-file banner; True when ``text`` went there instead of
+        a toast."""
+        banner = self.query_one("#file-banner", Static)
+        if level == "error" and text.startswith(BROKEN_FILE):
+            path = self.engine.queue_path
+            text = text.replace(str(path), display_path(path))  # as the header names it
+            banner.update(f"✗ {text}  (fix the file: this stays until it loads)")
+            banner.display = True
+            return True
+        if level == "info" and text.startswith("reloaded") and banner.display:
+            banner.display = False  # fixed: the reload says so as usual
+        return False
+
     def _sync_settings(self) -> None:
         header = self.query_one(HeaderBar)
         header.settings = self.engine.settings
         header.fake = self.engine.fake
         header.refresh()
         self.query_one(GpuPanel).settings = self.engine.settings
+        self.table.starve_after_s = self.engine.settings.starve_after_s
 
     def _after_jobs_changed(self) -> None:
         if self._select_after and self.table.select(self._select_after):
@@ -260,9 +289,12 @@ class MainScreen(Screen[None]):
         shown = len(table.visible_names)
         total = len(table)
         f = table.filter_name
-        what = f"{shown} jobs" if f == "all" and not table.filter_text else f"{shown} of {total}"
+        filtered = f != "all" or bool(table.filter_text)
+        what = f"{shown} of {plural(total, 'job')}" if filtered else plural(shown, "job")
         flt = f" · {f}" + (f" · name~{table.filter_text}" if table.filter_text else "")
-        box.border_title = f"Queue{flt} · {what}  (/ filters)"
+        marked = len(table.marked_names)
+        mark = f" · {marked} marked (esc unmarks)" if marked else ""
+        box.border_title = f"Queue{flt} · {what}{mark}  (/ filters)"
         box.border_subtitle = self._summary
 
     def _terminal_write(self, seq: str) -> None:
@@ -281,6 +313,10 @@ class MainScreen(Screen[None]):
             self._log_refreshed = time.monotonic()
 
     # -- the selected job: its log and diagnosis -------------------------------------------
+
+    @on(JobTable.MarksChanged)
+    def _on_marks(self, event: JobTable.MarksChanged) -> None:
+        self._update_queue_title()
 
     @on(JobTable.Selected)
     def _on_selected(self, event: JobTable.Selected) -> None:
@@ -370,6 +406,27 @@ class MainScreen(Screen[None]):
             self.notify("no job selected (the queue is empty or filtered out)", timeout=3)
         return view
 
+    def _marked_views(self) -> list[JobView]:
+        """The marked jobs on screen, as the engine has them now (bulk actions), or []."""
+        out = []
+        for name in self.table.marked_names:
+            try:
+                out.append(self.engine.view(name))
+            except GtuiError:
+                continue  # gone from the queue meanwhile
+        return out
+
+    def _bulk(
+        self,
+        label: str,
+        names: list[str],
+        call: Callable[[list[str]], Awaitable[object]],
+        verb: str,
+    ) -> None:
+        """One command on several jobs at once, and one toast that counts them."""
+        if names:
+            self._command(label, lambda: call(names), f"{verb} {plural(len(names), 'job')}")
+
     def _command(self, label: str, call: Callable[[], Awaitable[object]], done: str = "") -> None:
         """Run an engine command in a worker: the screen stays live; errors become a toast."""
 
@@ -401,6 +458,18 @@ class MainScreen(Screen[None]):
 
         q = self.engine.queue_path.name
         self.app.push_screen(JobForm(f"Add a job to {q}", submit), added)
+
+    def opens_form(self, key: str) -> bool:
+        """Whether ``key``, pressed now, opens the add / edit form (GtuiApp keeps the keys typed
+        after it for the form)."""
+        if isinstance(self.focused, Input):
+            return False  # typed into the filter line
+        if key == "a":
+            return True
+        if key == "e":
+            view = self._selected_view(quiet=True)
+            return view is not None and view.record.waiting
+        return False
 
     def action_edit(self) -> None:
         view = self._selected_view()
@@ -446,6 +515,10 @@ class MainScreen(Screen[None]):
                 markup=False,
             )
             return
+        why = self._why_not_removable(view)
+        if why:
+            self.notify(why, severity="warning", timeout=8, markup=False)
+            return
         q = self.engine.queue_path.name
 
         def chosen(value: str | None) -> None:
@@ -461,7 +534,50 @@ class MainScreen(Screen[None]):
             chosen,
         )
 
+    def _why_not_removable(self, view: JobView) -> str | None:
+        """Why ``d`` cannot remove this job, said before asking (the file's rewrite would
+        refuse it after): jobs wait for it, or it is one combination of a several-key matrix."""
+        spec = view.spec
+        jobs = [v.spec for v in self.engine.jobs()]
+        siblings = [j.name for j in jobs if j.entry == spec.entry] if spec.matrix else []
+        gone = {spec.name} if len(siblings) > 1 else set(siblings) or {spec.name}
+        waiting = [j.name for j in jobs if j.name not in gone and gone & set(j.after)]
+        if waiting:
+            shown = ", ".join(waiting[:3]) + (
+                f" and {len(waiting) - 3} more" if len(waiting) > 3 else ""
+            )
+            verb = "waits" if len(waiting) == 1 else "wait"
+            return (
+                f"{spec.name} cannot be removed: {shown} {verb} for it (after); remove or edit "
+                "those first"
+            )
+        if len(siblings) > 1 and len(spec.matrix) > 1:
+            keys = ", ".join(spec.matrix)
+            return (
+                f"{spec.name} is one of the {len(siblings)} jobs of a matrix ({keys}): one "
+                "combination of a matrix with several keys cannot be removed alone; edit the "
+                f"entry in {self.engine.queue_path.name}"
+            )
+        return None
+
     def _move(self, where: Literal["up", "down", "top"]) -> None:
+        marked = self._marked_views()
+        if marked:
+            waiting = [v.spec.name for v in marked if v.record.waiting]
+            if not waiting:
+                self.notify("none of the marked jobs is waiting: only waiting jobs move",
+                            severity="warning", timeout=4, markup=False)  # fmt: skip
+                return
+            # up: the first first, so each keeps its place among them; down and top: the last
+            # first (the first moved to the top would be passed by the next one).
+            order = waiting if where == "up" else list(reversed(waiting))
+
+            async def move_all() -> None:
+                for name in order:
+                    await self.engine.move(name, where)
+
+            self._command("move", move_all, f"moved {plural(len(waiting), 'job')} {where}")
+            return
         view = self._selected_view()
         if view is None:
             return
@@ -479,6 +595,21 @@ class MainScreen(Screen[None]):
         self._move("top")
 
     def action_pause_job(self) -> None:
+        marked = self._marked_views()
+        if marked:
+            pausable = [
+                v.spec.name for v in marked if v.record.state in (JobState.QUEUED, JobState.RUNNING)
+            ]
+            if pausable:
+                self._bulk("pause", pausable, self.engine.pause, "paused")
+            else:
+                paused = [
+                    v.spec.name
+                    for v in marked
+                    if v.record.state in (JobState.HELD, JobState.SUSPENDED)
+                ]
+                self._bulk("resume", paused, self.engine.resume, "resumed")
+            return
         view = self._selected_view()
         if view is None:
             return
@@ -542,6 +673,10 @@ class MainScreen(Screen[None]):
         )
 
     def action_kill(self) -> None:
+        marked = self._marked_views()
+        if marked:
+            self._kill_marked(marked)
+            return
         view = self._selected_view()
         if view is None:
             return
@@ -581,7 +716,41 @@ class MainScreen(Screen[None]):
             ConfirmScreen(f"Kill {name}?", body, [Choice("y", "Kill", "kill", "error")]), chosen
         )
 
+    def _kill_marked(self, marked: list[JobView]) -> None:
+        names = [v.spec.name for v in marked if not v.record.final]
+        if not names:
+            self.notify("every marked job has ended: there is nothing to kill",
+                        severity="warning", timeout=4, markup=False)  # fmt: skip
+            return
+        n = len(names)
+        running = sum(1 for v in marked if v.record.active)
+        listed = ", ".join(names[:8]) + (f" and {n - 8} more" if n > 8 else "")
+        grace = format_duration(self.engine.settings.kill_grace_s)
+        body = (
+            f"{listed}.\n{plural(running, 'running job')} get SIGTERM, then SIGKILL after "
+            f"{grace}; {plural(n - running, 'waiting job')} will not run. r runs them again."
+        )
+
+        def chosen(value: str | None) -> None:
+            if value == "kill":
+                self._bulk("kill", names, self.engine.kill, "killing")
+
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Kill {plural(n, 'job')}?", body, [Choice("y", "Kill", "kill", "error")]
+            ),
+            chosen,
+        )
+
     def action_retry(self) -> None:
+        marked = self._marked_views()
+        if marked:
+            ended = [v.spec.name for v in marked if v.record.final]
+            if not ended:
+                self.notify("none of the marked jobs has ended: nothing to retry",
+                            severity="warning", timeout=4, markup=False)  # fmt: skip
+            self._bulk("retry", ended, self.engine.retry, "queued again:")
+            return
         view = self._selected_view()
         if view is None:
             return
@@ -612,6 +781,10 @@ class MainScreen(Screen[None]):
             return
         if self.focused is not self.table:
             self.table.focus()
+        elif self.table.clear_marks():
+            pass  # esc unmarks first, then clears the filter
+        elif self.query_one("#filter-line").display:
+            self._clear_filter()  # esc on the table clears the filter it shows
 
     def action_zoom(self) -> None:
         """The log alone on the screen (a traceback read whole at 80x24), and back."""
@@ -650,17 +823,38 @@ class MainScreen(Screen[None]):
         )
 
     def action_filter(self) -> None:
+        """``/``: the filter line under the table, filtering as you type (FilterBar)."""
+        self.query_one("#filter-line").display = True
+        self.query_one(FilterBar).open()
+
+    @on(Input.Changed, "#filter-bar")
+    def _filter_typed(self, event: Input.Changed) -> None:
+        event.stop()
+        self.table.set_filter(*parse_filter(event.value))
+        self._update_queue_title()
+
+    @on(FilterBar.Move)
+    def _filter_move(self, event: FilterBar.Move) -> None:
+        self.table.action_cursor(event.delta)
+
+    @on(FilterBar.Closed)
+    def _filter_closed(self, event: FilterBar.Closed) -> None:
+        bar = self.query_one(FilterBar)
         table = self.table
+        if not event.keep or not bar.active:
+            self._clear_filter()
+            return
+        table.focus()
+        table.action_first()  # the cursor on the first match: x acts on what is shown
 
-        def chosen(result: tuple[str, str] | None) -> None:
-            if result is not None:
-                table.set_filter(*result)
-                self._update_queue_title()
-
-        self.app.push_screen(
-            FilterScreen(table.filter_name, table.filter_text, count_states(table.views())),
-            chosen,
-        )
+    def _clear_filter(self) -> None:
+        bar = self.query_one(FilterBar)
+        bar.value = ""
+        self.query_one("#filter-line").display = False
+        self.query_one("#file-banner").display = False
+        self.table.set_filter("all", "")
+        self._update_queue_title()
+        self.table.focus()
 
     def action_holders(self) -> None:
         """Expand / fold who holds each GPU under its bar (the GPU panel's own rendering)."""
@@ -668,7 +862,15 @@ class MainScreen(Screen[None]):
         self.notify("holders shown per process" if shown else "holders folded", timeout=2)
 
     def action_help(self) -> None:
-        self.app.push_screen(HelpScreen())
+        in_tmux = self.in_tmux or bool(os.environ.get("TMUX"))
+        self.app.push_screen(HelpScreen(self.tmux_prefix if in_tmux else "ctrl+b"))
+
+    @property
+    def tmux_prefix(self) -> str:
+        """The prefix key the user's tmux really uses (read once: it seldom changes)."""
+        if self._tmux_prefix is None:
+            self._tmux_prefix = tmux.prefix_key()
+        return self._tmux_prefix
 
     def action_quit(self) -> None:
         # The engine's truth, not the table's (which may be one flush behind).
@@ -682,19 +884,30 @@ class MainScreen(Screen[None]):
             # its jobs running; there is nothing of ours to kill.
             quit_(kill_jobs=False)
             return
+        running = [v for v in self.engine.jobs() if v.record.state == JobState.RUNNING]
+        suspended = [v for v in self.engine.jobs() if v.record.state == JobState.SUSPENDED]
         n = len(active)
         names = ", ".join(active[:5]) + (f" and {n - 5} more" if n > 5 else "")
         q = self.engine.queue_path.name
         it, they = ("it", "it") if n == 1 else ("they", "them")
+        what = ", ".join(
+            part
+            for part in (
+                f"{len(running)} running" if running else "",
+                f"{len(suspended)} suspended" if suspended else "",
+            )
+            if part
+        )
+        stays = " (a suspended job stays stopped)" if suspended else ""
+        s_ = "s" if n == 1 else ""
         body = (
-            f"{n} job{'s' if n > 1 else ''} running: {names}.\n\n"
-            f"Leave: {it} keep{'s' if n == 1 else ''} running, and gtui re-adopts {they} the "
-            f"next time it opens {q}. No queued job starts until then.\n"
-            f"Kill: {it} get{'s' if n == 1 else ''} SIGTERM (SIGKILL after kill_grace), "
-            "then gtui quits."
+            f"{plural(n, 'job')} not ended ({what}): {names}.\n\n"
+            f"Leave: {it} keep{s_} going as {it} {'is' if n == 1 else 'are'}{stays}, and gtui "
+            f"re-adopts {they} the next time it opens {q}. No queued job starts until then.\n"
+            f"Kill: {it} get{s_} SIGTERM (SIGKILL after kill_grace), then gtui quits."
         )
         if self.in_tmux or os.environ.get("TMUX"):
-            body += "\n\nTo keep the dashboard running too, detach instead: ctrl+b d."
+            body += f"\n\nTo keep the dashboard running too, detach instead: {self.tmux_prefix} d."
 
         def chosen(value: str | None) -> None:
             if value in ("leave", "kill"):

@@ -4,6 +4,9 @@ A Line API widget rather than a DataTable: rows live in a dict keyed by job name
 into text only when they are on screen, so a job changing state costs one dict store and the
 repaint of one line (if visible), never a rebuild. The visible order (queue order, through the
 filter) is recomputed once per batch of changes that can alter it, not per event.
+
+Size: the table and everything that is drawn per row of it (filter, marks for bulk actions,
+the backfill note that needs the whole queue): split, each part would reach into the rows.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from gtui.core.api import JobView
 from gtui.core.model import ACTIVE_STATES, WAITING_STATES, JobState
 from gtui.core.sched.eta import Estimate
 from gtui.ui.forecast import progress_cell
-from gtui.ui.format import COUNT_ORDER, job_cells
+from gtui.ui.format import COUNT_ORDER, cut_middle, job_cells
 
 # (key, title, width or 0 = flexible, justify)
 _FIXED = (
@@ -107,6 +110,9 @@ class JobTable(ScrollView, can_focus=True):
         Binding("pagedown", "page(1)", "Page down", show=False),
         Binding("home,g", "first", "First", show=False),
         Binding("end,G", "last", "Last", show=False),
+        Binding("space", "toggle_mark", "Mark", show=False),
+        Binding("shift+down", "extend_mark(1)", "Mark down", show=False),
+        Binding("shift+up", "extend_mark(-1)", "Mark up", show=False),
     ]
 
     class Selected(Message):
@@ -115,6 +121,9 @@ class JobTable(ScrollView, can_focus=True):
         def __init__(self, name: str | None) -> None:
             super().__init__()
             self.name = name
+
+    class MarksChanged(Message):
+        """Jobs were marked or unmarked."""
 
     def __init__(self, *, clock: Callable[[], float] = time.time, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -125,6 +134,11 @@ class JobTable(ScrollView, can_focus=True):
         self._longest = 8
         self._cursor = 0
         self._selected: str | None = None
+        self.starve_after_s = 600.0  # the queue's starve_after (the main screen sets it)
+        self._gen = 0  # bumped at every change of the jobs: the backfill cache's key
+        self._blocker_at = -1
+        self._blocker_view: JobView | None = None
+        self.marked: set[str] = set()  # jobs marked for a bulk action (space, shift+arrows)
         self.filter_name = "all"
         self.filter_text = ""
         self.reorders = 0  # how often the visible order was recomputed (tests, benchmark)
@@ -143,6 +157,43 @@ class JobTable(ScrollView, can_focus=True):
     def view(self, name: str) -> JobView | None:
         return self._views.get(name)
 
+    @property
+    def marked_names(self) -> list[str]:
+        """The marked jobs the table shows, in queue order: what a bulk action acts on (a
+        marked job the filter hides is not acted on: the user does not see it)."""
+        return [n for n in self._order if n in self.marked]
+
+    def action_toggle_mark(self) -> None:
+        """space: mark / unmark the job under the cursor, then go on to the next row."""
+        name = self.selected
+        if name is None:
+            return
+        self.marked ^= {name}
+        self._refresh_row(self._cursor)
+        self._move_to(self._cursor + 1)
+        self.post_message(self.MarksChanged())
+
+    def action_extend_mark(self, delta: int) -> None:
+        """shift+arrow: mark the job under the cursor and the one it moves to."""
+        if self.selected is None:
+            return
+        self.marked.add(self.selected)
+        self._refresh_row(self._cursor)
+        self._move_to(self._cursor + delta)
+        if self.selected is not None:
+            self.marked.add(self.selected)
+        self._refresh_row(self._cursor)
+        self.post_message(self.MarksChanged())
+
+    def clear_marks(self) -> bool:
+        """Unmark every job; False when none was marked."""
+        if not self.marked:
+            return False
+        self.marked.clear()
+        self.refresh()
+        self.post_message(self.MarksChanged())
+        return True
+
     def views(self) -> Iterable[JobView]:
         return self._views.values()
 
@@ -157,12 +208,14 @@ class JobTable(ScrollView, can_focus=True):
 
     def set_jobs(self, views: Iterable[JobView]) -> None:
         """The whole queue (start, reload, add / remove / move): keep the selection by name."""
+        self._gen += 1
         self._views = {v.spec.name: v for v in views}
         self._longest = max((len(n) for n in self._views), default=8)
         self._reorder()
 
     def update_jobs(self, views: Iterable[JobView]) -> None:
         """Changed jobs: store them; repaint their lines; reorder only if visibility changed."""
+        self._gen += 1
         reorder = False
         top = int(self.scroll_y)
         bottom = top + self.size.height
@@ -192,8 +245,10 @@ class JobTable(ScrollView, can_focus=True):
                 self._refresh_row(i)
 
     def remove_jobs(self, names: Iterable[str]) -> None:
+        self._gen += 1
         changed = False
         for name in names:
+            self.marked.discard(name)
             if self._views.pop(name, None) is not None:
                 changed = True
         if changed:
@@ -207,8 +262,22 @@ class JobTable(ScrollView, can_focus=True):
     def _reorder(self) -> None:
         self.reorders += 1
         keep = self._selected
-        order = [n for n, v in self._views.items() if self._matches(v)]
-        order.sort(key=lambda n: self._views[n].order)
+        # _matches inlined, the state set and the lowered text taken once: a filter typed
+        # with 10,000 jobs re-runs this at every key (benchmarks/daily_use.py).
+        states = FILTERS.get(self.filter_name)
+        text = self.filter_text.lower()
+        views = self._views
+        if states is None and not text:
+            order = list(views)
+        elif not text:
+            order = [n for n, v in views.items() if v.record.state in states]  # type: ignore[operator]
+        else:
+            order = [
+                n
+                for n, v in views.items()
+                if text in n.lower() and (states is None or v.record.state in states)
+            ]
+        order.sort(key=lambda n: views[n].order)
         self._order = order
         self._pos = {n: i for i, n in enumerate(order)}
         self.virtual_size = Size(self.size.width, len(order) + 1)
@@ -289,6 +358,43 @@ class JobTable(ScrollView, can_focus=True):
 
     # -- painting -------------------------------------------------------------------------------
 
+    def _blocker(self) -> JobView | None:
+        """The first waiting multi-GPU job in the order jobs are considered (priority, then
+        the queue), waiting for GPUs rather than for a job it runs after: the one later jobs
+        overtake by backfill. Worked out once per change of the jobs, when a row asks."""
+        if self._blocker_at != self._gen:
+            best: tuple[tuple[int, int], JobView] | None = None
+            for v in self._views.values():
+                rec = v.record
+                if (
+                    rec.state != JobState.QUEUED
+                    or v.spec.gpus < 2
+                    or rec.reason.startswith("after")
+                ):
+                    continue
+                key = (-v.spec.priority, v.order)
+                if best is None or key < best[0]:
+                    best = (key, v)
+            self._blocker_view = best[1] if best else None
+            self._blocker_at = self._gen
+        return self._blocker_view
+
+    def backfill_note(self, view: JobView) -> Text | None:
+        """Why a running job went ahead of a multi-GPU job waiting before it (DESIGN.md 4.3:
+        backfill, until starve_after; then GPUs are kept for the waiting job)."""
+        rec = view.record
+        if rec.state != JobState.RUNNING or not rec.gpus or rec.warnings:
+            return None
+        b = self._blocker()
+        if b is None or (-view.spec.priority, view.order) < (-b.spec.priority, b.order):
+            return None
+        h, rem = divmod(int(self.starve_after_s), 3600)
+        after = "".join(f"{v}{u}" for v, u in ((h, "h"), (rem // 60, "m"), (rem % 60, "s")) if v)
+        return Text(
+            f"backfill: ahead of {b.spec.name} ({b.spec.gpus} GPUs); kept for it after {after}",
+            style="cyan",
+        )
+
     def _refresh_row(self, index: int) -> None:
         """Repaint row ``index`` if it is on screen. Row i is virtual line i + 1: the column
         header is painted over the first virtual line in view, so the last row can scroll in."""
@@ -315,7 +421,12 @@ class JobTable(ScrollView, can_focus=True):
         rec = self._views[name].record
         selected = index == self._cursor
         by_key = {
-            "sel": Text("›" if selected else " ", style="bold"),
+            "sel": Text(
+                ("»" if name in self.marked else "›")
+                if selected
+                else ("+" if name in self.marked else " "),
+                style="bold" if name not in self.marked else "bold yellow",
+            ),
             "glyph": cells.glyph,
             "name": cells.name,
             "state": cells.state,
@@ -323,20 +434,23 @@ class JobTable(ScrollView, can_focus=True):
             "mem": cells.mem,
             "tries": cells.tries,
             "time": cells.time,
-            "note": cells.note,
+            "note": self.backfill_note(self._views[name]) or cells.note,
             # An estimate is worked out every 2 s: one for a job that has ended since is old.
             "progress": progress_cell(
                 self.estimates.get(name) if rec.active or rec.waiting else None, self.clock()
             ),
         }
         if not column and by_key["progress"].plain:  # no room for the column: note it first
-            lead = by_key["progress"]
-            by_key["note"] = lead + Text(" · ") + cells.note if cells.note.plain else lead
+            lead, note = by_key["progress"], by_key["note"]
+            by_key["note"] = lead + Text(" · ") + note if note.plain else lead
         line = Text(no_wrap=True, end="")
         for i, (key, _, w, justify) in enumerate(cols):
             if i:
                 line.append(" ")
-            line.append_text(_cell(by_key[key], w, justify))
+            cell = by_key[key]
+            if key == "name" and cell.cell_len > w:
+                cell = Text(cut_middle(cell.plain, w), style=cell.style)
+            line.append_text(_cell(cell, w, justify))
         style = base
         if selected:
             cursor = "job-table--cursor" if self.has_focus else "job-table--cursor-blurred"

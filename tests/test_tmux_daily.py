@@ -1,0 +1,216 @@
+"""Issue 17 in a real tmux: session names per folder, the prefix key tmux really uses, typing a
+whole form in one ``send-keys``, and ``gtui stop`` ending a dashboard's process.
+
+Each test runs on its own tmux server (the ``tmux_server`` fixture of tests/test_tmux.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gtui.core import tmux
+from gtui.core.paths import queue_paths
+from tests.conftest import gtui, write_queue
+from tests.test_tmux import (
+    PY,
+    job_state,
+    keys,
+    outer,
+    sh,
+    status,
+    tmux_server,  # noqa: F401  (the fixture: a private tmux server)
+    wait,
+    wait_screen,
+)
+
+pytestmark = [
+    pytest.mark.tmux,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux"),
+    pytest.mark.usefixtures("tmux_server"),
+]
+
+LONG = """
+[settings]
+poll = "0.3s"
+kill_grace = "1s"
+
+[[jobs]]
+name = "long"
+gpus = 0
+cmd = "while [ ! -e release ]; do sleep 0.05; done"
+"""
+
+
+def test_tmux_key_names_read_as_the_dashboard_writes_keys() -> None:
+    assert tmux.key_for_people("C-b") == "ctrl+b"
+    assert tmux.key_for_people("C-a") == "ctrl+a"
+    assert tmux.key_for_people("M-x") == "alt+x"
+    assert tmux.key_for_people("C-M-q") == "ctrl+alt+q"
+    assert tmux.key_for_people("F12") == "F12"
+    assert tmux.key_for_people("`") == "`"
+
+
+def test_the_prefix_shown_is_the_one_tmux_really_uses(tmp_path: Path) -> None:
+    sh("new-session", "-d", "-s", "keep", "sleep 60")
+    assert tmux.prefix_key() == "ctrl+b"  # tmux's default
+    sh("set-option", "-g", "prefix", "C-a")
+    assert tmux.prefix_key() == "ctrl+a"
+    queue = write_queue(tmp_path, LONG)
+    script = tmp_path / "s.sh"
+    script.write_text("exec sleep 60\n")
+    tmux.new_session("gtui-q-000000", script, cwd=tmp_path, queue=queue)
+    r = gtui("ls")
+    assert "detach again with ctrl+a d" in r.stdout and "ctrl+b" not in r.stdout
+
+
+@pytest.mark.slow
+def test_the_quit_dialog_names_the_real_prefix_and_counts_suspended_apart(
+    tmp_path: Path,
+) -> None:
+    """In a tmux whose prefix is ctrl+a, the quit dialog's detach hint says ctrl+a d; a
+    suspended job is counted as suspended, not as running."""
+    queue = write_queue(
+        tmp_path,
+        LONG
+        + """
+[[jobs]]
+name = "other"
+gpus = 0
+cmd = "while [ ! -e release ]; do sleep 0.05; done"
+""",
+    )
+    try:
+        # Inside tmux (no `env -u TMUX`): the dashboard runs in place and knows it is in tmux.
+        sh(
+            "new-session", "-d", "-x", "100", "-y", "30", "-s", "term", "-c", str(tmp_path),
+            f"{PY} -m gtui --fake-gpus 1x80G q.toml; echo rc=$?; sleep 60",
+        )  # fmt: skip
+        sh("set-option", "-g", "prefix", "C-a")
+        wait(lambda: job_state(queue, "other") == "running", what="other running")
+        r = gtui("pause", str(queue), "other")
+        assert r.returncode == 0, r.stderr
+        wait(lambda: job_state(queue, "other") == "suspended", what="other suspended")
+        wait_screen("=term:", "suspended")
+        keys("=term:", "q")
+        screen = wait_screen("=term:", "Quit gtui?")
+        text = " ".join(screen.replace("│", " ").split())
+        assert "2 jobs not ended (1 running, 1 suspended)" in text, screen
+        assert "detach instead: ctrl+a d" in text and "ctrl+b" not in text, screen
+        keys("=term:", "q")  # leave them
+        wait_screen("=term:", "rc=0")
+    finally:
+        (tmp_path / "release").touch()
+        for p in psutil.process_iter():
+            try:
+                if p.environ().get("GTUI_QUEUE") == str(queue.resolve()):
+                    p.kill()
+            except (psutil.Error, OSError):
+                pass
+
+
+@pytest.mark.slow
+def test_two_queue_toml_in_two_folders_get_two_sessions_and_ls_shows_each_folder(
+    tmp_path: Path,
+) -> None:
+    a, b = tmp_path / "exp-a", tmp_path / "exp-b"
+    a.mkdir()
+    b.mkdir()
+    qa = write_queue(a, LONG, name="queue.toml")
+    qb = write_queue(b, LONG, name="queue.toml")
+    name_a, name_b = queue_paths(qa).tmux_session, queue_paths(qb).tmux_session
+    assert name_a != name_b
+    assert name_a.startswith("gtui-queue-") and name_b.startswith("gtui-queue-")
+    try:
+        outer(a, "term-a", f"{PY} -m gtui --fake-gpus 1x80G queue.toml")
+        wait(lambda: tmux.has_session(name_a), what=f"the session {name_a}")
+        outer(b, "term-b", f"{PY} -m gtui --fake-gpus 1x80G queue.toml")
+        # Not an attach to a's session: its own, and b's queue runs.
+        wait(lambda: tmux.has_session(name_b), what=f"the session {name_b}")
+        wait(lambda: job_state(qb, "long") == "running", what="b's job running")
+        wait(lambda: job_state(qa, "long") == "running", what="a's job running")
+        assert tmux.session_queue(name_a) == str(qa.resolve())
+        assert tmux.session_queue(name_b) == str(qb.resolve())
+        r = gtui("ls")
+        rows = {line.split()[0]: line for line in r.stdout.splitlines() if line}
+        assert str(a.resolve()) in rows[name_a] and str(b.resolve()) in rows[name_b], r.stdout
+        assert "queue.toml" in rows[name_a] and "queue.toml" in rows[name_b]
+    finally:
+        (a / "release").touch()
+        (b / "release").touch()
+    wait(lambda: status(qa)["jobs"][0]["state"] == "done", what="a's job done")
+    wait(lambda: status(qb)["jobs"][0]["state"] == "done", what="b's job done")
+    for name in (name_a, name_b):
+        keys(f"={name}:", "q")
+        wait(lambda n=name: not tmux.has_session(n), what=f"{name} to end")  # type: ignore[misc]
+
+
+
+@pytest.mark.slow
+def test_gtui_stop_ends_a_dashboards_scheduler_and_the_dashboard_quits(tmp_path: Path) -> None:
+    """`gtui stop q.toml` while a dashboard (in place, a real terminal) runs the scheduler:
+    the dashboard's process exits, the command returns once it has, the job runs on."""
+    queue = write_queue(tmp_path, LONG)
+    try:
+        outer(tmp_path, "term", f"{PY} -m gtui --no-tmux --fake-gpus 1x80G q.toml")
+        wait(lambda: job_state(queue, "long") == "running", what="long running")
+        wait_screen("=term:", "running")
+        dashboard = [
+            p
+            for p in psutil.process_iter(["cmdline"])
+            if "--no-tmux" in (p.info["cmdline"] or []) and str(tmp_path) in p.cwd()
+        ]
+        assert len(dashboard) == 1
+        r = gtui("stop", str(queue))
+        assert r.returncode == 0, r.stderr
+        assert f"stopped the scheduler (pid {dashboard[0].pid})" in r.stdout
+        assert not dashboard[0].is_running() or dashboard[0].status() == psutil.STATUS_ZOMBIE
+        screen = wait_screen("=term:", "rc=0")
+        assert "stopped by `gtui stop`" in screen, screen
+        assert job_state(queue, "long") == "running"  # left running, for the next scheduler
+    finally:
+        (tmp_path / "release").touch()
+
+
+@pytest.mark.slow
+def test_a_whole_form_sent_in_one_send_keys_lands_in_the_right_fields(tmp_path: Path) -> None:
+    """`a`, then every field typed at once, faster than the screen refreshes: the form opens,
+    each value lands in its field (enter moves on), ctrl+s adds the job as typed."""
+    queue = write_queue(tmp_path, LONG)
+    try:
+        outer(tmp_path, "term", f"{PY} -m gtui --no-tmux --fake-gpus 1x80G q.toml", (100, 30))
+        wait(lambda: job_state(queue, "long") == "running", what="long running")
+        wait_screen("=term:", "running")
+        keys(
+            "=term:",
+            "a", "echo typed-fast", "Enter",  # cmd (the cursor starts there), then gpus
+            "0", "Enter",                     # gpus
+            "Enter",                          # mem: empty
+            "5", "Enter",                     # priority
+            "long", "Enter",                  # after
+            "2", "Enter",                     # retries
+            "1h", "Enter",                    # timeout
+            "Enter",                          # cwd: empty
+            "SEED=7 MODE=x", "C-s",           # env, then save
+        )  # fmt: skip
+        try:
+            wait(lambda: "typed-fast" in queue.read_text(), what="the job written to the file")
+        except AssertionError:
+            raise AssertionError(sh("capture-pane", "-p", "-t", "=term:").stdout) from None
+        jobs = {j["name"]: j for j in status(queue)["jobs"]}
+        added = next(j for n, j in jobs.items() if n != "long")
+        text = queue.read_text()
+        assert 'cmd = "echo typed-fast"' in text, text
+        assert "gpus = 0" in text and "priority = 5" in text and "retries = 2" in text, text
+        assert 'after = ["long"]' in text and 'timeout = "1h"' in text, text
+        assert 'SEED = "7"' in text and 'MODE = "x"' in text, text
+        assert added["state"] == "queued"  # after long, which still runs
+        keys("=term:", "q")
+        wait_screen("=term:", "Quit gtui?")
+        keys("=term:", "q")
+        wait_screen("=term:", "rc=0")
+    finally:
+        (tmp_path / "release").touch()
