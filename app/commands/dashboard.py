@@ -199,7 +199,7 @@ async def _run_app(paths: QueuePaths, opts: GlobalOptions, note: str | None) -> 
     from gtui.core.sched.engine import Engine
     from gtui.ui.app import GtuiApp
 
-    engine = Engine(paths.queue, fake_gpus=opts.fake_gpus)
+    engine = Engine(paths.queue, fake_gpus=opts.fake_gpus, cluster=opts.backend)
     # The app (which subscribes to the engine) before the engine starts: what the start says
     # (a GPU warning, no control socket) waits for the screen instead of being lost.
     app = GtuiApp(engine, in_tmux=tmux.inside(), startup_notice=note)

@@ -8,6 +8,15 @@ from typing import Literal, Protocol
 
 from gtui.core.model import Settings
 
+# On a cluster the pool numbers node k's GPU i as k * NODE_GPU_STRIDE + i (issue 23), so an
+# index alone, as records keep it, still says which GPU of its node it is.
+NODE_GPU_STRIDE = 1000
+
+
+def gpu_label(index: int, node: str | None) -> str:
+    """How a person names a pool GPU: ``3`` on one server, ``node2:3`` on a cluster."""
+    return str(index) if node is None else f"{node}:{index % NODE_GPU_STRIDE}"
+
 
 @dataclass(frozen=True)
 class GpuProcess:
@@ -31,9 +40,25 @@ class GpuInfo:
     processes: tuple[GpuProcess, ...] = ()
     lost: bool = False  # the GPU fell off the bus / stopped answering; never placed on
     error: str | None = None  # why some field is missing, in words
+    # On a cluster (issue 23): the node the GPU is on and its index there. ``index`` stays the
+    # pool's unique number; CUDA_VISIBLE_DEVICES and {gpu} get ``node_index``.
+    node: str | None = None
+    node_index: int | None = None
+
+    @property
+    def label(self) -> str:
+        """How a person names it: ``3`` on one server, ``node2:3`` on a cluster."""
+        return gpu_label(self.index, self.node)
 
     def to_json(self) -> dict[str, object]:
-        """The ``gtui gpus --json`` shape."""
+        """The ``gtui gpus --json`` shape (``node`` and ``node_index`` on a cluster)."""
+        out = self._json()
+        if self.node is not None:
+            out["node"] = self.node
+            out["node_index"] = self.node_index
+        return out
+
+    def _json(self) -> dict[str, object]:
         return {
             "index": self.index,
             "name": self.name,

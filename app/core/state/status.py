@@ -34,6 +34,7 @@ def job_dict(view: JobView) -> dict[str, Any]:
         "reason_at": rec.reason_at if rec.waiting else None,
         "diagnosis": {"kind": d.kind, "line": d.line, "hint": d.hint} if d else None,
         "warnings": list(rec.warnings),
+        "node": rec.node,  # the cluster node it runs / ran on (issue 23); null on one server
     }
 
 
