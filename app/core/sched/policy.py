@@ -309,6 +309,7 @@ class _Gpu:
         "claims",
         "idle",
         "index",
+        "node",
         "others",
         "ours",
         "promised",
@@ -316,8 +317,11 @@ class _Gpu:
         "whole",
     )
 
-    def __init__(self, index: int, total: int, used: int, util: int | None) -> None:
+    def __init__(
+        self, index: int, total: int, used: int, util: int | None, node: str | None = None
+    ) -> None:
         self.index = index
+        self.node = node  # a cluster's node (issue 23); None on one server
         self.total = total
         self.avail = total - used
         self.ours = 0  # jobs of ours on it
@@ -377,16 +381,24 @@ class _Pass:
         wanted = None if settings.gpus == "all" else set(settings.gpus)
         excluded = set(settings.exclude)
         seen: set[int] = set()
+        by_node = set(settings.cluster_gpus)
+        node_excluded = set(settings.cluster_exclude)
         for info in sorted(snapshot.gpus, key=attrgetter("index")):
             seen.add(info.index)
             if (wanted is not None and info.index not in wanted) or info.index in excluded:
                 continue
+            if info.node is not None and (by_node or node_excluded):
+                names = {info.node, info.label}
+                if (by_node and not names & by_node) or names & node_excluded:
+                    continue
             if info.lost:
                 self.notes.append(f"GPU{info.index} lost")
             elif info.mem_total_mib is None or info.mem_used_mib is None:
                 self.notes.append(f"GPU{info.index} memory unknown")
             else:
-                self.pool.append(_Gpu(info.index, info.mem_total_mib, info.mem_used_mib, info.util))
+                self.pool.append(
+                    _Gpu(info.index, info.mem_total_mib, info.mem_used_mib, info.util, info.node)
+                )
         if wanted is not None:
             missing = sorted(wanted - seen - excluded)
             if missing:
@@ -413,6 +425,12 @@ class _Pass:
         for gpu in self.pool:
             gpu.others = max(0, gpu.others)
         self.pool_n = len(self.pool)
+        # A cluster (issue 23): a multi-GPU job stays on one node, so the widest node bounds it.
+        sizes: dict[str | None, int] = {}
+        for g in self.pool:
+            sizes[g.node] = sizes.get(g.node, 0) + 1
+        self.nodes = len(sizes) > 1 or None not in sizes
+        self.widest = max(sizes.values(), default=0)
         self.totals_desc = sorted((g.total for g in self.pool), reverse=True)
         # Failure bounds: fail_mem[n] = the least mem a request of <= n GPUs failed with;
         # fail_idle = the fewest GPUs a request without mem failed with.
@@ -480,6 +498,8 @@ class _Pass:
             eligible.sort(key=lambda g: (g.avail, g.index))
         else:
             eligible.sort(key=lambda g: (-g.avail, g.index))
+        if self.nodes and n > 1:
+            return self.on_one_node(eligible, n, allowed)
         chosen: list[_Gpu] = []
         for g in eligible:
             if not g.ours:
@@ -490,6 +510,26 @@ class _Pass:
             if len(chosen) == n:
                 break
         return chosen
+
+    @staticmethod
+    def on_one_node(eligible: list[_Gpu], n: int, allowed: int) -> list[_Gpu] | None:
+        """The first node, in placement order, where ``n`` eligible GPUs fit within the
+        reserve's ``allowed`` free ones: its GPUs in placement order (issue 23)."""
+        per_node: dict[str | None, list[_Gpu]] = {}
+        for g in eligible:
+            per_node.setdefault(g.node, []).append(g)
+        for gpus in per_node.values():
+            left = allowed
+            chosen = []
+            for g in gpus:
+                if not g.ours:
+                    if left <= 0:
+                        continue
+                    left -= 1
+                chosen.append(g)
+                if len(chosen) == n:
+                    return chosen
+        return None
 
     def take(self, chosen: list[_Gpu], m: int | None) -> bool:
         """Start a job on ``chosen``. True if it took a GPU that held no job of ours: in pack
@@ -545,6 +585,8 @@ class _Pass:
             if reason is None:
                 reason = self.permanent[key] = self.never_fits(n, m)
             return reason
+        if self.nodes and n > self.widest:
+            return f"needs {n} GPUs on one node: the largest node has {self.widest}"
         if n > self.reserve_cap and (m is None or not self.pack):
             cap = self.reserve_cap
             s = "GPU" if n == 1 else "GPUs"
