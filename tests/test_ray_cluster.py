@@ -308,3 +308,94 @@ def test_a_node_removed_mid_run_loses_its_job_once_ray_declares_it_dead_and_it_r
     # The event log said why: lost with its node, then retried (never "done" for attempt 1).
     assert "node node4 declared dead by Ray" in said, said
     assert (tmp_path / "big.runs").read_text() == "1\n2\n"
+
+
+def test_an_address_where_nothing_listens_is_one_sentence_not_a_minute_of_retries(
+    tmp_path: Path,
+) -> None:
+    q = write_queue(
+        tmp_path, '[cluster]\nbackend = "ray"\naddress = "127.0.0.1:1"\n[[jobs]]\ncmd = "true"\n'
+    )
+    out = gtui("run", str(q), timeout=60)
+    assert out.returncode == 2
+    assert "nothing answers at the Ray cluster's address 127.0.0.1:1" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_joining_restores_the_sigterm_handler_and_pythonbreakpoint(cluster: Any) -> None:
+    """ray.init replaces the SIGTERM handler and sets PYTHONBREAKPOINT; connect undoes both."""
+    import ray
+
+    from gtui.core.exec.ray.cluster import connect
+
+    def mine(signum: int, frame: object) -> None:
+        """A handler of our own, to recognise."""
+
+    before = signal.signal(signal.SIGTERM, mine)
+    os.environ.pop("PYTHONBREAKPOINT", None)
+    try:
+        connect(cluster.address)
+        assert signal.getsignal(signal.SIGTERM) is mine
+        assert "PYTHONBREAKPOINT" not in os.environ
+    finally:
+        ray.shutdown()
+        signal.signal(signal.SIGTERM, before)
+
+
+def test_a_killed_agent_takes_no_job_with_it(tmp_path: Path, cluster: Any) -> None:
+    """Jobs are detached from their agent (setsid, double fork), and no subreaper adopts them:
+    killing the agent while a job runs leaves the job running; a new agent is started and the
+    job's exit is still recorded."""
+    import ray
+
+    from gtui.core.exec.ray.cluster import AGENT_PREFIX, NAMESPACE
+
+    gate = tmp_path / "gate"
+    q = queue(
+        tmp_path,
+        cluster,
+        f"""
+        [[jobs]]
+        name = "survivor"
+        cmd = "while [ ! -e {gate} ]; do sleep 0.05; done; exit 0"
+        mem = "1G"
+        """,
+    )
+    run = start_run(q)
+    ray.init(address=cluster.address, namespace=NAMESPACE, log_to_driver=False)
+    try:
+        wait_for(lambda: jobs(q)["survivor"]["state"] == "running", 60, "survivor to run")
+        pid = status_pid(q, "survivor")
+        node = jobs(q)["survivor"]["node"]
+        agents = [
+            a["name"]
+            for a in ray.util.list_named_actors(all_namespaces=True)
+            if a["name"].startswith(AGENT_PREFIX)
+        ]
+        mine = []
+        for name in agents:
+            actor = ray.get_actor(name, namespace=NAMESPACE)
+            info = ray.get(actor.info.remote())
+            if info["node"] == node:
+                assert ray.get(actor.subreaper.remote()) is None  # init adopts detached jobs
+                mine.append(actor)
+        assert mine
+        for actor in mine:
+            ray.kill(actor, no_restart=True)
+        wait_for(lambda: all(_dead(ray, a) for a in mine), 60, "the agent to be gone")
+        assert psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        gate.touch()
+        assert run.wait(timeout=90) == 0
+    finally:
+        gate.touch()
+        stop(run)
+        ray.shutdown()
+    assert jobs(q)["survivor"]["state"] == "done"
+
+
+def _dead(ray: Any, actor: Any) -> bool:
+    try:
+        ray.get(actor.info.remote(), timeout=5)
+    except ray.exceptions.RayActorError:
+        return True
+    return False

@@ -24,6 +24,7 @@ import hashlib
 import logging
 import os
 import signal
+import socket
 import stat
 import threading
 import time
@@ -83,6 +84,37 @@ def secure_token() -> str | None:
     return None
 
 
+def _check_reachable(address: str) -> None:
+    """Fail at once, in one sentence, where nothing listens at the cluster's address: ray.init
+    would retry for minutes. "auto" is resolved as Ray does (RAY_ADDRESS, then the address the
+    last `ray start` on this machine wrote); a ray:// client address is left to Ray."""
+    if address.startswith("ray://"):
+        return
+    target = address
+    if address == "auto":
+        try:
+            from ray._private.services import canonicalize_bootstrap_address
+
+            target = canonicalize_bootstrap_address("auto") or ""
+        except Exception:
+            target = ""
+        if not target:
+            raise ClusterError(
+                "no Ray cluster found on this machine (address = \"auto\"): start one with "
+                "`ray start --head`, or give [cluster] address = \"HOST:PORT\""
+            )
+    host, _, port = target.rpartition(":")
+    if not port.isdigit():
+        raise ClusterError(f"Ray address {address!r}: expected HOST:PORT, \"auto\" or ray://...")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=3.0).close()
+    except OSError as e:
+        raise ClusterError(
+            f"nothing answers at the Ray cluster's address {target} ({e.strerror or e}); "
+            "is `ray start --head` running there?"
+        ) from None
+
+
 def connect(address: str) -> Any:
     """``ray.init`` the driver into the cluster at ``address`` and undo what it changes in this
     process: it replaces the SIGTERM handler (gtui's ends the scheduler cleanly) and sets
@@ -92,6 +124,7 @@ def connect(address: str) -> Any:
         return ray
     term = signal.getsignal(signal.SIGTERM)
     breakpoint_was = os.environ.get("PYTHONBREAKPOINT")
+    _check_reachable(address)
     secure_token()
     try:
         ray.init(
@@ -168,8 +201,6 @@ class Cluster:
 
     def refresh(self) -> None:
         """Look at Ray's node list: agents for new nodes, dead ones marked (with Ray's word)."""
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
         ray = self.ray
         alive = {}
         dead = {}
@@ -187,21 +218,7 @@ class Cluster:
         new = sorted(set(alive) - set(known))
         if not new:
             return
-        cls = self._agent_class()
-        version = self.agent_version()
-        agents = {}
-        for ray_id in new:
-            agents[ray_id] = cls.options(
-                name=f"{AGENT_PREFIX}{version}-{ray_id}",
-                namespace=NAMESPACE,
-                lifetime="detached",
-                get_if_exists=True,
-                num_cpus=0,
-                num_gpus=0,
-                max_concurrency=AGENT_THREADS,
-                max_restarts=-1,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(ray_id, soft=False),
-            ).remote()
+        agents = {ray_id: self._agent(ray_id) for ray_id in new}
         infos = ray.get([a.info.remote() for a in agents.values()], timeout=60)
         with self._lock:
             names = {node.name for node in self.nodes.values()}
@@ -216,6 +233,33 @@ class Cluster:
                     self._order.append(ray_id)
                 base = self._order.index(ray_id) * self.GPU_STRIDE
                 self.nodes[name] = _Node(ray_id, name, agent, base)
+
+    def _agent(self, ray_id: str) -> Any:
+        """The node's agent: found by its name, or started there (detached, pinned, no GPUs
+        asked of Ray: gtui sets CUDA_VISIBLE_DEVICES itself)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        return (
+            self._agent_class()
+            .options(
+                name=f"{AGENT_PREFIX}{self.agent_version()}-{ray_id}",
+                namespace=NAMESPACE,
+                lifetime="detached",
+                get_if_exists=True,
+                num_cpus=0,
+                num_gpus=0,
+                max_concurrency=AGENT_THREADS,
+                max_restarts=-1,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(ray_id, soft=False),
+            )
+            .remote()
+        )
+
+    def revive(self, node: _Node) -> None:
+        """The node lives but its agent died (killed, crashed): find or start it again. Its
+        jobs never depended on it (detached); the new agent watches them from their pids."""
+        with contextlib.suppress(Exception):
+            node.agent = self._agent(node.ray_id)
 
     def node(self, name: str | None) -> _Node:
         with self._lock:
@@ -239,8 +283,13 @@ class Cluster:
 
     def call(self, node: _Node, method: str, *args: Any, timeout: float = CALL_TIMEOUT_S) -> Any:
         """A blocking call of an agent method (the executor's synchronous methods)."""
-        ref = getattr(node.agent, method).remote(*args)
-        return self.ray.get(ref, timeout=timeout)
+        try:
+            return self.ray.get(getattr(node.agent, method).remote(*args), timeout=timeout)
+        except self.ray.exceptions.RayActorError:
+            if self.is_dead(node):
+                raise
+            self.revive(node)  # the agent died, not its node: once more with a new one
+            return self.ray.get(getattr(node.agent, method).remote(*args), timeout=timeout)
 
 
 class RayExecutor:
@@ -326,6 +375,7 @@ class RayExecutor:
                                 f.set_result(ExitStatus(None, None, lost=node.dead))
                     return
                 await asyncio.sleep(DEAD_CHECK_S)
+                await asyncio.to_thread(self.cluster.revive, node)
                 continue
             for pid, ct, code, sig in ended:
                 key = (pid, ct)
