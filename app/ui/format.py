@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.text import Text
 
 from gtui.core.api import JobView
-from gtui.core.gpus.snapshot import GpuInfo
+from gtui.core.gpus.snapshot import NODE_GPU_STRIDE, GpuInfo
 from gtui.core.model import JobState, Settings
 from gtui.core.units import format_duration, format_mib
 
@@ -158,6 +158,8 @@ def gpu_cell(view: JobView) -> str:
     if spec.gpus == 0:
         return "cpu"
     if rec.gpus and (rec.active or rec.final):
+        if rec.node:  # a cluster (issue 23): node2:0,1
+            return f"{rec.node}:" + ",".join(str(g % NODE_GPU_STRIDE) for g in rec.gpus)
         return ",".join(str(g) for g in rec.gpus)
     return "-"
 
@@ -346,7 +348,7 @@ def gpu_line(
     wide = width >= 110
     name_w = 14 if wide else 10
     line = Text(no_wrap=True, overflow="ellipsis")
-    line.append(f"{gpu.index:>2} ", style="bold")
+    line.append(f"{gpu.index if gpu.node_index is None else gpu.node_index:>2} ", style="bold")
     line.append(_fit(short_gpu_name(gpu.name, compact=not wide), name_w) + " ")
     if gpu.lost:
         line.append("LOST", style="bold red reverse")
