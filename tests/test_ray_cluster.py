@@ -399,3 +399,16 @@ def _dead(ray: Any, actor: Any) -> bool:
     except ray.exceptions.RayActorError:
         return True
     return False
+
+
+def test_gtui_gpus_lists_every_nodes_gpus_with_its_node(cluster: Any) -> None:
+    env = {**os.environ, "RAY_ADDRESS": cluster.address}
+    out = gtui("gpus", "--backend", "ray", "--json", env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    gpus = json.loads(out.stdout)
+    assert {(g["node"], g["node_index"]) for g in gpus} >= {
+        (n, i) for n in NODES for i in range(2)
+    }
+    text = gtui("gpus", "--backend", "ray", env=env, timeout=120)
+    assert text.returncode == 0, text.stderr
+    assert "node2:1" in text.stdout and "SIMULATED GPUs (Ray nodes)" in text.stdout
