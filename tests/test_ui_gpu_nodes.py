@@ -41,3 +41,20 @@ def test_the_job_table_names_the_node_of_a_running_job() -> None:
         0,
     )
     assert gpu_cell(view) == "node2:1"
+
+
+async def test_the_job_table_widens_its_gpu_column_for_node_names() -> None:
+    from gtui.ui.widgets.job_table import JobTable
+    from tests.test_ui_widgets import line_text
+
+    table = JobTable(clock=lambda: 0.0)
+    running = JobView(
+        JobSpec(name="a", cmd="true"),
+        JobRecord(name="a", state=JobState.RUNNING, gpus=(1000, 1001), node="node2"),
+        0,
+    )
+    async with Harness(table).run_test(size=(120, 10)) as pilot:
+        table.set_jobs([JobView(JobSpec(name="a", cmd="true"), JobRecord(name="a"), 0)])
+        table.update_jobs([running])
+        await pilot.pause()
+        assert "node2:0,1" in line_text(table, 1)
