@@ -35,7 +35,15 @@ from typing import Any, Literal
 
 from gtui.core.errors import GtuiError
 from gtui.core.exec import runner
-from gtui.core.exec.base import ExitStatus, Found, Handle, LaunchError, LaunchRequest
+from gtui.core.exec.base import (
+    ExitStatus,
+    Found,
+    Handle,
+    LaunchError,
+    LaunchRequest,
+    file_size,
+    read_file_range,
+)
 from gtui.core.gpus.snapshot import NODE_GPU_STRIDE, GpuInfo, GpuSnapshot, JobUsage
 
 NAMESPACE = "gtui"
@@ -221,7 +229,9 @@ class Cluster:
         agents = {ray_id: self._agent(ray_id) for ray_id in new}
         infos = ray.get([a.info.remote() for a in agents.values()], timeout=60)
         with self._lock:
-            names = {node.name for node in self.nodes.values()}
+            # A dead node's name goes to the node that comes back under it (a restarted
+            # server's raylet has a new id); two live nodes of one host name get a suffix.
+            names = {node.name for node in self.nodes.values() if node.dead is None}
             for (ray_id, agent), info in sorted(
                 zip(agents.items(), infos, strict=True), key=lambda x: x[1]["node"]
             ):
@@ -338,7 +348,7 @@ class RayExecutor:
         if node.dead is not None:
             return ExitStatus(None, None, lost=node.dead)
         self._log_nodes[str(handle.log_path)] = node
-        waits = self._waits.setdefault(node.name, _Waits())
+        waits = self._waits.setdefault(node.ray_id, _Waits())
         key = (handle.pid, handle.create_time)
         future: asyncio.Future[ExitStatus] = asyncio.get_running_loop().create_future()
         waits.futures.setdefault(key, []).append(future)
@@ -466,6 +476,12 @@ class RayExecutor:
         return {}
 
     def log_size(self, path: str) -> int | None:
+        """On the shared file system the README asks for, a stat here (the engine asks for
+        every running job's log twice a second: a remote call each would hold the loop);
+        else the node that holds it."""
+        local = file_size(path)
+        if local is not None:
+            return local
         for node in self._log_holders(path):
             with contextlib.suppress(Exception):
                 size: int | None = self.cluster.call(node, "log_size", path)
@@ -475,6 +491,8 @@ class RayExecutor:
         return None
 
     def read_log(self, path: str, offset: int, limit: int) -> bytes:
+        if file_size(path) is not None:  # a log never overwritten: here, it is the same file
+            return read_file_range(path, offset, limit)
         for node in self._log_holders(path):
             with contextlib.suppress(Exception):
                 data: bytes = self.cluster.call(node, "read_log", path, offset, limit)
