@@ -127,13 +127,18 @@ def connect(address: str) -> Any:
     """``ray.init`` the driver into the cluster at ``address`` and undo what it changes in this
     process: it replaces the SIGTERM handler (gtui's ends the scheduler cleanly) and sets
     PYTHONBREAKPOINT in os.environ (jobs would inherit it)."""
+    # Before Ray is imported: it reads RAY_AUTH_MODE once, at import. Ray's C++ warnings (one
+    # a second while it retries) stay out of the user's terminal unless asked for.
+    note = secure_token()
+    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
     ray = _import_ray()
     if ray.is_initialized():
         return ray
+    if note:
+        logging.getLogger("gtui").warning(note)
     term = signal.getsignal(signal.SIGTERM)
     breakpoint_was = os.environ.get("PYTHONBREAKPOINT")
     _check_reachable(address)
-    secure_token()
     try:
         ray.init(
             address=address,
@@ -143,9 +148,12 @@ def connect(address: str) -> Any:
             configure_logging=False,
         )
     except Exception as e:  # Ray raises many kinds; the user needs one sentence
+        auth = os.environ.get("RAY_AUTH_MODE", "disabled")
         raise ClusterError(
             f"cannot join the Ray cluster at {address!r}: {str(e).splitlines()[0][:300]}; "
-            "start it with `ray start --head` (README: Several servers)"
+            "is it running (`ray start --head`)? Token authentication must match the head's: "
+            f"here RAY_AUTH_MODE is {auth!r}, token file {token_file()} "
+            f"({'present' if token_file().exists() else 'absent'}) (README: Several servers)"
         ) from e
     finally:
         with contextlib.suppress(ValueError, TypeError):
