@@ -412,3 +412,34 @@ def test_gtui_gpus_lists_every_nodes_gpus_with_its_node(cluster: Any) -> None:
     text = gtui("gpus", "--backend", "ray", env=env, timeout=120)
     assert text.returncode == 0, text.stderr
     assert "node2:1" in text.stdout and "SIMULATED GPUs (Ray nodes)" in text.stdout
+
+
+def test_pause_and_resume_stop_and_continue_a_job_on_its_node(tmp_path: Path, cluster: Any) -> None:
+    gate = tmp_path / "gate"
+    q = queue(
+        tmp_path,
+        cluster,
+        f"""
+        [[jobs]]
+        name = "frozen"
+        cmd = "while [ ! -e {gate} ]; do sleep 0.05; done"
+        mem = "1G"
+        """,
+    )
+    run = start_run(q)
+    try:
+        wait_for(lambda: jobs(q)["frozen"]["state"] == "running", 60, "frozen to run")
+        pid = status_pid(q, "frozen")
+        assert gtui("pause", str(q), "frozen", timeout=60).returncode == 0
+        wait_for(lambda: jobs(q)["frozen"]["state"] == "suspended", 60, "suspended")
+        assert psutil.Process(pid).status() == psutil.STATUS_STOPPED
+        assert gtui("resume", str(q), "frozen", timeout=60).returncode == 0
+        wait_for(
+            lambda: psutil.Process(pid).status() != psutil.STATUS_STOPPED, 60, "it to continue"
+        )
+        gate.touch()
+        assert run.wait(timeout=60) == 0
+    finally:
+        gate.touch()
+        stop(run)
+    assert jobs(q)["frozen"]["state"] == "done"

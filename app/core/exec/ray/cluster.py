@@ -520,7 +520,11 @@ class RayExecutor:
 
 
 class RayGpus:
-    """The GPU backend of a cluster: every live node's GPUs, read through its agent."""
+    """The GPU backend of a cluster: every live node's GPUs, read through its agent. Read in
+    a thread by the scheduler (``may_block``): a node that hangs must not stop the queue."""
+
+    may_block = True
+    READ_WAIT_S = 1.5  # a node silent this long: its GPUs shown lost (the reader waits 2 s)
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
@@ -547,11 +551,15 @@ class RayGpus:
         gpus: list[GpuInfo] = []
         errors = []
         sources = set()
+        ray = self.cluster.ray
+        with contextlib.suppress(Exception):
+            ray.wait(refs, num_returns=len(refs), timeout=self.READ_WAIT_S)
         for node, ref in zip(nodes, refs, strict=True):
             try:
-                snap: GpuSnapshot = self.cluster.ray.get(ref, timeout=CALL_TIMEOUT_S)
+                snap: GpuSnapshot = ray.get(ref, timeout=0)
             except Exception as e:
                 errors.append(f"node {node.name} did not answer: {type(e).__name__}")
+                gpus.extend(self._lost(node, f"node {node.name} does not answer"))
                 continue
             sources.add(snap.source)
             if snap.error:
@@ -564,6 +572,16 @@ class RayGpus:
         return GpuSnapshot(
             tuple(gpus), time.time(), self._source, error="; ".join(errors) or None
         )
+
+    def _lost(self, node: _Node, why: str) -> list[GpuInfo]:
+        """A silent node's GPUs as lost (nothing is placed there) until it answers again."""
+        return [
+            GpuInfo(
+                node.base + i, "?", f"{node.name}:{i}", None, None, None, None,
+                lost=True, error=why, node=node.name, node_index=i,
+            )
+            for i in range(node.gpus)
+        ]
 
     def close(self) -> None:
         """Nothing to close: the agents stay (detached) for the next scheduler."""
