@@ -172,6 +172,9 @@ def test_a_multi_gpu_job_gets_two_gpus_of_one_node_and_a_cpu_job_none(
     assert Path(ddp["log"]).read_text().strip() == "cvd=0,1 gpu=0,1"
     assert Path(js["cpu"]["log"]).read_text().strip() == "cvd=[]"
     assert js["cpu"]["node"] in NODES
+    text = gtui("status", str(q)).stdout  # the human status names node:GPU
+    node = ddp["node"]
+    assert f"{node}:0,{node}:1" in text and f"GPU {node}:1 " in text
 
 
 def test_kill_stops_a_job_on_its_node_and_records_it_killed(tmp_path: Path, cluster: Any) -> None:
