@@ -552,13 +552,16 @@ class RayGpus:
         errors = []
         sources = set()
         ray = self.cluster.ray
-        with contextlib.suppress(Exception):
-            ray.wait(refs, num_returns=len(refs), timeout=self.READ_WAIT_S)
+        # One deadline for all (not ray.wait: with a dead node's ref among them, Ray 2.40
+        # raised from it and every node looked silent).
+        deadline = time.monotonic() + self.READ_WAIT_S
         for node, ref in zip(nodes, refs, strict=True):
             try:
-                snap: GpuSnapshot = ray.get(ref, timeout=0)
+                left = max(0.0, deadline - time.monotonic())
+                snap: GpuSnapshot = ray.get(ref, timeout=left)
             except Exception as e:
-                errors.append(f"node {node.name} did not answer: {type(e).__name__}")
+                why = str(e).strip().splitlines()[0][:120] if str(e).strip() else ""
+                errors.append(f"node {node.name} did not answer: {type(e).__name__} {why}")
                 gpus.extend(self._lost(node, f"node {node.name} does not answer"))
                 continue
             sources.add(snap.source)
