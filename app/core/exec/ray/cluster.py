@@ -149,8 +149,9 @@ def connect(address: str) -> Any:
         )
     except Exception as e:  # Ray raises many kinds; the user needs one sentence
         auth = os.environ.get("RAY_AUTH_MODE", "disabled")
+        said = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]  # Ray 2.52: ""
         raise ClusterError(
-            f"cannot join the Ray cluster at {address!r}: {str(e).splitlines()[0][:300]}; "
+            f"cannot join the Ray cluster at {address!r}: {said}; "
             "is it running (`ray start --head`)? Token authentication must match the head's: "
             f"here RAY_AUTH_MODE is {auth!r}, token file {token_file()} "
             f"({'present' if token_file().exists() else 'absent'}) (README: Several servers)"
