@@ -102,3 +102,20 @@ def test_one_server_is_unchanged_by_the_node_rule() -> None:
     )
     d = run(snapshot, job("ddp", gpus=3))
     assert sorted(d.starts[0].gpus) == [0, 1, 2]
+
+
+def test_cluster_reserve_keeps_gpus_of_the_named_node_free() -> None:
+    # reserve = {node1 = 1}: of node1's 2 GPUs, one stays free of our jobs; node2 has none kept.
+    jobs = [job(f"j{i}", order=i) for i in range(4)]
+    d = run(cluster(2, 2), *jobs, cluster_reserve=(("node1", 1),))
+    started = sorted(label for s in d.starts for label in labels(d, s.name))
+    assert [x for x in started if x.startswith("node1")] in (["node1:0"], ["node1:1"])
+    assert [x for x in started if x.startswith("node2")] == ["node2:0", "node2:1"]
+    assert len(d.starts) == 3
+
+
+def test_cluster_reserve_can_keep_a_multi_gpu_job_off_a_node() -> None:
+    # A 2-GPU job fits node1 (most memory free) only by eating its reserve: it goes to node2.
+    snapshot = cluster(2, 2, used={"node2:0": 4, "node2:1": 4})
+    d = run(snapshot, job("ddp", gpus=2), cluster_reserve=(("node1", 1),))
+    assert labels(d, "ddp") == ["node2:0", "node2:1"]

@@ -63,6 +63,7 @@ def test_the_cluster_section_is_read_and_checked(tmp_path: Path) -> None:
         backend = "ray"
         address = "10.0.0.1:6379"
         exclude = ["node2", "node3:1"]
+        reserve = { node1 = 1 }
 
         [[jobs]]
         cmd = "true"
@@ -71,6 +72,10 @@ def test_the_cluster_section_is_read_and_checked(tmp_path: Path) -> None:
     s = load_queue(q).settings
     assert (s.cluster_backend, s.cluster_address) == ("ray", "10.0.0.1:6379")
     assert s.cluster_exclude == ("node2", "node3:1")
+    assert s.cluster_reserve == (("node1", 1),)
+    neg = write_queue(tmp_path, '[cluster]\nreserve = { node1 = -1 }\n[[jobs]]\ncmd = "true"\n', "n.toml")
+    with pytest.raises(QueueFileError, match="GPUs kept free per node"):
+        load_queue(neg)
     bad = write_queue(tmp_path, '[cluster]\nbackend = "slurm"\n[[jobs]]\ncmd = "true"\n', "b.toml")
     with pytest.raises(QueueFileError) as e:
         load_queue(bad)

@@ -103,6 +103,7 @@ class Settings:
     cluster_address: str = "auto"
     cluster_gpus: tuple[str, ...] = ()
     cluster_exclude: tuple[str, ...] = ()
+    cluster_reserve: tuple[tuple[str, int], ...] = ()  # (node, k): k of its GPUs kept free
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,7 @@ JOB_KEYS = (
 RULE_KEYS = ("kind", "pattern", "hint", "exit_codes", "signals")
 _JOB_KEYSET = frozenset(JOB_KEYS)
 TOP_KEYS = ("settings", "jobs", "diagnose", "cluster")
-CLUSTER_KEYS = ("backend", "address", "gpus", "exclude")
+CLUSTER_KEYS = ("backend", "address", "gpus", "exclude", "reserve")
 MAX_JOBS_PER_ENTRY = 100_000
 
 _NAME_BAD = re.compile(r"[\s/\\,{}\"'$*?\[\]<>|;&()`\x00-\x1f\x7f]")
@@ -1334,8 +1334,8 @@ def _load_queue(
 
 def _cluster(w: _Where, data: Any, settings: Settings) -> Settings:
     """``[cluster]`` (issue 23): ``backend = "local" | "ray"``, ``address`` ("auto",
-    "host:port", "ray://..."), and ``gpus`` / ``exclude`` naming nodes ("node2") or a node's
-    GPU ("node2:3")."""
+    "host:port", "ray://..."), ``gpus`` / ``exclude`` naming nodes ("node2") or a node's
+    GPU ("node2:3"), and ``reserve = { node1 = 1 }``: GPUs kept free on a node."""
     if not isinstance(data, Mapping):
         raise w.error(f"expected a table, got {_kind(data)}", "cluster")
     _check_keys(w, data, CLUSTER_KEYS, {"[settings]": SETTINGS_KEYS})
@@ -1344,6 +1344,17 @@ def _cluster(w: _Where, data: Any, settings: Settings) -> Settings:
         kw["cluster_backend"] = _choice(w, "backend", data["backend"], ["local", "ray"])
     if "address" in data:
         kw["cluster_address"] = _str(w, "address", data["address"])
+    if "reserve" in data:
+        value = data["reserve"]
+        if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+            for k, v in value.items()
+        ):
+            raise w.error(
+                f"expected GPUs kept free per node, like {{ node1 = 1 }}, got {_kind(value)}",
+                "reserve",
+            )
+        kw["cluster_reserve"] = tuple(sorted(value.items()))
     for key in ("gpus", "exclude"):
         if key not in data:
             continue

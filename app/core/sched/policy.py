@@ -431,6 +431,7 @@ class _Pass:
             sizes[g.node] = sizes.get(g.node, 0) + 1
         self.nodes = len(sizes) > 1 or None not in sizes
         self.widest = max(sizes.values(), default=0)
+        self.node_reserve = {node: k for node, k in settings.cluster_reserve if k > 0}
         self.totals_desc = sorted((g.total for g in self.pool), reverse=True)
         # Failure bounds: fail_mem[n] = the least mem a request of <= n GPUs failed with;
         # fail_idle = the fewest GPUs a request without mem failed with.
@@ -490,6 +491,8 @@ class _Pass:
         """The GPUs a job gets now, or None: eligibility, the reserve, then the placement order."""
         ok = self.ok
         eligible = [g for g in self.pool if g.index not in skip and ok(g, m)]
+        if self.node_reserve:
+            eligible = self.within_node_reserves(eligible)
         free = sum(1 for g in eligible if not g.ours)
         allowed = reserve_allows(free, self.k, self.reserve_rule)
         if len(eligible) - free + min(free, allowed) < n:
@@ -510,6 +513,27 @@ class _Pass:
             if len(chosen) == n:
                 break
         return chosen
+
+    def within_node_reserves(self, eligible: list[_Gpu]) -> list[_Gpu]:
+        """``[cluster] reserve = {node1 = 1}``: on a node with a reserve of its own, only as
+        many of its free eligible GPUs as the reserve rule allows stay eligible (the first in
+        placement order); GPUs holding jobs of ours are not limited, as with ``reserve``."""
+        order = (lambda g: (g.avail, g.index)) if self.best_fit else (lambda g: (-g.avail, g.index))
+        eligible = sorted(eligible, key=order)
+        left = {
+            node: reserve_allows(
+                sum(1 for g in eligible if g.node == node and not g.ours), k, self.reserve_rule
+            )
+            for node, k in self.node_reserve.items()
+        }
+        out = []
+        for g in eligible:
+            if not g.ours and g.node in left:
+                if left[g.node] <= 0:
+                    continue
+                left[g.node] -= 1
+            out.append(g)
+        return out
 
     @staticmethod
     def on_one_node(eligible: list[_Gpu], n: int, allowed: int) -> list[_Gpu] | None:
@@ -544,7 +568,7 @@ class _Pass:
                 g.avail -= g.total
             else:
                 g.avail -= m
-        return converted and self.pack and self.k > 0
+        return converted and self.pack and (self.k > 0 or bool(self.node_reserve))
 
     def forget_failures(self) -> None:
         """Resources grew (see ``take``): earlier failures prove nothing any more."""
