@@ -41,6 +41,12 @@ def test_the_job_table_names_the_node_of_a_running_job() -> None:
         0,
     )
     assert gpu_cell(view) == "node2:1"
+    cpu = JobView(
+        JobSpec(name="c", cmd="true", gpus=0),
+        JobRecord(name="c", state=JobState.DONE, node="node3"),
+        1,
+    )
+    assert gpu_cell(cpu) == "node3:cpu"
 
 
 async def test_the_job_table_widens_its_gpu_column_for_node_names() -> None:

@@ -156,7 +156,7 @@ def gpu_cell(view: JobView) -> str:
     """The GPUs it holds (or held last), ``cpu`` for a CPU job, ``-`` while it waits."""
     spec, rec = view.spec, view.record
     if spec.gpus == 0:
-        return "cpu"
+        return f"{rec.node}:cpu" if rec.node and (rec.active or rec.final) else "cpu"
     if rec.gpus and (rec.active or rec.final):
         if rec.node:  # a cluster (issue 23): node2:0,1
             return f"{rec.node}:" + ",".join(str(g % NODE_GPU_STRIDE) for g in rec.gpus)

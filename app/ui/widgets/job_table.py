@@ -168,7 +168,7 @@ class JobTable(ScrollView, can_focus=True):
             name = v.spec.name
             old = self._views.get(name)
             self._views[name] = v
-            if v.record.node and v.record.gpus:  # a cluster: the cell names the node
+            if v.record.node:  # a cluster: the cell names the node
                 wide = min(GPU_CELL_MAX, len(gpu_cell(v)))
                 if wide > self._gpu_w:
                     self._gpu_w = wide
