@@ -52,6 +52,7 @@ def split_global_options(argv: Sequence[str]) -> tuple[GlobalOptions, list[str]]
     """Take ``--fake-gpus SPEC`` and ``--no-tmux`` out of ``argv`` wherever they stand."""
     fake: str | None = os.environ.get("GTUI_FAKE_GPUS") or None
     no_tmux = False
+    backend: str | None = None
     rest: list[str] = []
     i = 0
     args = list(argv)
@@ -60,6 +61,13 @@ def split_global_options(argv: Sequence[str]) -> tuple[GlobalOptions, list[str]]
         if a == "--":
             rest.extend(args[i:])
             break
+        if a == "--backend" or a.startswith("--backend="):
+            value = a.split("=", 1)[1] if "=" in a else (args[i + 1] if i + 1 < len(args) else "")
+            if value not in ("local", "ray"):
+                raise GtuiError("--backend needs local or ray, for example --backend ray")
+            backend = value
+            i += 1 if "=" in a else 2
+            continue
         if a == "--fake-gpus":
             if i + 1 >= len(args):
                 raise GtuiError("--fake-gpus needs a SPEC, for example --fake-gpus 4x80G")
@@ -73,7 +81,7 @@ def split_global_options(argv: Sequence[str]) -> tuple[GlobalOptions, list[str]]
         else:
             rest.append(a)
         i += 1
-    return GlobalOptions(fake_gpus=fake, no_tmux=no_tmux), rest
+    return GlobalOptions(fake_gpus=fake, no_tmux=no_tmux, backend=backend), rest
 
 
 def _queue_arg(p: argparse.ArgumentParser) -> None:
@@ -111,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gtui",
         description="Run a queue of shell commands on the GPUs of a shared Linux server.",
         epilog="Global options (anywhere on the line): --fake-gpus SPEC (or GTUI_FAKE_GPUS), "
-        "--no-tmux, --version. `gtui QUEUE.toml` opens the dashboard.",
+        "--no-tmux, --backend local|ray (jobs on a Ray cluster), --version. "
+        "`gtui QUEUE.toml` opens the dashboard.",
     )
     parser.add_argument("--version", action="version", version=f"gtui {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

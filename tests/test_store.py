@@ -45,6 +45,7 @@ def full_record(name: str = "train/lr=0.1 “q”") -> JobRecord:
         port=29_500,
         status_file="/tmp/q/.gtui/q.run/train.3.status",
         token="0f" * 16,
+        node="node2",
     )
 
 

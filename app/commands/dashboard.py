@@ -199,7 +199,7 @@ async def _run_app(paths: QueuePaths, opts: GlobalOptions, note: str | None) -> 
     from gtui.core.sched.engine import Engine
     from gtui.ui.app import GtuiApp
 
-    engine = Engine(paths.queue, fake_gpus=opts.fake_gpus)
+    engine = Engine(paths.queue, fake_gpus=opts.fake_gpus, cluster=opts.backend)
     # `gtui stop` ends this process too (the app quits once its engine's run ends): the command
     # is told so, and returns once this process has exited.
     engine.exits_with_run = True

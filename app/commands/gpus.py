@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ from gtui.commands.options import GlobalOptions
 from gtui.core.gpus.backend import open_backend
 from gtui.core.gpus.claims import ClaimBoard, Judged, gpu_keys, judge
 from gtui.core.gpus.holders import HolderReader, process_json, stale_reasons
-from gtui.core.gpus.snapshot import GpuInfo, GpuSnapshot
+from gtui.core.gpus.snapshot import GpuBackend, GpuInfo, GpuSnapshot
 from gtui.core.units import format_duration, format_mib
 
 _HEADERS = ("GPU", "NAME", "MEMORY", "UTIL", "TEMP", "PROCESSES")
@@ -48,7 +49,7 @@ def format_table(snapshot: GpuSnapshot) -> list[str]:
     """The GPUs as aligned text lines (also usable by ``gtui status``)."""
     rows = [
         (
-            g.label,
+            g.label,  # node2:3 on a Ray cluster
             g.name,
             _memory(g),
             "n/a" if g.util is None else f"{g.util}%",
@@ -149,13 +150,21 @@ def format_claims(judged: list[Judged], notes: list[str], directory: Path) -> li
 
 def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     """Read the GPUs once and print them; no GPU is not an error (exit 0)."""
-    backend = open_backend(opts.fake_gpus, Path.cwd())
+    if opts.backend == "ray":  # every node's GPUs (issue 23), at $RAY_ADDRESS or "auto"
+        from gtui.core.exec.ray import open_cluster
+
+        backend: GpuBackend = open_cluster(os.environ.get("RAY_ADDRESS") or "auto")[1]
+    else:
+        backend = open_backend(opts.fake_gpus, Path.cwd())
     try:
         snapshot = HolderReader().describe(backend.read())
     finally:
         backend.close()
     now = time.time()
-    judged, notes = read_claims(snapshot, getattr(backend, "file", None))
+    judged: list[Judged] = []
+    notes: list[str] = []
+    if opts.backend != "ray":  # claims are per machine: not read for a cluster
+        judged, notes = read_claims(snapshot, getattr(backend, "file", None))
     if ns.json:
         gpus = [g.to_json() for g in snapshot.gpus]
         for g, doc in zip(snapshot.gpus, gpus, strict=True):
@@ -171,7 +180,8 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
             print(f"gtui: {snapshot.error}", file=sys.stderr)
         return 0
     if snapshot.source == "fake":
-        print(f"SIMULATED GPUs (--fake-gpus {opts.fake_gpus})")
+        where = "Ray nodes" if opts.backend == "ray" else f"--fake-gpus {opts.fake_gpus}"
+        print(f"SIMULATED GPUs ({where})")
     elif snapshot.driver:
         print(f"NVIDIA driver {snapshot.driver}")
     if snapshot.error:

@@ -67,7 +67,8 @@ class EventLog:
             if previous and previous[0] == JobState.SUSPENDED.value:
                 self.line(f"resumed {name}")
                 return
-            where = "GPU " + ",".join(map(gpu_label, rec.gpus)) if rec.gpus else "CPU"
+            labels = ",".join(gpu_label(g, rec.node) for g in rec.gpus)
+            where = f"GPU {labels}" if rec.gpus else f"CPU of {rec.node}" if rec.node else "CPU"
             mem = f", {format_mib(rec.mem_mib)}/GPU" if rec.gpus and rec.mem_mib else ""
             warn = "".join(f"; warning: {w}" for w in rec.warnings)
             self.line(f"start {name} (attempt {rec.attempt}) on {where}{mem}: pid {rec.pid}{warn}")
@@ -112,8 +113,10 @@ class EventLog:
                 self.line(f"queued {name}")
 
 
-async def run_headless(queue: str, fake_gpus: str | None, out: TextIO) -> int:
-    engine = Engine(queue, fake_gpus=fake_gpus)
+async def run_headless(
+    queue: str, fake_gpus: str | None, out: TextIO, backend: str | None = None
+) -> int:
+    engine = Engine(queue, fake_gpus=fake_gpus, cluster=backend)
     engine.exits_with_run = True  # `gtui stop` waits for this process to end, not only the run
     log = EventLog(out, engine.queue_path.name)
     engine.subscribe(log, (JobChanged, Notice, QueuePaused, WaitingSummary))
@@ -161,4 +164,4 @@ async def run_headless(queue: str, fake_gpus: str | None, out: TextIO) -> int:
 
 
 def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
-    return asyncio.run(run_headless(ns.queue, opts.fake_gpus, sys.stdout))
+    return asyncio.run(run_headless(ns.queue, opts.fake_gpus, sys.stdout, opts.backend))

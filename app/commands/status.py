@@ -18,6 +18,7 @@ from typing import Any
 from gtui.commands.options import GlobalOptions
 from gtui.core.control.client import perform
 from gtui.core.errors import GtuiError
+from gtui.core.gpus.snapshot import gpu_label
 from gtui.core.paths import queue_paths
 from gtui.core.sched.policy import format_wait
 from gtui.core.units import UnitError, format_duration, format_mib, parse_duration_s
@@ -109,7 +110,8 @@ def render(status: dict[str, Any], states: frozenset[str] | None = None) -> list
         used = format_mib(g["mem_used_mib"])
         total = format_mib(g["mem_total_mib"])
         util = "n/a" if g["util"] is None else f"{g['util']}%"
-        out.append(f"  GPU {g['index']} {g['name']}: {used}/{total}, util {util}")
+        label = gpu_label(g["index"], g.get("node"))  # node2:3 on a Ray cluster
+        out.append(f"  GPU {label} {g['name']}: {used}/{total}, util {util}")
     rows = []
     jobs = status["jobs"]
     if states is not None:
@@ -117,7 +119,7 @@ def render(status: dict[str, Any], states: frozenset[str] | None = None) -> list
         out.append(f"  {len(shown)} of {len(jobs)} jobs are {', '.join(sorted(states))}")
         jobs = shown
     for j in jobs:
-        gpus = ",".join(map(str, j["gpus"])) if j["gpus"] else "-"
+        gpus = ",".join(gpu_label(g, j.get("node")) for g in j["gpus"]) if j["gpus"] else "-"
         mem = format_mib(j["mem_mib"]) if j["mem_mib"] else "-"
         note = j["reason"]
         if note and j.get("reason_at"):

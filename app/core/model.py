@@ -120,6 +120,14 @@ class Settings:
     # Publish this queue's claims and count other users' (issue 20, DESIGN.md 4.1).
     neighbours: bool = True
     notify: Notify = field(default_factory=Notify)  # the [notify] section (issue 19.4)
+    # [cluster] (issue 23): where jobs run. "local" (this machine) or "ray" (a Ray cluster at
+    # ``cluster_address``); ``cluster_gpus`` / ``cluster_exclude`` name nodes ("node2") or one
+    # node's GPU ("node2:3"), read by the placement policy against each GPU's node.
+    cluster_backend: Literal["local", "ray"] = "local"
+    cluster_address: str = "auto"
+    cluster_gpus: tuple[str, ...] = ()
+    cluster_exclude: tuple[str, ...] = ()
+    cluster_reserve: tuple[tuple[str, int], ...] = ()  # (node, k): k of its GPUs kept free
 
 
 @dataclass(frozen=True)
@@ -194,6 +202,7 @@ class JobRecord:
     port: int | None = None
     status_file: str | None = None  # where the wrapper writes this attempt's exit status
     token: str | None = None  # set in the job's environment (GTUI_TOKEN) to find it after a crash
+    node: str | None = None  # the cluster node it runs / ran on (Ray executor); None: this machine
 
     @property
     def waiting(self) -> bool:

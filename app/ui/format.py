@@ -20,7 +20,7 @@ from pathlib import Path
 from rich.text import Text
 
 from gtui.core.api import JobView
-from gtui.core.gpus.snapshot import GpuInfo, gpu_label
+from gtui.core.gpus.snapshot import NODE_GPU_STRIDE, GpuInfo, gpu_label
 from gtui.core.model import JobState, Settings
 from gtui.core.state.history import gpu_hours
 from gtui.core.units import format_duration, format_mib, parse_size_mib
@@ -158,9 +158,10 @@ def gpu_cell(view: JobView) -> str:
     """The GPUs it holds (or held last), ``cpu`` for a CPU job, ``-`` while it waits."""
     spec, rec = view.spec, view.record
     if spec.gpus == 0:
-        return "cpu"
+        return f"{rec.node}:cpu" if rec.node and (rec.active or rec.final) else "cpu"
     if rec.gpus and (rec.active or rec.final):
-        return ",".join(gpu_label(g) for g in rec.gpus)
+        prefix = f"{rec.node}:" if rec.node else ""  # a cluster (issue 23): node2:0,1
+        return prefix + ",".join(gpu_label(g % NODE_GPU_STRIDE) for g in rec.gpus)
     return "-"
 
 
@@ -417,7 +418,9 @@ def gpu_line(
     wide = width >= 110
     name_w = 14 if wide else 10
     line = Text(no_wrap=True, overflow="ellipsis")
-    line.append(f"{gpu.label:>2} ", style="bold")
+    # On a cluster the bars sit under their node's name, numbered as on the node (issue 23).
+    label = gpu.label if gpu.node is None else gpu_label(gpu.index % NODE_GPU_STRIDE)
+    line.append(f"{label:>2} ", style="bold")
     line.append(_fit(short_gpu_name(gpu.name, compact=not wide), name_w) + " ")
     if gpu.lost:
         line.append("LOST", style="bold red reverse")

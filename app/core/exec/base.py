@@ -125,6 +125,7 @@ def handle_of(rec: JobRecord) -> Handle:
         create_time=float(rec.create_time or 0.0),
         log_path=Path(rec.log or os.devnull),
         status_path=Path(rec.status_file or os.devnull),
+        node=rec.node,
     )
 
 

@@ -103,6 +103,10 @@ class LaunchRequest:
     env: Mapping[str, str]  # added on top of os.environ
     log_dir: Path
     run_dir: Path  # where the exit-status file goes (QueuePaths.run_dir)
+    # The placement's GPUs (pool indices) and the cluster node they are on: a cluster executor
+    # launches there; the local executor needs neither.
+    gpus: tuple[int, ...] = ()
+    node: str | None = None
 
 
 @dataclass(frozen=True)
@@ -111,18 +115,21 @@ class Launched:
     create_time: float
     log_path: Path
     status_path: Path
+    node: str | None = None  # a cluster executor's node ("" / None: this machine)
 
 
 @dataclass(frozen=True)
 class ExitStatus:
-    """How a job ended. Both None: unknown (the process is gone and left no status file)."""
+    """How a job ended. Both None: unknown (the process is gone and left no status file).
+    ``lost``: why nobody can know (its cluster node was declared dead): failed, retried."""
 
     exit_code: int | None
     signal: int | None
+    lost: str | None = None
 
     @property
     def unknown(self) -> bool:
-        return self.exit_code is None and self.signal is None
+        return self.exit_code is None and self.signal is None and self.lost is None
 
     @property
     def ok(self) -> bool:
@@ -271,6 +278,12 @@ def launch(req: LaunchRequest) -> Launched:
     except psutil.Error:
         create_time = time.time()  # cannot happen for an unreaped child; keep going regardless
     return Launched(proc.pid, create_time, log_path, status_path)
+
+
+# For the Ray node agent (gtui.core.exec.ray.agent), which starts the same wrapper detached.
+WRAPPER = _WRAPPER
+bash_path = _bash
+open_new_log = _open_new_log
 
 
 def _oserr(e: OSError) -> str:

@@ -42,7 +42,8 @@ class GpuReader:
     async def read(self, usage: Sequence[JobUsage]) -> bool:
         """A new reading; False when NVML has not answered yet (the last one stays)."""
         self._note_ours(usage)
-        if self.backend.source == "nvml":
+        # In a thread: NVML, and any backend that says it may block (a Ray cluster's nodes).
+        if self.backend.source == "nvml" or getattr(self.backend, "may_block", False):
             snapshot = await self._read_nvml(usage)
             if snapshot is None:
                 return False

@@ -8,6 +8,11 @@ from typing import Literal, Protocol
 
 from gtui.core.model import Settings
 
+# On a cluster the pool numbers node k's GPU i as k * NODE_GPU_STRIDE + i (issue 23), so an
+# index alone, as records keep it, still says which GPU of its node it is. The stride is far
+# above MIG's numbers (MIG_INDEX_BASE below), so a node's MIG instances nest inside it.
+NODE_GPU_STRIDE = 1_000_000
+
 
 @dataclass(frozen=True)
 class GpuProcess:
@@ -53,11 +58,16 @@ def mig_index(parent: int, slot: int) -> int:
     return MIG_INDEX_BASE * (parent + 1) + slot
 
 
-def gpu_label(index: int) -> str:
-    """How people name GPU ``index``: ``2``, or ``2:1`` for MIG instance 1 of GPU 2."""
-    if index < MIG_INDEX_BASE:
-        return str(index)
-    return f"{index // MIG_INDEX_BASE - 1}:{index % MIG_INDEX_BASE}"
+def gpu_label(index: int, node: str | None = None) -> str:
+    """How people name GPU ``index``: ``2``, ``2:1`` for MIG instance 1 of GPU 2, and on a
+    cluster the node first (``node2:3``, ``node2:3:1``)."""
+    local = index % NODE_GPU_STRIDE if node is not None else index
+    text = (
+        str(local)
+        if local < MIG_INDEX_BASE
+        else f"{local // MIG_INDEX_BASE - 1}:{local % MIG_INDEX_BASE}"
+    )
+    return text if node is None else f"{node}:{text}"
 
 
 @dataclass(frozen=True)
@@ -80,14 +90,26 @@ class GpuInfo:
     # A MIG instance (issue 19.6): the physical GPU it is part of; its ``uuid`` is ``MIG-...``
     # (what CUDA_VISIBLE_DEVICES takes) and its ``index`` is mig_index(parent, slot).
     mig_parent: int | None = None
+    # On a cluster (issue 23): the node the GPU is on and its index there. ``index`` stays the
+    # pool's unique number; CUDA_VISIBLE_DEVICES and {gpu} get ``node_index``.
+    node: str | None = None
+    node_index: int | None = None
 
     @property
     def label(self) -> str:
-        """How people name it: ``2``, or ``2:1`` for MIG instance 1 of GPU 2."""
-        return gpu_label(self.index)
+        """How people name it: ``2``, ``2:1`` for MIG instance 1 of GPU 2, ``node2:3`` on a
+        cluster."""
+        return gpu_label(self.index, self.node)
 
     def to_json(self) -> dict[str, object]:
-        """The ``gtui gpus --json`` shape."""
+        """The ``gtui gpus --json`` shape (``node`` and ``node_index`` on a cluster)."""
+        out = self._json()
+        if self.node is not None:
+            out["node"] = self.node
+            out["node_index"] = self.node_index
+        return out
+
+    def _json(self) -> dict[str, object]:
         return {
             "index": self.index,
             "name": self.name,

@@ -105,8 +105,9 @@ JOB_KEYS = (
 )
 RULE_KEYS = ("kind", "pattern", "hint", "exit_codes", "signals")
 _JOB_KEYSET = frozenset(JOB_KEYS)
-TOP_KEYS = ("settings", "jobs", "diagnose", "notify")
+TOP_KEYS = ("settings", "jobs", "diagnose", "notify", "cluster")
 NOTIFY_KEYS = ("command", "apprise", "on", "timeout", "bell", "desktop")
+CLUSTER_KEYS = ("backend", "address", "gpus", "exclude", "reserve")
 MAX_JOBS_PER_ENTRY = 100_000
 
 _NAME_BAD = re.compile(r"[\s/\\,{}\"'$*?\[\]<>|;&()`\x00-\x1f\x7f]")
@@ -1378,6 +1379,12 @@ def _load_queue(
         )
         settings = replace(settings, notify=parse_notify(data["notify"], nw))
 
+    if "cluster" in data:
+        t = sc.table("cluster")
+        line = t.line if t else root.line_of("cluster")
+        cw = _Where(shown, line, t.keys if t else {}, "[cluster]")
+        settings = _cluster(cw, data["cluster"], settings)
+
     if machine is not None and pool is None:
         pool = _pool_from_machine(settings, machine, _Where(shown, s_line, s_keys, "[settings]"))
 
@@ -1399,6 +1406,48 @@ def _load_queue(
     return QueueFile(
         path=p, settings=settings, jobs=tuple(jobs), warnings=tuple(dict.fromkeys(warnings))
     )
+
+
+def _cluster(w: _Where, data: Any, settings: Settings) -> Settings:
+    """``[cluster]`` (issue 23): ``backend = "local" | "ray"``, ``address`` ("auto",
+    "host:port", "ray://..."), ``gpus`` / ``exclude`` naming nodes ("node2") or a node's
+    GPU ("node2:3"), and ``reserve = { node1 = 1 }``: GPUs kept free on a node."""
+    if not isinstance(data, Mapping):
+        raise w.error(f"expected a table, got {_kind(data)}", "cluster")
+    _check_keys(w, data, CLUSTER_KEYS, {"[settings]": SETTINGS_KEYS})
+    kw: dict[str, Any] = {}
+    if "backend" in data:
+        kw["cluster_backend"] = _choice(w, "backend", data["backend"], ["local", "ray"])
+    if "address" in data:
+        kw["cluster_address"] = _str(w, "address", data["address"])
+    if "reserve" in data:
+        value = data["reserve"]
+        if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+            for k, v in value.items()
+        ):
+            raise w.error(
+                f"expected GPUs kept free per node, like {{ node1 = 1 }}, got {_kind(value)}",
+                "reserve",
+            )
+        kw["cluster_reserve"] = tuple(sorted(value.items()))
+    for key in ("gpus", "exclude"):
+        if key not in data:
+            continue
+        value = data[key]
+        if not isinstance(value, list) or not all(
+            isinstance(v, str) and _NODE_GPU.fullmatch(v) for v in value
+        ):
+            raise w.error(
+                f"expected a list of node names or node:GPU, like [\"node2\", \"node3:1\"], "
+                f"got {_kind(value)}",
+                key,
+            )
+        kw[f"cluster_{key}"] = tuple(value)
+    return replace(settings, **kw)
+
+
+_NODE_GPU = re.compile(r"[A-Za-z0-9_.-]+(:[0-9]+)?")
 
 
 def _pool_from_machine(

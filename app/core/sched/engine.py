@@ -77,12 +77,15 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
         executor: Executor | None = None,
         control: bool = True,
         dispatch: bool = True,
+        cluster: str | None = None,
     ) -> None:
         self.paths: QueuePaths = queue_paths(queue_path)
         self.queue_path: Path = self.paths.queue
         self._fake_opt = fake_gpus
         self._backend_given = backend
         self._executor = executor or LocalExecutor()
+        self._executor_given = executor is not None
+        self._cluster_opt = cluster  # --backend: "ray" / "local" over the file's [cluster]
         self._control_wanted = control
         # dispatch=False: a scheduler that starts nothing (tests, the simulator's checks).
         self._dispatch = dispatch
@@ -221,6 +224,8 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
             if self._control_wanted:
                 refuse_if_served(self.paths)
             backend = self._backend_given
+            if (self._cluster_opt or queue.settings.cluster_backend) == "ray":
+                backend = self._open_ray(queue.settings.cluster_address, backend)
             if backend is None:
                 spec = self._fake_opt or queue.settings.fake_gpus
                 backend = open_backend(spec, self.queue_path.parent)
@@ -257,6 +262,16 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
         self._bus.publish(QueuePaused(self._paused))
         if snapshot.error:
             self._bus.notice("warning", snapshot.error)
+
+    def _open_ray(self, address: str, backend: GpuBackend | None) -> GpuBackend:
+        """Jobs on a Ray cluster (issue 23): Ray is imported here and only here."""
+        from gtui.core.exec.ray import open_cluster
+
+        executor, gpus = open_cluster(address)
+        if not self._executor_given:
+            self._executor = executor
+        self._bus.notice("info", f"Ray cluster at {address}: {len(executor.cluster.nodes)} node(s)")
+        return backend or gpus
 
     async def run(self, *, exit_when_idle: bool = False) -> int:
         """The scheduling loop. Returns 0 if every job is done, else 1 (DESIGN.md 2)."""

@@ -91,6 +91,17 @@ def conclude(
         rec.diagnosis = None
         rec.quick_fails, rec.retry_at = 0, None
         return
+    if status.lost is not None:
+        # Its node was declared dead (issue 23): failed with that reason, never done; retried
+        # elsewhere when it has retries left.
+        rec.state = JobState.FAILED
+        rec.diagnosis = Diagnosis(
+            "node_lost", status.lost, "its node is gone; retry it (r / gtui retry) on another"
+        )
+        if retry_left(spec, rec):
+            rec.state = JobState.QUEUED
+            rec.queued_since = time.time()
+        return
     if status.exit_code is None and status.signal is None:
         # No readable exit status: "unknown", never "failed", never a silent re-run.
         rec.state = JobState.UNKNOWN

@@ -311,6 +311,7 @@ class _Gpu:
         "idle",
         "index",
         "mig",
+        "node",
         "others",
         "ours",
         "promised",
@@ -319,10 +320,17 @@ class _Gpu:
     )
 
     def __init__(
-        self, index: int, total: int, used: int, util: int | None, mig: bool = False
+        self,
+        index: int,
+        total: int,
+        used: int,
+        util: int | None,
+        mig: bool = False,
+        node: str | None = None,
     ) -> None:
         self.index = index
         self.mig = mig  # a MIG instance (issue 19.6): one job at a time, of one GPU
+        self.node = node  # a cluster's node (issue 23); None on one server
         self.total = total
         self.avail = total - used
         self.ours = 0  # jobs of ours on it
@@ -382,6 +390,8 @@ class _Pass:
         wanted = None if settings.gpus == "all" else set(settings.gpus)
         excluded = set(settings.exclude)
         seen: set[int] = set()
+        by_node = set(settings.cluster_gpus)
+        node_excluded = set(settings.cluster_exclude)
         for info in sorted(snapshot.gpus, key=attrgetter("index")):
             seen.add(info.index)
             parent = info.mig_parent  # a MIG instance is named by its GPU's index too
@@ -393,6 +403,10 @@ class _Pass:
                 and (parent is None or parent not in wanted)
             ) or (info.index in excluded or (parent is not None and parent in excluded)):
                 continue
+            if info.node is not None and (by_node or node_excluded):
+                names = {info.node, info.label}
+                if (by_node and not names & by_node) or names & node_excluded:
+                    continue
             if info.lost:
                 self.notes.append(f"GPU{info.index} lost")
             elif info.mem_total_mib is None or info.mem_used_mib is None:
@@ -404,7 +418,8 @@ class _Pass:
                         info.mem_total_mib,
                         info.mem_used_mib,
                         info.util,
-                        parent is not None,
+                        mig=parent is not None,
+                        node=info.node,
                     )
                 )
         if wanted is not None:
@@ -436,6 +451,13 @@ class _Pass:
         for gpu in self.pool:
             gpu.others = max(0, gpu.others)
         self.pool_n = len(self.pool)
+        # A cluster (issue 23): a multi-GPU job stays on one node, so the widest node bounds it.
+        sizes: dict[str | None, int] = {}
+        for g in self.pool:
+            sizes[g.node] = sizes.get(g.node, 0) + 1
+        self.nodes = len(sizes) > 1 or None not in sizes
+        self.widest = max(sizes.values(), default=0)
+        self.node_reserve = {node: k for node, k in settings.cluster_reserve if k > 0}
         self.totals_desc = sorted((g.total for g in self.pool), reverse=True)
         # Failure bounds: fail_mem[n] = the least mem a request of <= n GPUs failed with;
         # fail_idle = the fewest GPUs a request without mem failed with.
@@ -497,6 +519,8 @@ class _Pass:
         eligible = [g for g in self.pool if g.index not in skip and ok(g, m)]
         if n > 1:  # CUDA gives a process one MIG instance: a multi-GPU job takes whole GPUs
             eligible = [g for g in eligible if not g.mig]
+        if self.node_reserve:
+            eligible = self.within_node_reserves(eligible)
         free = sum(1 for g in eligible if not g.ours)
         allowed = reserve_allows(free, self.k, self.reserve_rule)
         if len(eligible) - free + min(free, allowed) < n:
@@ -505,6 +529,8 @@ class _Pass:
             eligible.sort(key=lambda g: (g.avail, g.index))
         else:
             eligible.sort(key=lambda g: (-g.avail, g.index))
+        if self.nodes and n > 1:
+            return self.on_one_node(eligible, n, allowed)
         chosen: list[_Gpu] = []
         for g in eligible:
             if not g.ours:
@@ -515,6 +541,47 @@ class _Pass:
             if len(chosen) == n:
                 break
         return chosen
+
+    def within_node_reserves(self, eligible: list[_Gpu]) -> list[_Gpu]:
+        """``[cluster] reserve = {node1 = 1}``: on a node with a reserve of its own, only as
+        many of its free eligible GPUs as the reserve rule allows stay eligible (the first in
+        placement order); GPUs holding jobs of ours are not limited, as with ``reserve``."""
+        order = (lambda g: (g.avail, g.index)) if self.best_fit else (lambda g: (-g.avail, g.index))
+        eligible = sorted(eligible, key=order)
+        left = {
+            node: reserve_allows(
+                sum(1 for g in eligible if g.node == node and not g.ours), k, self.reserve_rule
+            )
+            for node, k in self.node_reserve.items()
+        }
+        out = []
+        for g in eligible:
+            if not g.ours and g.node in left:
+                if left[g.node] <= 0:
+                    continue
+                left[g.node] -= 1
+            out.append(g)
+        return out
+
+    @staticmethod
+    def on_one_node(eligible: list[_Gpu], n: int, allowed: int) -> list[_Gpu] | None:
+        """The first node, in placement order, where ``n`` eligible GPUs fit within the
+        reserve's ``allowed`` free ones: its GPUs in placement order (issue 23)."""
+        per_node: dict[str | None, list[_Gpu]] = {}
+        for g in eligible:
+            per_node.setdefault(g.node, []).append(g)
+        for gpus in per_node.values():
+            left = allowed
+            chosen = []
+            for g in gpus:
+                if not g.ours:
+                    if left <= 0:
+                        continue
+                    left -= 1
+                chosen.append(g)
+                if len(chosen) == n:
+                    return chosen
+        return None
 
     def take(self, chosen: list[_Gpu], m: int | None) -> bool:
         """Start a job on ``chosen``. True if it took a GPU that held no job of ours: in pack
@@ -530,7 +597,7 @@ class _Pass:
             else:
                 g.avail -= m
                 g.whole = g.whole or g.mig  # one job per MIG instance
-        return converted and self.pack and self.k > 0
+        return converted and self.pack and (self.k > 0 or bool(self.node_reserve))
 
     def forget_failures(self) -> None:
         """Resources grew (see ``take``): earlier failures prove nothing any more."""
@@ -571,6 +638,8 @@ class _Pass:
             if reason is None:
                 reason = self.permanent[key] = self.never_fits(n, m)
             return reason
+        if self.nodes and n > self.widest:
+            return f"needs {n} GPUs on one node: the largest node has {self.widest}"
         if n > self.reserve_cap and (m is None or not self.pack):
             cap = self.reserve_cap
             s = "GPU" if n == 1 else "GPUs"

@@ -102,12 +102,26 @@ class Runs:
         return env
 
     def _cuda_devices(self, gpus: tuple[int, ...]) -> str:
-        """CUDA_VISIBLE_DEVICES for ``gpus``: indices, and a MIG instance by its ``MIG-...``
-        UUID (issue 19.6: CUDA names MIG instances no other way)."""
+        """CUDA_VISIBLE_DEVICES for ``gpus``: the indices the job's node knows them by (issue
+        23), and a MIG instance by its ``MIG-...`` UUID (issue 19.6: CUDA names MIG instances
+        no other way)."""
         reader = self._reader
         infos = reader.snapshot.gpus if reader is not None else ()
         mig = {g.index: g.uuid for g in infos if g.mig_parent is not None}
-        return ",".join(mig.get(g) or str(g) for g in gpus)
+        local = self._on_node(gpus)[1]
+        return ",".join(mig.get(g) or str(n) for g, n in zip(gpus, local, strict=True))
+
+    def _on_node(self, gpus: tuple[int, ...]) -> tuple[str | None, tuple[int, ...]]:
+        """The node of a placement and the GPUs' indices there (issue 23): a cluster's pool
+        numbers GPUs across nodes, a job sees its node's numbers. One server: (None, gpus)."""
+        reader = self._reader
+        if not gpus or reader is None:
+            return None, gpus
+        by_index = reader.snapshot.by_index()
+        infos = [by_index.get(g) for g in gpus]
+        if any(i is None or i.node is None or i.node_index is None for i in infos):
+            return None, gpus
+        return infos[0].node, tuple(i.node_index for i in infos)  # type: ignore[union-attr,misc]
 
     def _start_job(self, name: str, gpus: tuple[int, ...]) -> None:
         book = self._book
@@ -130,12 +144,14 @@ class Runs:
         rec.ended_at = None
         rec.reason = ""
         rec.token = uuid.uuid4().hex
+        rec.node = None
         ex = self._executor
         rec.port = ex.free_port() if "port" in placeholders_used(spec.cmd) else None
         try:
+            node, node_gpus = self._on_node(gpus)
             cmd = substitute(
                 spec.cmd,
-                gpus=gpus,
+                gpus=node_gpus,
                 name=name,
                 attempt=rec.attempt,
                 port=rec.port,
@@ -160,6 +176,8 @@ class Runs:
                     env=self._job_env(spec, rec, gpus),
                     log_dir=self.paths.log_dir(self._settings.log_dir),
                     run_dir=self.paths.run_dir,
+                    gpus=tuple(gpus),
+                    node=node,
                 )
             )
         except GtuiError as e:
@@ -173,6 +191,7 @@ class Runs:
         rec.create_time = handle.create_time
         rec.log = str(handle.log_path)
         rec.status_file = str(handle.status_path)
+        rec.node = handle.node
         book.commit(rec)
         self._bus.publish(JobChanged(book.view(name)))
         self._adopt(name, handle)

@@ -57,6 +57,7 @@ def job_dict(view: JobView) -> dict[str, Any]:
                 len(rec.gpus), rec.started_at, rec.ended_at or (time.time() if rec.active else None)
             )
         ),
+        "node": rec.node,  # the cluster node it runs / ran on (issue 23); null on one server
     }
 
 

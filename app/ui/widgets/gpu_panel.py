@@ -146,7 +146,11 @@ class GpuPanel(Widget):
             return Text(f"No GPUs: {msg}. CPU jobs (gpus = 0) still run.", style="yellow")
         lines = []
         now = time.time()
+        node = None
         for g in snap.gpus:
+            if g.node is not None and g.node != node:  # a cluster: bars grouped by node
+                node = g.node
+                lines.append(Text(f"{node}", style="bold underline"))
             line = gpu_line(
                 g,
                 ours_names=read.ours.get(g.index, ()),

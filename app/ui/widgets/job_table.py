@@ -27,7 +27,9 @@ from gtui.core.api import JobView
 from gtui.core.model import ACTIVE_STATES, WAITING_STATES, JobState
 from gtui.core.sched.eta import Estimate
 from gtui.ui.forecast import progress_cell
-from gtui.ui.format import COUNT_ORDER, cut_middle, job_cells
+from gtui.ui.format import COUNT_ORDER, cut_middle, gpu_cell, job_cells
+
+GPU_CELL_MAX = 16  # the gpu column grows to this on a cluster (node2:0,1)
 
 # (key, title, width or 0 = flexible, justify)
 _FIXED = (
@@ -63,12 +65,13 @@ FILTER_LABELS = {
 
 
 def column_widths(
-    width: int, longest_name: int, *, progress: bool = False
+    width: int, longest_name: int, gpu_w: int = 4, *, progress: bool = False
 ) -> list[tuple[str, str, int, str]]:
     """Fit the columns into ``width``: fixed ones as they are, name and note share the rest.
+    ``gpu_w``: wider on a cluster, where the cell names the node (``node2:0,1``);
     ``progress``: with the progress / estimate column."""
     columns = (*_FIXED[:-1], _PROGRESS, _FIXED[-1]) if progress else _FIXED
-    fixed = sum(w for _, _, w, _ in columns) + (len(columns) - 1)
+    fixed = sum(w for _, _, w, _ in columns) + (len(columns) - 1) + gpu_w - 4
     rest = max(10, width - fixed)
     name_w = max(8, min(longest_name, 32, max(12, rest // 2)))
     note_w = max(4, rest - name_w)
@@ -78,6 +81,8 @@ def column_widths(
             w = name_w
         elif key == "note":
             w = note_w
+        elif key == "gpu":
+            w = gpu_w
         out.append((key, title, w, justify))
     return out
 
@@ -132,6 +137,7 @@ class JobTable(ScrollView, can_focus=True):
         self._order: list[str] = []  # visible names, queue order
         self._pos: dict[str, int] = {}
         self._longest = 8
+        self._gpu_w = 4
         self._cursor = 0
         self._selected: str | None = None
         self.starve_after_s = 600.0  # the queue's starve_after (the main screen sets it)
@@ -224,6 +230,11 @@ class JobTable(ScrollView, can_focus=True):
             name = v.spec.name
             old = self._views.get(name)
             self._views[name] = v
+            if v.record.node:  # a cluster: the cell names the node
+                wide = min(GPU_CELL_MAX, len(gpu_cell(v)))
+                if wide > self._gpu_w:
+                    self._gpu_w = wide
+                    self.refresh()
             if old is None:
                 self._longest = max(self._longest, len(name))
                 reorder = True
@@ -404,7 +415,7 @@ class JobTable(ScrollView, can_focus=True):
         width = self.size.width
         base = self.rich_style
         column = bool(self.estimates) and width >= PROGRESS_COLUMN_FROM
-        cols = column_widths(width, self._longest, progress=column)
+        cols = column_widths(width, self._longest, self._gpu_w, progress=column)
         if y == 0:
             header = Text(no_wrap=True, end="")
             for i, (_, title, w, justify) in enumerate(cols):

@@ -1,0 +1,23 @@
+"""Jobs on a Ray cluster (issue 23): a node agent per server, the scheduler's policy deciding.
+
+Nothing here imports Ray at import time: ``gtui[ray]`` is optional, and the single-server path
+never loads it (tests/test_ray_lazy.py). :func:`open_cluster` connects and is the one entry.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gtui.core.exec.ray.cluster import RayExecutor, RayGpus
+
+
+def open_cluster(address: str) -> tuple[RayExecutor, RayGpus]:
+    """Join the Ray cluster at ``address`` ("auto", "host:port", "ray://..."): its executor and
+    its GPU backend. Raises ClusterError (a GtuiError) with one sentence when it cannot."""
+    from gtui.core.exec.ray.cluster import open_cluster as _open
+
+    return _open(address)
+
+
+__all__: list[Any] = ["open_cluster"]
