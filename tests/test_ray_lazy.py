@@ -109,8 +109,12 @@ def test_the_token_file_is_made_private_and_token_mode_set(
     token.write_text("secret\n")
     token.chmod(0o644)
     monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(token))
-    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
-    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    # setenv first so that monkeypatch restores each variable as it was, absent included:
+    # secure_token sets RAY_AUTH_MODE, and a leaked "token" makes every later test cluster's
+    # start time out (its head waits for a token it was never given).
+    for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_MODE"):
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     note = secure_token()
     assert stat.S_IMODE(token.stat().st_mode) == 0o600
     assert note is not None and "0600" in note
