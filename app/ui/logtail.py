@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from gtui.core.termtext import safe_text
+from gtui.core.termtext import plain_text, safe_text, strip_escapes_bytes
 
 BLOCK = 64 * 1024
 MAX_LINE = 8 * 1024  # longer shown parts are cut: a screen shows a few hundred columns at most
@@ -354,17 +354,9 @@ def _spans(data: bytes) -> list[tuple[int, int]]:
     return spans
 
 
-# Escape sequences, as gtui.core.termtext drops them (its ESC-led forms), on raw bytes; SGR too,
-# since search looks at the text without its colours.
-_ESCAPES_B = re.compile(
-    rb"\x1b\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"
-    rb"|\x1b[\]PX^_][^\x07\x1b]*(?:\x07|\x1b\\)?"
-    rb"|\x1b[\x20-\x2f]+[\x30-\x7e]?"
-    rb"|\x1b[\x30-\x7e]?"
-)
-_C1_B = re.compile(rb"\xc2[\x80-\x9f]")  # C1 controls in UTF-8: termtext drops them too
+# C1 controls in UTF-8: termtext drops them too
+_C1_B = re.compile(rb"\xc2[\x80-\x9f]")
 _C0_B = bytes(range(0x20)).replace(b"\t", b"") + b"\x7f"
-_SGR = re.compile(r"\x1b\[[0-9;:]*m")
 
 
 class SearchQuery:
@@ -380,7 +372,7 @@ class SearchQuery:
 
     def in_text(self, text: str) -> bool:
         """Whether a shown line (with its SGR colours) holds the query."""
-        plain = _SGR.sub("", text) if "\x1b" in text else text
+        plain = plain_text(text) if "\x1b" in text else text
         return self._needle in (plain if self.case_sensitive else plain.lower())
 
     def may_be_in(self, data: bytes) -> bool:
@@ -388,8 +380,7 @@ class SearchQuery:
         sequence and control character (what the shown text loses), do not hold it."""
         if self._needle_b is None or _C1_B.search(data):
             return True  # a non-ASCII query (case folding) or C1 controls: look line by line
-        if b"\x1b" in data:
-            data = _ESCAPES_B.sub(b"", data)
+        data = strip_escapes_bytes(data)
         data = data.translate(None, _C0_B)
         if not self.case_sensitive:
             data = data.lower()
