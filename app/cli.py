@@ -5,6 +5,9 @@ a ``--`` (after which everything is the job's command, for ``gtui add``). Shell 
 (issue 22.5) is argcomplete's: the shell runs ``gtui`` itself with ``_ARGCOMPLETE`` set, and the
 parser below, with the completers of ``gtui.commands.completion``, answers; argcomplete is
 imported only then, or by ``gtui completion``.
+
+Size: the whole command line is one argparse tree (every command, option, help text and
+example), so that ``--help``, the dispatcher and shell completion read the same definition.
 """
 
 from __future__ import annotations
