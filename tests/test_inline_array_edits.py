@@ -235,3 +235,49 @@ def test_an_array_on_one_line_is_edited_in_place(
 def test_samples_exist() -> None:
     assert len(SAMPLES) >= 5
     assert shutil.which("true")  # the samples' commands are plain shell
+
+
+RUNNING_INLINE = """\
+# the scheduler runs this one
+jobs = [
+  # runs for the whole test
+  { name = "long", cmd = "sleep 60", gpus = 0 },  # keeps the others waiting
+  { name = "next", cmd = "echo next", gpus = 0, after = ["long"] },
+]
+"""
+
+
+async def test_the_dashboard_actions_through_the_scheduler_on_an_inline_queue(
+    tmp_path: Path,
+) -> None:
+    """The keys' own path (the Engine's commands, as the dashboard calls them): p holds a
+    waiting job and writes nothing; a adds a job (the scheduler's fast append used to write a
+    ``[[jobs]]`` table after the inline array: a file TOML refuses); e edits one."""
+    import asyncio
+
+    from gtui.core.model import JobState
+    from gtui.core.sched.engine import Engine
+    from tests.waiting import until as wait_for
+
+    p = _copy(tmp_path, RUNNING_INLINE)
+    engine = Engine(p)
+    task = asyncio.create_task(engine.run())
+    try:
+        def long_runs() -> bool:
+            return any(v.spec.name == "long" and v.record.state is JobState.RUNNING for v in engine.jobs())
+
+        await wait_for(long_runs, timeout=30, what="long runs")
+        await engine.pause(["next"])
+        assert engine.view("next").record.state is JobState.HELD
+        assert p.read_text() == RUNNING_INLINE  # holding is state, not the file
+        await engine.resume(["next"])
+        name = await engine.add({"name": "added-one", "cmd": "echo added", "gpus": 0, "after": ["long"]})
+        assert name == "added-one"
+        after_add = p.read_text()
+        assert [j.name for j in load_queue(p).jobs] == ["long", "next", "added-one"]
+        assert_only_job_changed(RUNNING_INLINE, after_add, "added-one")
+        await engine.edit("next", {"priority": 2})
+        assert_only_job_changed(after_add, p.read_text(), "next")
+    finally:
+        await engine.shutdown(kill_jobs=True)
+        task.cancel()

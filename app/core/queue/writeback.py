@@ -68,6 +68,8 @@ from gtui.core.queue.queuefile import (
 from gtui.core.queue.tomlscan import Scan, scan
 
 Where = Literal["up", "down", "top"]
+# A root ``jobs = [`` (an inline array of jobs); a false match only costs the slower append.
+_INLINE_JOBS = re.compile(r"(?m)^[ \t]*(?:jobs|\"jobs\"|'jobs')[ \t]*=[ \t]*\[")
 _Container = Table | InlineTable
 
 
@@ -486,7 +488,9 @@ def append_known(
     plain = tomllib.loads(_table_text(table))["jobs"][0]  # the values as a load reads them
     with _locked(p):
         text = read_queue_text(p)
-        if not runs(text):
+        if not runs(text) or _INLINE_JOBS.search(text):
+            # An inline ``jobs = [...]`` takes no [[jobs]] table after it: append_job adds an
+            # element to the array.
             return None
         nl = "\r\n" if "\r\n" in text[: text.find("\n") + 1] else "\n"
         body = _ends(text, nl) if text else ""
