@@ -4,8 +4,9 @@ A job's log on a hung network mount blocks whoever opens or reads it. The stand-
 FIFO put where a finished job's log was: opening it for reading blocks until a writer comes,
 exactly like a stalled read. The dashboard (Pilot, real Engine, real files) selects that job
 and must go on answering keys: moving to another job shows that job's log, the help screen
-opens, the search input opens and takes a search. The reads go through aiofiles, off the event
-loop; a read still stuck does not pile up others behind it.
+and the job's details (whose log panel reads the same file) open and close, the search input
+opens and takes a search. The reads go through aiofiles, off the event loop; a read still
+stuck does not pile up others behind it.
 
 If the screen did freeze, the event loop would never come back to the test: a watchdog thread
 then feeds the FIFO's reader (which unblocks it) and the test fails saying so, instead of
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from gtui.core.model import JobState
 from gtui.ui.logtail import LogTail, SearchQuery
+from gtui.ui.screens.detail import DetailScreen
 from gtui.ui.screens.help import HelpScreen
 from gtui.ui.widgets.log_view import LogView
 from tests.conftest import write_queue
@@ -112,6 +114,10 @@ async def test_a_stalled_log_leaves_the_dashboard_responsive(tmp_path: Path) -> 
             await until(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
             await pilot.press("escape")
             await until(pilot, lambda: not isinstance(app.screen, HelpScreen), what="back")
+            await pilot.press("enter")  # the job's details, whose log panel reads the same file
+            await until(pilot, lambda: isinstance(app.screen, DetailScreen), what="details")
+            await pilot.press("escape")
+            await until(pilot, lambda: not isinstance(app.screen, DetailScreen), what="back")
             await pilot.press("l", "slash")
             await until(pilot, lambda: app.focused is not None and app.focused.id == "log-search", what="search input")
             await pilot.press("x", "enter")
