@@ -126,6 +126,7 @@ def test_bash_completes_commands_options_queue_files_and_job_names(tmp_path: Pat
     (tmp_path / "notes.txt").write_text("not a queue\n")
     assert {"validate", "wait"} <= set(_bash_complete("gtui va", tmp_path) + _bash_complete("gtui wa", tmp_path))
     assert "--json" in _bash_complete("gtui status exp.toml --j", tmp_path)
+    assert "exp.toml" in _bash_complete("gtui ex", tmp_path)  # `gtui QUEUE.toml`, the dashboard
     files = _bash_complete("gtui run ", tmp_path)
     assert "exp.toml" in files and "notes.txt" not in files, files
     jobs = _bash_complete("gtui kill exp.toml ", tmp_path)
