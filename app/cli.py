@@ -1,7 +1,13 @@
 """The ``gtui`` command line (DESIGN.md 2).
 
 Global options may stand anywhere on the line, before or after the subcommand and the file, up to
-a ``--`` (after which everything is the job's command, for ``gtui add``).
+a ``--`` (after which everything is the job's command, for ``gtui add``). Shell completion
+(issue 22.5) is argcomplete's: the shell runs ``gtui`` itself with ``_ARGCOMPLETE`` set, and the
+parser below, with the completers of ``gtui.commands.completion``, answers; argcomplete is
+imported only then, or by ``gtui completion``.
+
+Size: the whole command line is one argparse tree (every command, option, help text and
+example), so that ``--help``, the dispatcher and shell completion read the same definition.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from collections.abc import Sequence
 
 from gtui import __version__
 from gtui.commands.options import GlobalOptions
-from gtui.core.errors import EXIT_BAD_INPUT, GtuiError
+from gtui.core.errors import EXIT_BAD_INPUT, GtuiError, did_you_mean
 
 SUBCOMMANDS = (
     "run",
@@ -40,6 +46,16 @@ SUBCOMMANDS = (
     "import",
     "attach",
     "ls",
+    "completion",
+)
+
+EXIT_CODES = (
+    ("0", "ok: the command did what it said (run, wait, follow: every job ended done)"),
+    ("1", "jobs failed (run, wait, follow)"),
+    ("2", "bad input: a queue file, an option, a job name (one line says which)"),
+    ("3", "another scheduler already runs this queue (its pid is named)"),
+    ("124", "gtui wait --timeout: the time ran out"),
+    ("130", "interrupted (ctrl+c)"),
 )
 
 NAMES_HELP = (
@@ -85,7 +101,28 @@ def split_global_options(argv: Sequence[str]) -> tuple[GlobalOptions, list[str]]
 
 
 def _queue_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("queue", metavar="QUEUE.toml", help="the queue file")
+    _complete(p.add_argument("queue", metavar="QUEUE.toml", help="the queue file"), "queue")
+
+
+def _complete(action: argparse.Action, what: str) -> argparse.Action:
+    """Mark ``action`` for shell completion: ``queue`` (``.toml`` files), ``jobs`` (the names
+    in the queue file given before it). The completers live in gtui.commands.completion."""
+    from gtui.commands.completion import COMPLETERS
+
+    action.completer = COMPLETERS[what]  # type: ignore[attr-defined]
+    return action
+
+
+def _epilog() -> str:
+    codes = "\n".join(f"  {code:<4} {text}" for code, text in EXIT_CODES)
+    return (
+        "`gtui QUEUE.toml` opens the dashboard (in tmux when it is installed).\n"
+        "Global options stand anywhere on the line, before or after the command.\n"
+        "NO_COLOR=1 drops colours; into a pipe gtui writes no escape of its own (a log goes\n"
+        "out as the job wrote it). `gtui completion bash|zsh|fish` prints shell completion.\n\n"
+        f"exit codes:\n{codes}\n\n"
+        "example:\n  gtui run q.toml --fake-gpus 4x80G"
+    )
 
 
 def _add(
@@ -117,13 +154,28 @@ def _lines(value: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gtui",
+        usage="gtui [GLOBAL OPTIONS] COMMAND [ARGS]  |  gtui [GLOBAL OPTIONS] QUEUE.toml",
         description="Run a queue of shell commands on the GPUs of a shared Linux server.",
-        epilog="Global options (anywhere on the line): --fake-gpus SPEC (or GTUI_FAKE_GPUS), "
-        "--no-tmux, --backend local|ray (jobs on a Ray cluster), --version. "
-        "`gtui QUEUE.toml` opens the dashboard.",
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"gtui {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    glob = parser.add_argument_group("global options")
+    glob.add_argument("--version", action="version", version=f"gtui {__version__}")
+    # Taken off the line by split_global_options before parsing; here for --help and completion.
+    glob.add_argument(
+        "--fake-gpus",
+        metavar="SPEC",
+        help="simulated GPUs, e.g. 4x80G or 80G:16G@35,24G (also GTUI_FAKE_GPUS)",
+    )
+    glob.add_argument(
+        "--no-tmux", action="store_true", help="run the dashboard in place, not in tmux"
+    )
+    glob.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        help="where jobs run: this machine (default) or a Ray cluster ([cluster] in the file)",
+    )
+    sub = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND")
 
     p = sub.add_parser("run", help="run the queue headless, printing the event log")
     _queue_arg(p)
@@ -189,9 +241,12 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p = _add(sub, verb, text, example)
         _queue_arg(p)
-        p.add_argument(
-            "names", nargs="*" if verb in ("pause", "resume") else "+", metavar="NAME",
-            help=NAMES_HELP,
+        _complete(
+            p.add_argument(
+                "names", nargs="*" if verb in ("pause", "resume") else "+", metavar="NAME",
+                help=NAMES_HELP,
+            ),
+            "jobs",
         )
         if verb == "kill":
             p.add_argument(
@@ -208,7 +263,9 @@ def build_parser() -> argparse.ArgumentParser:
         "gtui log q.toml train-lr0.1 --attempt 1 -n 50",
     )
     _queue_arg(p)
-    p.add_argument("job", metavar="JOB", help="the job (a pattern must match one)")
+    _complete(
+        p.add_argument("job", metavar="JOB", help="the job (a pattern must match one)"), "jobs"
+    )
     p.add_argument("--attempt", type=int, metavar="N", help="that attempt's log, not the latest")
     p.add_argument("-n", "--lines", type=_lines, metavar="LINES", help="only the last LINES")
 
@@ -220,7 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
         "gtui follow q.toml train-lr0.1 -n 20",
     )
     _queue_arg(p)
-    p.add_argument("job", metavar="JOB", help="the job (a pattern must match one)")
+    _complete(
+        p.add_argument("job", metavar="JOB", help="the job (a pattern must match one)"), "jobs"
+    )
     p.add_argument("-n", "--lines", type=_lines, metavar="LINES", help="start at the last LINES")
 
     p = _add(
@@ -231,7 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
         "gtui wait q.toml 'sweep-*' --timeout 4h && gtui add q.toml -- python eval.py",
     )
     _queue_arg(p)
-    p.add_argument("names", nargs="*", metavar="JOB", help=NAMES_HELP)
+    _complete(p.add_argument("names", nargs="*", metavar="JOB", help=NAMES_HELP), "jobs")
     p.add_argument("--timeout", metavar="DURATION", help="give up after this long (90s, 4h)")
 
     p = _add(
@@ -241,12 +300,14 @@ def build_parser() -> argparse.ArgumentParser:
         "gtui move q.toml eval --before train-lr0.1",
     )
     _queue_arg(p)
-    p.add_argument("job", metavar="JOB", help="the waiting job to move")
+    _complete(p.add_argument("job", metavar="JOB", help="the waiting job to move"), "jobs")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--top", action="store_true", help="to the top of the queue")
     where.add_argument("--bottom", action="store_true", help="to the bottom of the queue")
-    where.add_argument("--before", metavar="OTHER", help="right before job OTHER")
-    where.add_argument("--after", metavar="OTHER", help="right after job OTHER")
+    _complete(
+        where.add_argument("--before", metavar="OTHER", help="right before job OTHER"), "jobs"
+    )
+    _complete(where.add_argument("--after", metavar="OTHER", help="right after job OTHER"), "jobs")
 
     p = _add(
         sub,
@@ -255,7 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
         "gtui rm q.toml 'lr0.0*'",
     )
     _queue_arg(p)
-    p.add_argument("names", nargs="+", metavar="JOB", help=NAMES_HELP)
+    _complete(p.add_argument("names", nargs="+", metavar="JOB", help=NAMES_HELP), "jobs")
 
     p = _add(
         sub,
@@ -275,7 +336,9 @@ def build_parser() -> argparse.ArgumentParser:
         "EDITOR=nano gtui edit q.toml train-lr0.1",
     )
     _queue_arg(p)
-    p.add_argument("job", metavar="JOB", help="the job (a pattern must match one)")
+    _complete(
+        p.add_argument("job", metavar="JOB", help="the job (a pattern must match one)"), "jobs"
+    )
 
     p = _add(
         sub,
@@ -318,9 +381,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE")
 
     p = sub.add_parser("attach", help="re-attach to a gtui tmux session")
-    p.add_argument("queue", nargs="?", metavar="QUEUE.toml")
+    _complete(p.add_argument("queue", nargs="?", metavar="QUEUE.toml"), "queue")
 
     sub.add_parser("ls", help="list gtui tmux sessions")
+
+    p = _add(
+        sub,
+        "completion",
+        "print the shell completion script for bash, zsh or fish (commands, options, queue "
+        "files, job names)",
+        "gtui completion bash > ~/.local/share/bash-completion/completions/gtui",
+    )
+    p.add_argument("shell", choices=("bash", "zsh", "fish"), help="the shell")
     return parser
 
 
@@ -340,6 +412,7 @@ def dispatch(argv: Sequence[str]) -> int:
             parser.print_help()
             return 0
     else:
+        _refuse_unknown_command(rest[0])
         dash = argparse.ArgumentParser(prog="gtui", description="the dashboard")
         dash.add_argument("queue", metavar="QUEUE.toml")
         ns = dash.parse_args(rest)
@@ -359,7 +432,25 @@ def dispatch(argv: Sequence[str]) -> int:
     return result
 
 
+def _refuse_unknown_command(word: str) -> None:
+    """A first word that is no command and no file: a mistyped command, said as such (git's
+    "did you mean"), not opened as a queue. A path or a ``.toml`` name goes on to the dashboard,
+    which says plainly that the file is missing."""
+    if word.startswith("-") or os.path.exists(word) or word.endswith(".toml") or "/" in word:
+        return
+    hint = did_you_mean(word, SUBCOMMANDS)
+    if hint:
+        raise GtuiError(f"unknown command `{word}`{hint}")
+    raise GtuiError(
+        f"`{word}` is neither a command nor a queue file; `gtui --help` lists the commands"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None and "_ARGCOMPLETE" in os.environ:
+        from gtui.commands.completion import complete
+
+        complete(build_parser())  # answers the shell and exits
     try:
         return dispatch(sys.argv[1:] if argv is None else argv)
     except GtuiError as e:

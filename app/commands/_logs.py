@@ -4,7 +4,8 @@ start, and how its bytes reach the user's screen.
 To a terminal, a log is shown as the dashboard shows it (gtui.core.termtext): colours (SGR) kept,
 every other escape sequence and control character dropped, and of a line redrawn with carriage
 returns (tqdm) only the last redraw. The line still being written is shown and redrawn in place
-until its newline comes. Piped or redirected, the bytes go out as the job wrote them.
+until its newline comes. With ``NO_COLOR`` set (https://no-color.org), colours go too. Piped or
+redirected, the bytes go out as the job wrote them (as ``cat`` would: a log is the job's data).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, BinaryIO
 
 from gtui.core.errors import GtuiError
 from gtui.core.paths import QueuePaths
-from gtui.core.termtext import safe_text
+from gtui.core.termtext import plain_text, safe_text
 
 BLOCK = 64 * 1024
 _CLEAR_LINE = "\r\x1b[K"  # back to the line's start, erase it: gtui's own, not the log's
@@ -29,13 +30,19 @@ def _ended(line: str) -> str:
     return line + _RESET if "\x1b" in line and not line.endswith(_RESET) else line
 
 
-def shown_line(raw: str) -> str:
-    """What a terminal would show for one line of a log (the dashboard's rule)."""
+def no_color() -> bool:
+    """Whether the user asked for no colours: ``NO_COLOR`` set and not empty (no-color.org)."""
+    return bool(os.environ.get("NO_COLOR"))
+
+
+def shown_line(raw: str, *, colour: bool = True) -> str:
+    """What a terminal would show for one line of a log (the dashboard's rule); ``colour``
+    False: without its colours too."""
     raw = raw.rstrip("\r\n")
     if "\r" in raw:
         parts = [p for p in raw.split("\r") if p]
         raw = parts[-1] if parts else ""
-    return safe_text(raw)
+    return safe_text(raw) if colour else plain_text(raw)
 
 
 def tail_offset(path: Path, lines: int) -> int:
@@ -76,6 +83,7 @@ class LogPrinter:
     def __init__(self, out: Any = None, *, terminal: bool | None = None) -> None:
         self.out = out if out is not None else sys.stdout
         self.terminal = self.out.isatty() if terminal is None else terminal
+        self.colour = not no_color()
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._pending = ""  # the line being written, not yet ended by a newline
         self._shown = False  # whether that line is on the screen (to be redrawn)
@@ -101,10 +109,10 @@ class LogPrinter:
             parts.append(_CLEAR_LINE)
             self._shown = False
         for raw in lines:
-            line = shown_line(raw)
+            line = shown_line(raw, colour=self.colour)
             parts.append(_ended(line) + "\n")
         if self._pending:
-            partial = shown_line(self._pending)
+            partial = shown_line(self._pending, colour=self.colour)
             if partial or self._shown:
                 parts.append(_CLEAR_LINE + _ended(partial))
                 self._shown = True
@@ -118,7 +126,7 @@ class LogPrinter:
         rest = self._pending + self._decoder.decode(b"", final=True)
         self._pending = ""
         if rest or self._shown:
-            line = shown_line(rest)
+            line = shown_line(rest, colour=self.colour)
             self.out.write(_CLEAR_LINE + _ended(line) + "\n")
             self.out.flush()
         self._shown = False

@@ -17,14 +17,13 @@ matches says how many jobs it took.
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import sys
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gtui.core.errors import GtuiError
+from gtui.core.errors import GtuiError, did_you_mean
 from gtui.core.model import JobSpec
 from gtui.core.paths import QueuePaths
 from gtui.core.queue.queuefile import load_queue, read_queue_text
@@ -178,9 +177,9 @@ class JobNames:
     def _nothing(self, word: str) -> str:
         queue = self.paths.queue.name
         what = f"{word} matches no job" if is_pattern(word) else f"no job named {word!r}"
-        close = difflib.get_close_matches(word, [*self.names, *self.bases()], n=1, cutoff=0.6)
-        if close:
-            return f"{what} in {queue}; did you mean `{close[0]}`?"
+        hint = did_you_mean(word, [*self.names, *self.bases()])
+        if hint:
+            return f"{what} in {queue}{hint}"
         known = ", ".join(self.names[:8]) + (", ..." if len(self.names) > 8 else "")
         return f"{what} in {queue}" + (f" (jobs: {known})" if known else " (the queue is empty)")
 

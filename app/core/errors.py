@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 EXIT_OK = 0
 EXIT_JOBS_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -38,3 +41,10 @@ class LockedError(GtuiError):
     """Another scheduler already runs this queue."""
 
     exit_code = EXIT_LOCKED
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``; did you mean `x`?`` for the choice closest to a mistyped ``word``, or "" (one
+    wording for commands, job names and keys, as git and cargo do)."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean `{close[0]}`?" if close else ""

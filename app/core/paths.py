@@ -72,6 +72,15 @@ def runtime_dir() -> Path:
     return home / "gtui" / "run"
 
 
+def config_dir() -> Path:
+    """Where the user's gtui settings live (the dashboard's theme): ``$XDG_CONFIG_HOME/gtui``,
+    else ``~/.config/gtui`` (the XDG base directory rule; a relative XDG_CONFIG_HOME is ignored,
+    as the spec says). Not created here: a reader needs nothing on disk."""
+    base = os.environ.get("XDG_CONFIG_HOME")
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".config"
+    return root / "gtui"
+
+
 @dataclass(frozen=True)
 class QueuePaths:
     """Every path gtui derives from one queue file."""

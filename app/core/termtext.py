@@ -13,15 +13,22 @@ from __future__ import annotations
 import re
 
 # One alternative per ECMA-48 shape, longest first; a sequence cut off by the end of the text
-# (a line cut at max_line, a log still being written) is dropped too.
-_ESCAPE = re.compile(
+# (a line cut at max_line, a log still being written) is dropped too. The ESC-led forms are
+# also compiled on bytes (the log search's prefilter); the 8-bit C1 forms only on text, since
+# in UTF-8 bytes 0x80-0x9f are parts of ordinary characters. This is gtui's only escape
+# pattern (tests/test_one_stripper.py checks no other module spells one).
+_ESC_FORMS = (
     r"\x1b\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"  # CSI: SGR is kept, cursor moves etc. not
     r"|\x1b[\]PX^_][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC, DCS, SOS, PM, APC up to BEL or ST
     r"|\x1b[\x20-\x2f]+[\x30-\x7e]?"  # nF: ESC # 8 (DECALN), ESC ( 0 (charsets)
     r"|\x1b[\x30-\x7e]?"  # Fp / Fe / Fs: ESC c (reset), ESC 7 / 8, ESC M; a lone ESC
+)
+_C1_FORMS = (
     r"|\x9b[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"  # the same as 8-bit C1 controls
     r"|[\x90\x98\x9d\x9e\x9f][^\x07\x1b\x9c]*(?:\x07|\x9c|\x1b\\)?"
 )
+_ESCAPE = re.compile(_ESC_FORMS + _C1_FORMS)
+_ESCAPE_B = re.compile(_ESC_FORMS.encode("ascii"))
 _START = re.compile(r"[\x1b\x90\x98\x9b\x9d-\x9f]")
 _SGR = re.compile(r"\x1b\[[0-9;:]*m")
 # C0 controls but tab, DEL, and C1 controls (U+0080-U+009F: some terminals read U+009B as CSI).
@@ -42,3 +49,16 @@ def safe_text(text: str) -> str:
     if _START.search(text):
         text = _ESCAPE.sub(_keep_sgr, text)
     return _CONTROL.sub("", text)
+
+
+def plain_text(text: str) -> str:
+    """``text`` as plain characters: :func:`safe_text` less its colours too (what a diagnosis
+    or a search reads)."""
+    text = safe_text(text)
+    return _SGR.sub("", text) if "\x1b" in text else text
+
+
+def strip_escapes_bytes(data: bytes) -> bytes:
+    """``data`` less every ESC-led escape sequence, colours included: the same pattern as
+    :func:`safe_text`, for a prefilter that looks at raw log bytes without decoding them."""
+    return _ESCAPE_B.sub(b"", data) if b"\x1b" in data else data

@@ -31,6 +31,7 @@ from gtui.styles import stylesheet
 from gtui.ui.events import EventBuffer
 from gtui.ui.keys import DETAIL_KEYS, KEYS
 from gtui.ui.port import EnginePort
+from gtui.ui.prefs import save_theme, saved_theme
 from gtui.ui.screens.detail import DetailScreen
 from gtui.ui.screens.job_form import JobForm
 from gtui.ui.screens.main import MainScreen
@@ -78,6 +79,20 @@ class GtuiApp(App[int]):
         # Keys typed after a key that opens a form, kept for that form (typed_ahead).
         self._typeahead: list[events.Key] | None = None
         self._typeahead_round = 0  # which form's key the kept keys are for
+        self._theme_restored = False
+
+    # -- the theme, kept between runs (gtui.ui.prefs) ----------------------------------------
+
+    def on_mount(self) -> None:
+        saved = saved_theme()
+        if saved is not None and saved in self.available_themes:
+            self.theme = saved
+        self._theme_restored = True  # from now on a change is the user's, and is saved
+
+    def watch_theme(self, theme: str) -> None:
+        if self._theme_restored:
+            # A thread: a config folder on a slow network disk must not stall the screen.
+            self.run_worker(partial(save_theme, theme), thread=True, group="prefs")
 
     # -- screens --------------------------------------------------------------------------
 

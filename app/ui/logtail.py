@@ -16,26 +16,39 @@ latest output); the redraws before it are never read, never shown. A line longer
 Search reads the file in chunks from a position, forward or backward, and stops at the first
 line whose shown text holds the pattern; a chunk that cannot hold it is skipped at C speed.
 
+The dashboard reads through the ``*_async`` methods (aiofiles: a stalled disk stalls a thread,
+never the screen); they run the same line logic over a window read ahead, and the search is one
+generator that both readers drive.
+
 No Textual here: the widget turns these raw lines into Rich text (ANSI colours).
+
+Size: the plain and the aiofiles readers share every rule of what a line is (carriage
+returns, long lines, windows by byte offset); split, the two would drift.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from gtui.core.termtext import safe_text
+import aiofiles
+import aiofiles.os
+
+from gtui.core.termtext import plain_text, safe_text, strip_escapes_bytes
 
 BLOCK = 64 * 1024
 MAX_LINE = 8 * 1024  # longer shown parts are cut: a screen shows a few hundred columns at most
 LINE_SCAN = 4 * 1024 * 1024  # how far a line's newline is looked for
 CACHE_BLOCKS = 16  # blocks kept while one window is read (1 MiB)
 SEARCH_CHUNK = 1024 * 1024
+WINDOW = 256 * 1024  # read ahead around the lines asked for, through aiofiles
+WINDOW_MAX = 16 * 1024 * 1024  # wider than this, the block reader runs in a thread
 
 
 @dataclass(frozen=True)
@@ -67,26 +80,43 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+class _NeedMore(Exception):
+    """The lines asked for reach past the bytes read ahead: read a wider window."""
+
+
 class _Blocks:
     """One open file read by aligned blocks, the last few kept: finding a line's newline, then
     its last carriage return, then reading its shown part asks for the same bytes again."""
 
-    def __init__(self, f: BinaryIO, size: int) -> None:
+    def __init__(
+        self, f: BinaryIO | None, size: int, window: tuple[int, bytes] | None = None
+    ) -> None:
         self.f = f
         self.size = size
         self._cache: OrderedDict[int, bytes] = OrderedDict()
+        self._window = window  # (offset, bytes) read ahead, when there is no file to read
 
     def _block(self, i: int) -> bytes:
         data = self._cache.get(i)
         if data is not None:
             self._cache.move_to_end(i)
             return data
+        if self.f is None:
+            return self._from_window(i)
         self.f.seek(i * BLOCK)
         data = self.f.read(max(0, min(BLOCK, self.size - i * BLOCK)))
         self._cache[i] = data
         if len(self._cache) > CACHE_BLOCKS:
             self._cache.popitem(last=False)
         return data
+
+    def _from_window(self, i: int) -> bytes:
+        """Block ``i`` out of the bytes read ahead; _NeedMore when they do not hold it."""
+        lo, data = self._window or (0, b"")
+        start, end = i * BLOCK, min((i + 1) * BLOCK, self.size)
+        if start < lo or end > lo + len(data):
+            raise _NeedMore
+        return data[start - lo : end - lo]
 
     def find(self, byte: bytes, lo: int, hi: int) -> int:
         """The first ``byte`` in [lo, hi), or -1."""
@@ -181,33 +211,36 @@ class LogTail:
 
     def lines_from(self, offset: int, n: int) -> list[LogLine]:
         """Up to ``n`` lines starting at ``offset`` (a line start) going forward."""
-        out: list[LogLine] = []
         try:
             with self.path.open("rb") as f:
                 size = f.seek(0, os.SEEK_END)
-                r = _Blocks(f, size)
-                pos = max(0, min(offset, size))
-                while len(out) < n and pos < size:
-                    nl = r.find(b"\n", pos, pos + LINE_SCAN)
-                    line_end = nl + 1 if nl >= 0 else min(size, pos + LINE_SCAN)
-                    content = r.content_end(pos, line_end)
-                    seg = r.shown_start(pos, content)
-                    if content - seg <= self.max_line:
-                        out.append(LogLine(pos, line_end, self._text(r, seg, line_end)))
-                        pos = line_end
-                        continue
-                    # A long shown part: pieces cut as lines_before cuts them (from its end), so
-                    # scrolling down and up meet the same pieces. The first one stands for the
-                    # whole line before it (the redraws it overwrote are not shown).
-                    a = pos
-                    b = seg + ((content - seg) % self.max_line or self.max_line)
-                    while len(out) < n and a < content:
-                        end = line_end if b >= content else b
-                        out.append(LogLine(a, end, self._text(r, max(a, seg), b)))
-                        a, b = end, min(b + self.max_line, content)
-                    pos = a
+                return self._lines_from(_Blocks(f, size), offset, n)
         except OSError:
-            return out
+            return []
+
+    def _lines_from(self, r: _Blocks, offset: int, n: int) -> list[LogLine]:
+        out: list[LogLine] = []
+        size = r.size
+        pos = max(0, min(offset, size))
+        while len(out) < n and pos < size:
+            nl = r.find(b"\n", pos, pos + LINE_SCAN)
+            line_end = nl + 1 if nl >= 0 else min(size, pos + LINE_SCAN)
+            content = r.content_end(pos, line_end)
+            seg = r.shown_start(pos, content)
+            if content - seg <= self.max_line:
+                out.append(LogLine(pos, line_end, self._text(r, seg, line_end)))
+                pos = line_end
+                continue
+            # A long shown part: pieces cut as lines_before cuts them (from its end), so
+            # scrolling down and up meet the same pieces. The first one stands for the
+            # whole line before it (the redraws it overwrote are not shown).
+            a = pos
+            b = seg + ((content - seg) % self.max_line or self.max_line)
+            while len(out) < n and a < content:
+                end = line_end if b >= content else b
+                out.append(LogLine(a, end, self._text(r, max(a, seg), b)))
+                a, b = end, min(b + self.max_line, content)
+            pos = a
         return out
 
     def _lines_before(self, r: _Blocks, end: int, n: int) -> list[LogLine]:
@@ -277,27 +310,132 @@ class LogTail:
         try:
             with self.path.open("rb") as f:
                 size = f.seek(0, os.SEEK_END)
-                if forward:
-                    return self._search_forward(f, size, query, offset, cancelled, chunk)
-                return self._search_backward(f, size, query, offset, cancelled, chunk)
+                steps = _search_steps(size, query, offset, forward, cancelled, chunk)
+                try:
+                    at, n = next(steps)
+                    while True:
+                        f.seek(at)
+                        at, n = steps.send(f.read(n))
+                except StopIteration as done:
+                    found: LogLine | None = done.value
+                    return found
         except OSError:
             return None
 
-    def _search_forward(
+    # -- the same, read through aiofiles: the dashboard's way (a stalled disk stalls a thread
+    # of the executor, never the screen) --------------------------------------------------
+
+    async def size_async(self) -> int:
+        """:meth:`size`, without blocking the event loop."""
+        try:
+            st = await aiofiles.os.stat(self.path)
+        except OSError:
+            return 0
+        return st.st_size
+
+    async def exists_async(self) -> bool:
+        return bool(await aiofiles.os.path.exists(self.path))
+
+    async def last_lines_async(self, n: int) -> list[LogLine]:
+        """:meth:`last_lines`, without blocking the event loop."""
+        return await self._windowed(
+            lambda size: (size, size), lambda r: self._lines_before(r, r.size, n),
+            lambda: self.last_lines(n),
+        )
+
+    async def lines_before_async(self, offset: int, n: int) -> list[LogLine]:
+        """:meth:`lines_before`, without blocking the event loop."""
+        return await self._windowed(
+            lambda size: (min(offset, size), min(offset, size)),
+            lambda r: self._lines_before(r, min(offset, r.size), n),
+            lambda: self.lines_before(offset, n),
+        )
+
+    async def lines_from_async(self, offset: int, n: int) -> list[LogLine]:
+        """:meth:`lines_from`, without blocking the event loop."""
+        return await self._windowed(
+            lambda size: (offset, offset + n * 256),
+            lambda r: self._lines_from(r, offset, n),
+            lambda: self.lines_from(offset, n),
+        )
+
+    async def _windowed(
         self,
-        f: BinaryIO,
-        size: int,
+        around: Callable[[int], tuple[int, int]],
+        lines: Callable[[_Blocks], list[LogLine]],
+        fallback: Callable[[], list[LogLine]],
+    ) -> list[LogLine]:
+        """Read a window of the file around ``around(size)`` with aiofiles and find the lines
+        in it; a window too narrow for them (long lines, a tqdm bar megabytes long) is read
+        again 4 times wider, up to WINDOW_MAX, past which the plain reader runs in a thread
+        (its memory is bounded by its block cache, a window's would not be)."""
+        try:
+            async with aiofiles.open(self.path, "rb") as f:
+                size = await f.seek(0, os.SEEK_END)
+                lo_at, hi_at = around(size)
+                span = WINDOW
+                while True:
+                    lo = max(0, lo_at - span)
+                    lo -= lo % BLOCK
+                    hi = min(size, hi_at + span)
+                    await f.seek(lo)
+                    data = await f.read(hi - lo)
+                    try:
+                        end = size if len(data) == hi - lo else lo + len(data)  # shrank
+                        return lines(_Blocks(None, end, (lo, data)))
+                    except _NeedMore:
+                        if lo == 0 and hi >= size:
+                            return []  # the whole file is read: nothing more to ask
+                        if span >= WINDOW_MAX:
+                            break
+                        span *= 4
+        except OSError:
+            return []
+        return await asyncio.to_thread(fallback)
+
+    async def search_async(
+        self,
         query: SearchQuery,
         offset: int,
-        cancelled: Callable[[], bool] | None,
-        chunk: int,
+        *,
+        forward: bool = True,
+        cancelled: Callable[[], bool] | None = None,
+        chunk: int = SEARCH_CHUNK,
     ) -> LogLine | None:
-        pos = max(0, min(offset, size))
+        """:meth:`search`, read through aiofiles chunk by chunk."""
+        try:
+            async with aiofiles.open(self.path, "rb") as f:
+                size = await f.seek(0, os.SEEK_END)
+                steps = _search_steps(size, query, offset, forward, cancelled, chunk)
+                try:
+                    at, n = next(steps)
+                    while True:
+                        await f.seek(at)
+                        at, n = steps.send(await f.read(n))
+                except StopIteration as done:
+                    found: LogLine | None = done.value
+                    return found
+        except OSError:
+            return None
+
+
+def _search_steps(
+    size: int,
+    query: SearchQuery,
+    offset: int,
+    forward: bool,
+    cancelled: Callable[[], bool] | None,
+    chunk: int,
+) -> Generator[tuple[int, int], bytes, LogLine | None]:
+    """The search as a generator: it yields (offset, length) to read and is sent the bytes;
+    its return value is the line found. The plain and the aiofiles readers both drive it, so
+    there is one search whatever reads the file."""
+    pos = max(0, min(offset, size))
+    if forward:
         while pos < size:
             if cancelled is not None and cancelled():
                 return None
-            f.seek(pos)
-            data = f.read(min(chunk, size - pos))
+            data = yield pos, min(chunk, size - pos)
             if not data:
                 break
             if pos + len(data) < size:
@@ -311,35 +449,25 @@ class LogTail:
                         return LogLine(pos + a, pos + b, text)
             pos += len(data)
         return None
-
-    def _search_backward(
-        self,
-        f: BinaryIO,
-        size: int,
-        query: SearchQuery,
-        offset: int,
-        cancelled: Callable[[], bool] | None,
-        chunk: int,
-    ) -> LogLine | None:
-        pos = max(0, min(offset, size))
-        while pos > 0:
-            if cancelled is not None and cancelled():
-                return None
-            lo = max(0, pos - chunk)
-            f.seek(lo)
-            data = f.read(pos - lo)
-            if lo > 0:
-                nl = data.find(b"\n")
-                if 0 <= nl < len(data) - 1:
-                    data = data[nl + 1 :]  # whole lines only; the partial first one comes next
-                    lo += nl + 1
-            if query.may_be_in(data):
-                for a, b in reversed(_spans(data)):
-                    text = clean_line(_decode(data[a:b]))
-                    if query.in_text(text):
-                        return LogLine(lo + a, lo + b, text)
-            pos = lo
-        return None
+    while pos > 0:
+        if cancelled is not None and cancelled():
+            return None
+        lo = max(0, pos - chunk)
+        data = yield lo, pos - lo
+        if not data:
+            break
+        if lo > 0:
+            nl = data.find(b"\n")
+            if 0 <= nl < len(data) - 1:
+                data = data[nl + 1 :]  # whole lines only; the partial first one comes next
+                lo += nl + 1
+        if query.may_be_in(data):
+            for a, b in reversed(_spans(data)):
+                text = clean_line(_decode(data[a:b]))
+                if query.in_text(text):
+                    return LogLine(lo + a, lo + b, text)
+        pos = lo
+    return None
 
 
 def _spans(data: bytes) -> list[tuple[int, int]]:
@@ -354,17 +482,9 @@ def _spans(data: bytes) -> list[tuple[int, int]]:
     return spans
 
 
-# Escape sequences, as gtui.core.termtext drops them (its ESC-led forms), on raw bytes; SGR too,
-# since search looks at the text without its colours.
-_ESCAPES_B = re.compile(
-    rb"\x1b\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"
-    rb"|\x1b[\]PX^_][^\x07\x1b]*(?:\x07|\x1b\\)?"
-    rb"|\x1b[\x20-\x2f]+[\x30-\x7e]?"
-    rb"|\x1b[\x30-\x7e]?"
-)
-_C1_B = re.compile(rb"\xc2[\x80-\x9f]")  # C1 controls in UTF-8: termtext drops them too
+# C1 controls in UTF-8: termtext drops them too
+_C1_B = re.compile(rb"\xc2[\x80-\x9f]")
 _C0_B = bytes(range(0x20)).replace(b"\t", b"") + b"\x7f"
-_SGR = re.compile(r"\x1b\[[0-9;:]*m")
 
 
 class SearchQuery:
@@ -380,7 +500,7 @@ class SearchQuery:
 
     def in_text(self, text: str) -> bool:
         """Whether a shown line (with its SGR colours) holds the query."""
-        plain = _SGR.sub("", text) if "\x1b" in text else text
+        plain = plain_text(text) if "\x1b" in text else text
         return self._needle in (plain if self.case_sensitive else plain.lower())
 
     def may_be_in(self, data: bytes) -> bool:
@@ -388,8 +508,7 @@ class SearchQuery:
         sequence and control character (what the shown text loses), do not hold it."""
         if self._needle_b is None or _C1_B.search(data):
             return True  # a non-ASCII query (case folding) or C1 controls: look line by line
-        if b"\x1b" in data:
-            data = _ESCAPES_B.sub(b"", data)
+        data = strip_escapes_bytes(data)
         data = data.translate(None, _C0_B)
         if not self.case_sensitive:
             data = data.lower()

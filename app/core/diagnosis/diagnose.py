@@ -65,6 +65,7 @@ from gtui.core.diagnosis.logtext import (
 from gtui.core.diagnosis.oom import oom_context, oom_peak_mib, oom_retry_mem
 from gtui.core.diagnosis.rulematch import PatternOverrun
 from gtui.core.model import Diagnosis, DiagnosisRule
+from gtui.core.termtext import plain_text
 
 __all__ = [
     "DEFAULT_RULES",
@@ -114,12 +115,9 @@ _ERROR_HINT = "No known cause matched: a [[diagnose]] rule in the queue file can
 # --------------------------------------------------------------------------------------------
 # Reading and cleaning a log.
 
-_ANSI_RE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
-_CTRL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-
-
 def _strip_codes(text: str) -> str:
-    return _CTRL_RE.sub("", _ANSI_RE.sub("", text))
+    """The text a terminal would show, by gtui's one escape stripper (issue 22.6)."""
+    return plain_text(text)
 
 
 def clean_line(raw: str) -> str:

@@ -24,10 +24,11 @@ Size: one translator from the seed script's queue format; its sections follow th
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import tomli_w
 
 from gtui.core.errors import GtuiError
 from gtui.core.queue.queuefile import cmd_slug, name_problem, passes_gpu_numbers
@@ -258,9 +259,13 @@ def _line_of(text: str, pos: int) -> int:
 
 
 def _toml_str(s: str) -> str:
+    """``s`` as a TOML string: a literal string where that reads best (a command with
+    backslashes or double quotes), else tomli-w's escaping. The file is new, written from
+    nothing, so tomli-w writes its values; the layout around them (comments saying where each
+    setting came from) is ours, since tomli-w writes no comments."""
     if "\n" not in s and "'" not in s and ('"' in s or "\\" in s) and s.isprintable():
         return f"'{s}'"
-    return json.dumps(s, ensure_ascii=False).replace("\x7f", "\\u007f")
+    return tomli_w.dumps({"v": s}).removeprefix("v = ").rstrip("\n")
 
 
 def _bool(value: str) -> bool:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from gtui.core.api import JobView, freeze
 from gtui.core.bus import EventBus
-from gtui.core.errors import GtuiError
+from gtui.core.errors import GtuiError, did_you_mean
 from gtui.core.model import JobRecord, JobSpec, JobState
 from gtui.core.queue.queuefile import QueueFile, derive_name
 from gtui.core.state.store import Store, StoreError
@@ -100,9 +100,10 @@ class JobBook:
         rec = self.records.get(name)
         if rec is None:
             known = ", ".join(self.order[:8]) + (", ..." if len(self.order) > 8 else "")
+            hint = did_you_mean(name, self.order)
             raise GtuiError(
                 f"no job named {name!r} in {self._queue_name}"
-                + (f" (jobs: {known})" if known else " (the queue is empty)")
+                + (hint or (f" (jobs: {known})" if known else " (the queue is empty)"))
             )
         return rec
 

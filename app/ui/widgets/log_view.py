@@ -4,14 +4,19 @@ The widget keeps a byte offset (the first shown line while scrolling) and reads 
 that fit on screen through LogTail; it never holds the file. tqdm's carriage returns and ANSI
 colours are resolved per line (LogTail cleans, Rich decodes the colours).
 
-Search (``/`` while the log has the focus, then ``n`` / ``N``) runs in a thread over the file,
-chunk by chunk from the current position (LogTail.search); the match is shown with two lines of
-context above it, and every match on screen is highlighted.
+Every read goes through aiofiles (LogTail's ``*_async`` readers) in a worker, never on the event
+loop: a log on a network disk that stops answering stalls one read, not the screen (issue 22.2).
+While a read is under way, more requests (a poll, a key that scrolls) are folded into one more
+read when it ends, so a stuck file holds one executor thread, not one per poll; showing another
+file drops the stuck read and reads the new one at once.
+
+Search (``/`` while the log has the focus, then ``n`` / ``N``) reads the file the same way,
+chunk by chunk from the current position (LogTail.search_async); the match is shown with two
+lines of context above it, and every match on screen is highlighted.
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from pathlib import Path
 
@@ -80,6 +85,11 @@ class LogView(Widget, can_focus=True):
         self.match: LogLine | None = None  # the line it found last
         self.searching = False
         self._search_cancel: threading.Event | None = None
+        self._gen = 0  # bumped when the file changes: what a read of an older one finds is dropped
+        self._reading = False  # a read of the current file is under way
+        self._again = False  # asked again meanwhile: one more read when it ends
+        self._scroll = 0  # lines to scroll, taken by the next read
+        self._exists = True  # whether the file was there at the last read
 
     # -- what is shown ----------------------------------------------------------------------
 
@@ -109,29 +119,84 @@ class LogView(Widget, can_focus=True):
         self.follow = True
         self._stop_search()
         self.match = None
+        self._gen += 1
+        self._reading = False  # a read of the old file, stuck or not, no longer counts
+        self._scroll = 0
+        self._shown, self._rows, self._file_size, self._exists = [], [], 0, True
+        self._strips.clear()
         self.reload()
 
     def poll(self) -> bool:
-        """Re-read if the file changed size; True when it did."""
+        """Re-read if the file changed size (checked off the event loop); True when a check
+        was started (False while a read is still under way)."""
         if self._tail is None:
             return False
-        size = self._tail.size()
-        if size == self._file_size:
-            return False
-        self.reload()
-        return True
+        return self._request(check=True)
 
     def reload(self) -> None:
-        """Read the window for the current size and position; only these lines are kept."""
-        height = max(1, self.content_size.height or self.size.height or 20)
+        """Read the window for the current size and position, off the event loop; only these
+        lines are kept."""
+        self._request(check=False)
+
+    def _request(self, *, check: bool) -> bool:
         if self._tail is None:
-            self._shown, self._file_size = [], 0
+            self._apply([], 0, exists=True)
+            return False
+        if self._reading:
+            self._again = self._again or not check
+            return False
+        self._reading = True
+        self._again = False
+        self.run_worker(
+            self._read(self._gen, check), group="log-read", exclusive=True, exit_on_error=False
+        )
+        return True
+
+    async def _read(self, gen: int, check: bool) -> None:
+        """Read until nothing more was asked meanwhile; a read for a file no longer shown is
+        dropped."""
+        tail = self._tail
+        try:
+            while tail is not None and gen == self._gen:
+                self._again = False
+                size = await tail.size_async()
+                if gen != self._gen:
+                    return
+                if check and size == self._file_size and not self._scroll:
+                    return
+                check = False
+                if self._scroll:
+                    delta, self._scroll = self._scroll, 0
+                    await self._scroll_by(tail, delta, size)
+                height = max(1, self.content_size.height or self.size.height or 20)
+                if self.follow:
+                    shown = await tail.last_lines_async(height)
+                else:
+                    shown = await tail.lines_from_async(self._top, height)
+                exists = size > 0 or await tail.exists_async()
+                if gen != self._gen:
+                    return
+                self._apply(shown, size, exists=exists)
+                if not self._again:
+                    return
+        finally:
+            if gen == self._gen:
+                self._reading = False
+
+    async def _scroll_by(self, tail: LogTail, delta: int, size: int) -> None:
+        if delta < 0:
+            before = await tail.lines_before_async(self._top, -delta)
+            if before:
+                self._top = before[0].start
         else:
-            self._file_size = self._tail.size()
-            if self.follow:
-                self._shown = self._tail.last_lines(height)
-            else:
-                self._shown = self._tail.lines_from(self._top, height)
+            if self._shown and self._shown[-1].end >= size:
+                return  # the end of the file is already on screen
+            ahead = await tail.lines_from_async(self._top, delta + 1)
+            if len(ahead) > delta:
+                self._top = ahead[delta].start
+
+    def _apply(self, shown: list[LogLine], size: int, *, exists: bool) -> None:
+        self._shown, self._file_size, self._exists = shown, size, exists
         self._rows = self._layout(self._shown)
         self._strips.clear()
         self.refresh()
@@ -172,7 +237,7 @@ class LogView(Widget, can_focus=True):
         if self._tail is None:
             return [Text(self._placeholder, style="dim")]
         if not self._rows:
-            if not self._tail.path.exists():
+            if not self._exists:
                 name = self._tail.path.name
                 return [Text(f"{self._placeholder} ({name} not written yet)", style="dim")]
             return [Text("(empty log)", style="dim")]
@@ -206,16 +271,7 @@ class LogView(Widget, can_focus=True):
         if self._tail is None:
             return
         self._stop_following()
-        if delta < 0:
-            before = self._tail.lines_before(self._top, -delta)
-            if before:
-                self._top = before[0].start
-        else:
-            if self._shown and self._shown[-1].end >= self._tail.size():
-                return  # the end of the file is already on screen
-            ahead = self._tail.lines_from(self._top, delta + 1)
-            if len(ahead) > delta:
-                self._top = ahead[delta].start
+        self._scroll += delta  # taken by the read, with any other scroll pressed meanwhile
         self.reload()
 
     def action_scroll_page(self, direction: int) -> None:
@@ -275,7 +331,7 @@ class LogView(Widget, can_focus=True):
             self.reload()
             return
         if self.follow:
-            self._find(self._tail.size(), forward=False)
+            self._find(self._file_size, forward=False)
         else:
             self._find(self._top, forward=True)
 
@@ -294,7 +350,7 @@ class LogView(Widget, can_focus=True):
             if m is not None:
                 offset = m.start
             else:
-                offset = self._tail.size() if self.follow or not self._shown else self._top
+                offset = self._file_size if self.follow or not self._shown else self._top
             self._find(offset, forward=False)
 
     def _stop_search(self) -> None:
@@ -315,8 +371,8 @@ class LogView(Widget, can_focus=True):
 
         async def run() -> None:
             try:
-                found = await asyncio.to_thread(
-                    tail.search, query, offset, forward=forward, cancelled=cancel.is_set
+                found = await tail.search_async(
+                    query, offset, forward=forward, cancelled=cancel.is_set
                 )
             finally:
                 if self._search_cancel is cancel:
@@ -324,11 +380,11 @@ class LogView(Widget, can_focus=True):
                     self.searching = False
             if cancel.is_set() or tail is not self._tail or query is not self.search_query:
                 return  # another search, or another file, came meanwhile
-            self._show_match(found, forward)
+            await self._show_match(found, forward)
 
         self.run_worker(run(), group="log-search", exclusive=True, exit_on_error=False)
 
-    def _show_match(self, found: LogLine | None, forward: bool) -> None:
+    async def _show_match(self, found: LogLine | None, forward: bool) -> None:
         if found is None or self._tail is None:
             where = "below" if forward else "above"
             what = self.search_query.text if self.search_query is not None else ""
@@ -338,6 +394,6 @@ class LogView(Widget, can_focus=True):
             return
         self.match = found
         self.follow = False
-        before = self._tail.lines_before(found.start, SEARCH_CONTEXT)
+        before = await self._tail.lines_before_async(found.start, SEARCH_CONTEXT)
         self._top = before[0].start if before else found.start
         self.reload()
