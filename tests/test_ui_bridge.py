@@ -15,7 +15,7 @@ from gtui.core.model import JobState
 from gtui.core.sched.engine import Engine
 from gtui.ui.app import GtuiApp
 from tests.conftest import gtui, write_queue
-from tests.test_ui_app import shows_toast, state, until
+from tests.test_ui_app import screen_text, state, until
 
 QUEUE = """
 [settings]
@@ -96,9 +96,11 @@ async def test_events_published_before_the_app_runs_are_shown_once_it_runs(
         await engine.reload()
         async with app.run_test(size=(120, 30), notifications=True) as pilot:
             await until(pilot, lambda: app.main.ready, what="the dashboard to start")
+            # A broken file is a banner that stays until it loads (issue 17.10), not a toast.
+            banner = app.main.query_one("#file-banner")
             await until(
                 pilot,
-                lambda: shows_toast(app, "error", "queue file not reloaded"),
+                lambda: banner.display and "queue file not reloaded" in screen_text(app),
                 timeout=10,
                 what="the refused reload's notice on screen",
             )

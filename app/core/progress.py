@@ -30,9 +30,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gtui.core.termtext import plain_text
+
 TAIL_BYTES = 16 * 1024
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.")
 _OWN = re.compile(r"gtui:progress\s*[:=]?\s*(\d+(?:\.\d+)?)\s*(%?)", re.IGNORECASE)
 # tqdm's default bar: [desc: ]NN%|bar| n/total [elapsed<remaining, rate, postfix]. With
 # unit_scale, n and total read 1.2k / 10.0M; an unknown total prints no "/total".
@@ -91,8 +92,10 @@ def _clock(s: str | None) -> float | None:
 
 def _segments(text: str) -> list[str]:
     """The log's writes, in order: every ``\\r`` redraw and every line is its own segment."""
-    text = _ANSI.sub("", text).replace("\b", "")  # Keras backspaces over its bar
-    return [s for s in re.split(r"[\r\n]", text) if s.strip()]
+    # gtui's one stripper (termtext) per segment: escapes and controls go, Keras' backspaces
+    # over its bar with them.
+    parts = (plain_text(s) for s in re.split(r"[\r\n]", text))
+    return [s for s in parts if s.strip()]
 
 
 def parse_progress(text: str) -> Progress | None:
