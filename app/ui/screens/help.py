@@ -40,6 +40,7 @@ def help_text(prefix: str = "ctrl+b") -> Table:
         "space shift+↑↓", "mark jobs: x r p K J t then act on every marked one (esc unmarks)"
     )
     keys.add_row("esc", "unmark, clear the filter; back from the zoomed log, from the log")
+    keys.add_row("h", "who holds each GPU: one line per process under its bar (h again folds)")
     keys.add_row("ctrl+p", "command palette (every action by name)")
 
     log_keys = Table.grid(padding=(0, 2))
