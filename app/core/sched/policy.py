@@ -65,7 +65,8 @@ from operator import attrgetter, is_not
 
 from gtui.core.gpus.claims import NeighbourClaim
 from gtui.core.gpus.holders import held_text, holders
-from gtui.core.gpus.snapshot import GpuSnapshot, gpu_label
+from gtui.core.gpus.snapshot import NODE_GPU_STRIDE, GpuInfo, GpuSnapshot, gpu_label
+from gtui.core.gpus.snapshot import pool_totals as snapshot_pool_totals
 from gtui.core.model import Mode, Placement, Settings
 from gtui.core.units import format_mib
 
@@ -257,6 +258,19 @@ class Decision:
     starving: str | None = None  # the job later jobs must leave GPUs to, if any
 
 
+def _node_index(info: GpuInfo) -> int:
+    """A cluster GPU's index on its own node (what ``exclude = [1]`` names there)."""
+    return info.node_index if info.node_index is not None else info.index % NODE_GPU_STRIDE
+
+
+def pool_totals(settings: Settings, snapshot: GpuSnapshot) -> list[int | None] | None:
+    """Total memory of each GPU in the pool, for the queue file's pool checks (None: unknown):
+    on a cluster by this module's rule of numbers and node names, else the snapshot's own."""
+    if not any(g.node is not None for g in snapshot.gpus):
+        return snapshot_pool_totals(settings, snapshot)
+    return [g.total for g in _Pass(snapshot, (), settings, 0.0).pool]
+
+
 def reserve_allows(n: int, k: int, rule: str = "strict") -> int:
     """How many of ``n`` eligible GPUs free of our jobs may be taken with ``reserve = k``.
 
@@ -389,24 +403,34 @@ class _Pass:
         self.notes: list[str] = []  # why configured GPUs are not in the pool
         wanted = None if settings.gpus == "all" else set(settings.gpus)
         excluded = set(settings.exclude)
+        out = set(settings.pool_exclude)  # the quarantine's: pool numbers
         seen: set[int] = set()
+        # Node names (issue 23) beside numbers: a GPU is in if a number or a name chooses it
+        # (none given: every GPU), and out if a number, a name or the quarantine says so. On a
+        # cluster a number is a GPU's index on its node, so it names that GPU on every node.
         by_node = set(settings.cluster_gpus)
         node_excluded = set(settings.cluster_exclude)
+        chosen = wanted is not None or bool(by_node)
+        names_seen: set[str] = set()
         for info in sorted(snapshot.gpus, key=attrgetter("index")):
-            seen.add(info.index)
             parent = info.mig_parent  # a MIG instance is named by its GPU's index too
-            if parent is not None:
-                seen.add(parent)
-            if (
-                wanted is not None
-                and info.index not in wanted
-                and (parent is None or parent not in wanted)
-            ) or (info.index in excluded or (parent is not None and parent in excluded)):
+            local = info.index if info.node is None else _node_index(info)
+            numbers = {local} if parent is None else {local, parent}
+            seen |= numbers
+            if info.index in out or (parent is not None and parent in out):
                 continue
-            if info.node is not None and (by_node or node_excluded):
+            names: set[str] = set()
+            if info.node is not None:
                 names = {info.node, info.label}
-                if (by_node and not names & by_node) or names & node_excluded:
-                    continue
+                if parent is not None:
+                    names.add(f"{info.node}:{parent}")
+                names_seen |= names
+            if chosen and not (
+                (wanted is not None and numbers & wanted) or names & by_node
+            ):
+                continue
+            if numbers & excluded or names & node_excluded:
+                continue
             if info.lost:
                 self.notes.append(f"GPU{info.index} lost")
             elif info.mem_total_mib is None or info.mem_used_mib is None:
@@ -426,6 +450,9 @@ class _Pass:
             missing = sorted(wanted - seen - excluded)
             if missing:
                 self.notes.append(_gpu_list(missing) + " not found")
+        unknown = sorted(by_node - names_seen)
+        if unknown:
+            self.notes.append(", ".join(unknown) + " not found")
         if not self.pool and snapshot.error:
             self.notes.append(snapshot.error)
         by_index = {g.index: g for g in self.pool}
