@@ -83,3 +83,15 @@ def test_node_names_without_a_cluster_backend_are_refused_in_words(tmp_path: Pat
     assert "Traceback" not in done.stderr
     assert "exclude names nodes (node2)" in done.stderr
     assert 'backend = "ray"' in done.stderr
+
+
+def test_validate_shows_the_names_beside_the_numbers(tmp_path: Path) -> None:
+    q = write_queue(
+        tmp_path,
+        '[settings]\ngpus = ["node1", 3]\nexclude = ["node2:1"]\nreserve = { node1 = 1 }\n'
+        '[cluster]\nbackend = "ray"\n' + JOB,
+    )
+    done = gtui("validate", str(q))
+    assert done.returncode == 0, done.stderr
+    assert "gpus 3,node1" in done.stdout and "exclude node2:1" in done.stdout
+    assert "reserve node1=1" in done.stdout

@@ -258,9 +258,40 @@ class Decision:
     starving: str | None = None  # the job later jobs must leave GPUs to, if any
 
 
-def _node_index(info: GpuInfo) -> int:
-    """A cluster GPU's index on its own node (what ``exclude = [1]`` names there)."""
-    return info.node_index if info.node_index is not None else info.index % NODE_GPU_STRIDE
+def gpu_names(info: GpuInfo) -> tuple[set[int], set[str]]:
+    """The numbers and names ``gpus`` / ``exclude`` may call a GPU by: its index (on a cluster
+    its index on its node: ``exclude = [1]`` is GPU 1 of every node) and a MIG instance's
+    GPU's; on a cluster also its node and ``node:index`` (issue 23)."""
+    parent = info.mig_parent  # a MIG instance is named by its GPU's index too
+    if info.node is None:
+        local = info.index
+    else:
+        local = info.node_index if info.node_index is not None else info.index % NODE_GPU_STRIDE
+    numbers = {local} if parent is None else {local, parent}
+    if info.node is None:
+        return numbers, set()
+    names = {info.node, info.label}
+    if parent is not None:
+        names.add(f"{info.node}:{parent}")
+    return numbers, names
+
+
+def chosen(numbers: set[int], names: set[str], settings: Settings) -> bool:
+    """Whether ``gpus`` takes a GPU of these numbers and names: every GPU when it lists none,
+    else one a number or a name of the list calls it by (numbers and node names add up)."""
+    if settings.gpus == "all" and not settings.cluster_gpus:
+        return True
+    return bool(
+        (settings.gpus != "all" and numbers.intersection(settings.gpus))
+        or names.intersection(settings.cluster_gpus)
+    )
+
+
+def excluded(numbers: set[int], names: set[str], settings: Settings) -> bool:
+    """Whether ``exclude`` (numbers, node names) leaves a GPU of these numbers and names out."""
+    return bool(
+        numbers.intersection(settings.exclude) or names.intersection(settings.cluster_exclude)
+    )
 
 
 def pool_totals(settings: Settings, snapshot: GpuSnapshot) -> list[int | None] | None:
@@ -401,35 +432,17 @@ class _Pass:
         self.shape_cache = shape_cache
         self.pool: list[_Gpu] = []
         self.notes: list[str] = []  # why configured GPUs are not in the pool
-        wanted = None if settings.gpus == "all" else set(settings.gpus)
-        excluded = set(settings.exclude)
         out = set(settings.pool_exclude)  # the quarantine's: pool numbers
         seen: set[int] = set()
-        # Node names (issue 23) beside numbers: a GPU is in if a number or a name chooses it
-        # (none given: every GPU), and out if a number, a name or the quarantine says so. On a
-        # cluster a number is a GPU's index on its node, so it names that GPU on every node.
-        by_node = set(settings.cluster_gpus)
-        node_excluded = set(settings.cluster_exclude)
-        chosen = wanted is not None or bool(by_node)
         names_seen: set[str] = set()
         for info in sorted(snapshot.gpus, key=attrgetter("index")):
-            parent = info.mig_parent  # a MIG instance is named by its GPU's index too
-            local = info.index if info.node is None else _node_index(info)
-            numbers = {local} if parent is None else {local, parent}
+            numbers, names = gpu_names(info)
             seen |= numbers
+            names_seen |= names
+            parent = info.mig_parent
             if info.index in out or (parent is not None and parent in out):
                 continue
-            names: set[str] = set()
-            if info.node is not None:
-                names = {info.node, info.label}
-                if parent is not None:
-                    names.add(f"{info.node}:{parent}")
-                names_seen |= names
-            if chosen and not (
-                (wanted is not None and numbers & wanted) or names & by_node
-            ):
-                continue
-            if numbers & excluded or names & node_excluded:
+            if not chosen(numbers, names, settings) or excluded(numbers, names, settings):
                 continue
             if info.lost:
                 self.notes.append(f"GPU{info.index} lost")
@@ -446,11 +459,11 @@ class _Pass:
                         node=info.node,
                     )
                 )
-        if wanted is not None:
-            missing = sorted(wanted - seen - excluded)
+        if settings.gpus != "all":
+            missing = sorted(set(settings.gpus) - seen - set(settings.exclude))
             if missing:
                 self.notes.append(_gpu_list(missing) + " not found")
-        unknown = sorted(by_node - names_seen)
+        unknown = sorted(set(settings.cluster_gpus) - names_seen)
         if unknown:
             self.notes.append(", ".join(unknown) + " not found")
         if not self.pool and snapshot.error:
