@@ -163,3 +163,10 @@ def test_pool_totals_for_the_file_checks_follow_the_same_rule() -> None:
 
     settings = Settings(gpus=(1,), cluster_gpus=("node1",), cluster_exclude=("node3",))
     assert len(pool_totals(settings, cluster(2, 2, 2)) or []) == 3  # node1:0, node1:1, node2:1
+
+
+def test_a_reason_names_a_cluster_gpu_as_node_and_index() -> None:
+    # node1:0 holds 20G of someone else's: a 12G job waits, and its reason says which GPU.
+    d = run(cluster(1, used={"node1:0": 20}), job("a"))
+    assert d.starts == ()
+    assert "GPU node1:0 " in d.reasons["a"], d.reasons["a"]

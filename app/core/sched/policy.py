@@ -432,6 +432,8 @@ class _Pass:
         self.shape_cache = shape_cache
         self.pool: list[_Gpu] = []
         self.notes: list[str] = []  # why configured GPUs are not in the pool
+        # a cluster's GPUs' nodes, for reasons that name GPUs as people do (node2:3)
+        self.nodes_of = {g.index: g.node for g in snapshot.gpus if g.node is not None}
         out = set(settings.pool_exclude)  # the quarantine's: pool numbers
         seen: set[int] = set()
         names_seen: set[str] = set()
@@ -445,9 +447,9 @@ class _Pass:
             if not chosen(numbers, names, settings) or excluded(numbers, names, settings):
                 continue
             if info.lost:
-                self.notes.append(f"GPU{info.index} lost")
+                self.notes.append(f"{_gpu_list([info.index], self.nodes_of)} lost")
             elif info.mem_total_mib is None or info.mem_used_mib is None:
-                self.notes.append(f"GPU{info.index} memory unknown")
+                self.notes.append(f"{_gpu_list([info.index], self.nodes_of)} memory unknown")
             else:
                 self.pool.append(
                     _Gpu(
@@ -752,7 +754,7 @@ class _Pass:
         usable = busy_ours + min(free, allowed)
         if protected and usable >= n:
             return self.starving_for
-        details = [f"{_gpu_list(indices)} {why}" for why, indices in groups.items()]
+        details = [f"{_gpu_list(indices, self.nodes_of)} {why}" for why, indices in groups.items()]
         if free > allowed:
             details.append(f"reserve {self.k} keeps {free - allowed}")
         text = f"{self.header(n, m, m_text)}: {usable or 'none'} eligible"
@@ -1129,7 +1131,7 @@ class _Pass:
         self.protected = frozenset(g.index for g in self.pool if self.could_use(g, c.mem_mib))
         note = f"; starving {format_wait(waited)}"
         if self.protected:
-            note += f", {_gpu_list(sorted(self.protected))} kept for it"
+            note += f", {_gpu_list(sorted(self.protected), self.nodes_of)} kept for it"
         return note
 
     def decision(
@@ -1203,6 +1205,9 @@ def _claims_text(gpus: Sequence[_Gpu], now: float) -> str:
     return "; " + "; ".join(said)
 
 
-def _gpu_list(indices: Sequence[int]) -> str:
-    """``[1, 3]`` -> ``GPU1,3`` (a MIG instance as ``0:1``)."""
+def _gpu_list(indices: Sequence[int], nodes: Mapping[int, str] | None = None) -> str:
+    """``[1, 3]`` -> ``GPU1,3`` (a MIG instance as ``0:1``); on a cluster, where ``nodes``
+    gives pool GPUs' nodes, ``GPU node1:0,node2:1`` (issue 23)."""
+    if nodes:
+        return "GPU " + ",".join(gpu_label(i, nodes.get(i)) for i in indices)
     return "GPU" + ",".join(gpu_label(i) for i in indices)
