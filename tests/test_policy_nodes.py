@@ -119,3 +119,54 @@ def test_cluster_reserve_can_keep_a_multi_gpu_job_off_a_node() -> None:
     snapshot = cluster(2, 2, used={"node2:0": 4, "node2:1": 4})
     d = run(snapshot, job("ddp", gpus=2), cluster_reserve=(("node1", 1),))
     assert labels(d, "ddp") == ["node2:0", "node2:1"]
+
+
+# [settings] gpus / exclude naming nodes (issue 23): the same fields as [cluster]'s, and a bare
+# number on a cluster names that GPU on every node (its index there, as nvidia-smi shows it).
+
+
+def test_settings_gpus_mixing_a_node_and_a_number_is_their_union() -> None:
+    # gpus = ["node1", 1]: every GPU of node1, and GPU 1 of every other node; node2:0 is out.
+    jobs = [job(f"j{i}", order=i) for i in range(5)]
+    d = run(cluster(2, 2, 2), *jobs, gpus=(1,), cluster_gpus=("node1",))
+    started = sorted(label for s in d.starts for label in labels(d, s.name))
+    assert started == ["node1:0", "node1:1", "node2:1", "node3:1"]
+
+
+def test_a_bare_number_in_exclude_names_that_gpu_on_every_node() -> None:
+    d = run(cluster(2, 2), *(job(f"j{i}", order=i) for i in range(4)), exclude=(0,))
+    started = sorted(label for s in d.starts for label in labels(d, s.name))
+    assert started == ["node1:1", "node2:1"]
+
+
+def test_exclude_mixing_a_node_a_node_gpu_and_a_number() -> None:
+    jobs = [job(f"j{i}", order=i) for i in range(6)]
+    d = run(cluster(2, 2, 2), *jobs, exclude=(1,), cluster_exclude=("node2", "node3:0"))
+    assert sorted(label for s in d.starts for label in labels(d, s.name)) == ["node1:0"]
+
+
+def test_a_quarantined_gpu_stays_one_gpu_of_one_node() -> None:
+    # Quarantine names pool numbers: node1's GPU 1 (pool 1) out must not take GPU 1 of node2.
+    d = run(cluster(2, 2), *(job(f"j{i}", order=i) for i in range(4)), pool_exclude=(1,))
+    started = sorted(label for s in d.starts for label in labels(d, s.name))
+    assert started == ["node1:0", "node2:0", "node2:1"]
+
+
+def test_a_node_name_that_matches_no_node_is_said() -> None:
+    d = run(cluster(1, 1), job("a"), cluster_gpus=("node9",))
+    assert d.starts == ()
+    assert "node9 not found" in d.reasons["a"]
+
+
+def test_pool_totals_for_the_file_checks_follow_the_same_rule() -> None:
+    from gtui.core.sched.policy import pool_totals
+
+    settings = Settings(gpus=(1,), cluster_gpus=("node1",), cluster_exclude=("node3",))
+    assert len(pool_totals(settings, cluster(2, 2, 2)) or []) == 3  # node1:0, node1:1, node2:1
+
+
+def test_a_reason_names_a_cluster_gpu_as_node_and_index() -> None:
+    # node1:0 holds 20G of someone else's: a 12G job waits, and its reason says which GPU.
+    d = run(cluster(1, used={"node1:0": 20}), job("a"))
+    assert d.starts == ()
+    assert "GPU node1:0 " in d.reasons["a"], d.reasons["a"]

@@ -95,8 +95,11 @@ def test_a_quarantine_without_a_store_still_excludes() -> None:
     quarantine = Quarantine(None)
     assert quarantine.add([1], "ECC", "hit") == [1]
     assert quarantine.add([1], "ECC", "hit") == []
-    assert quarantine.apply(Settings(exclude=(3,))).exclude == (3, 1)
-    assert quarantine.clear([1]) == [1] and quarantine.apply(Settings()).exclude == ()
+    # by the pool's own numbers, never the file's exclude (on a cluster a number there is
+    # that GPU on every node)
+    assert quarantine.apply(Settings(pool_exclude=(3,))).pool_exclude == (3, 1)
+    assert quarantine.apply(Settings(exclude=(3,))).exclude == (3,)
+    assert quarantine.clear([1]) == [1] and quarantine.apply(Settings()).pool_exclude == ()
 
 
 def test_gtui_quarantine_lists_and_clears_with_no_scheduler(tmp_path: Path) -> None:

@@ -68,3 +68,15 @@ async def test_the_job_table_widens_its_gpu_column_for_node_names() -> None:
         table.update_jobs([running])
         await pilot.pause()
         assert "node2:0,1" in line_text(table, 1)
+
+
+def test_the_bars_marks_follow_node_names_and_numbers_as_placement_does() -> None:
+    from gtui.ui.widgets.gpu_panel import gpu_marks
+
+    settings = Settings(exclude=(1,), cluster_exclude=("node2:0",), cluster_gpus=("node1", "node2"))
+    marks = {
+        f"{g.node}:{g.node_index}": gpu_marks(g, settings, ())
+        for g in (gpu("node1", 0, 0), gpu("node1", 0, 1), gpu("node2", 1, 0), gpu("node3", 2, 0))
+    }
+    assert {k for k, m in marks.items() if m.excluded} == {"node1:1", "node2:0"}
+    assert {k for k, m in marks.items() if not m.in_pool} == {"node3:0"}

@@ -71,11 +71,13 @@ def read_machine(
 
 
 def _settings_line(s: Settings) -> str:
-    gpus = "all" if s.gpus == "all" else ",".join(str(g) for g in s.gpus)
-    parts = [f"mode {s.mode.value}", f"gpus {gpus}"]
-    if s.exclude:
-        parts.append("exclude " + ",".join(str(g) for g in s.exclude))
+    listed = [*(() if s.gpus == "all" else map(str, s.gpus)), *s.cluster_gpus]
+    parts = [f"mode {s.mode.value}", f"gpus {','.join(listed) or 'all'}"]
+    if s.exclude or s.cluster_exclude:
+        parts.append("exclude " + ",".join([*map(str, s.exclude), *s.cluster_exclude]))
     parts.append(f"reserve {s.reserve}")
+    if s.cluster_reserve:  # per node (issue 23)
+        parts.append("reserve " + ",".join(f"{node}={k}" for node, k in s.cluster_reserve))
     parts.append(f"max_parallel {s.max_parallel or 'unlimited'}")
     parts.append(f"retries {s.retries}")
     parts.append(f"isolate {'on' if s.isolate else 'off'}")

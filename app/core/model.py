@@ -122,12 +122,16 @@ class Settings:
     notify: Notify = field(default_factory=Notify)  # the [notify] section (issue 19.4)
     # [cluster] (issue 23): where jobs run. "local" (this machine) or "ray" (a Ray cluster at
     # ``cluster_address``); ``cluster_gpus`` / ``cluster_exclude`` name nodes ("node2") or one
-    # node's GPU ("node2:3"), read by the placement policy against each GPU's node.
+    # node's GPU ("node2:3"), read by the placement policy against each GPU's node; written in
+    # [cluster] or, beside numbers, in [settings] gpus / exclude / reserve.
     cluster_backend: Literal["local", "ray"] = "local"
     cluster_address: str = "auto"
     cluster_gpus: tuple[str, ...] = ()
     cluster_exclude: tuple[str, ...] = ()
     cluster_reserve: tuple[tuple[str, int], ...] = ()  # (node, k): k of its GPUs kept free
+    # GPUs out of placement by the pool's own numbers (the quarantine's, never the file's): on
+    # a cluster ``exclude = [1]`` is GPU 1 of every node, a quarantined GPU one GPU of one node.
+    pool_exclude: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -401,6 +401,54 @@ def _int_list(w: _Where, key: str, value: Any) -> tuple[int, ...]:
 # settings
 
 
+def _names_and_numbers(
+    w: _Where, key: str, value: Any
+) -> tuple[tuple[int, ...], tuple[str, ...]] | None:
+    """A ``[settings] gpus`` / ``exclude`` list that names a cluster's nodes (issue 23):
+    ``["node1", "node2:3", 0]`` -> its numbers and its names (node, node:GPU); None for a
+    value with no name in it (numbers alone keep their own checks and messages)."""
+    if not isinstance(value, list) or not any(isinstance(v, str) for v in value):
+        return None
+    numbers: list[int] = []
+    names: list[str] = []
+    for v in value:
+        if isinstance(v, str) and v.strip().isdigit():
+            v = int(v)
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+            if v in numbers:
+                raise w.error(f"GPU {v} is listed twice", key)
+            numbers.append(v)
+        elif isinstance(v, str) and _NODE_GPU.fullmatch(v):
+            if v in names:
+                raise w.error(f"{v} is listed twice", key)
+            names.append(v)
+        else:
+            shown = f'"{v}"' if isinstance(v, str) else repr(v)
+            raise w.error(
+                f"{shown} is neither a GPU number nor a node name: write a GPU's index (3), "
+                'a node ("node2", its host name) or one GPU of a node ("node2:3")',
+                key,
+            )
+    return tuple(numbers), tuple(names)
+
+
+def _node_reserve(w: _Where, value: Any) -> tuple[tuple[str, int], ...]:
+    """``reserve = { node1 = 1 }``: GPUs kept free of our jobs on each node named."""
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+        for k, v in value.items()
+    ):
+        raise w.error(
+            f"expected GPUs kept free per node, like {{ node1 = 1 }}, got {_kind(value)}",
+            "reserve",
+        )
+    return tuple(sorted(value.items()))
+
+
+def _merged(first: tuple[Any, ...], more: Sequence[Any]) -> tuple[Any, ...]:
+    return tuple(dict.fromkeys((*first, *more)))
+
+
 def _gpus_setting(w: _Where, value: Any) -> str | tuple[int, ...]:
     if isinstance(value, str):
         text = value.strip()
@@ -491,10 +539,19 @@ def parse_settings(
     _check_keys(w, data, SETTINGS_KEYS, {"a [[jobs]] table": JOB_KEYS})
     kw: dict[str, Any] = {}
     for key, value in data.items():
-        if key == "gpus":
+        if key in ("gpus", "exclude") and (split := _names_and_numbers(w, key, value)):
+            # node names (issue 23) go where [cluster]'s go; numbers stay numbers ("all" if
+            # there are none: `gpus = ["node1"]` is every GPU of node1)
+            numbers, names = split
+            if numbers or key == "exclude":
+                kw[key] = numbers
+            kw[f"cluster_{key}"] = names
+        elif key == "gpus":
             kw["gpus"] = _gpus_setting(w, value)
         elif key == "exclude":
             kw["exclude"] = _int_list(w, key, value)
+        elif key == "reserve" and isinstance(value, Mapping):
+            kw["cluster_reserve"] = _node_reserve(w, value)
         elif key == "reserve":
             kw["reserve"] = _int(w, key, value, 0)
         elif key == "reserve_rule":
@@ -878,11 +935,16 @@ def _warnings(
     return out
 
 
+def _names_nodes(settings: Settings) -> bool:
+    """Whether settings name a cluster's nodes: then this machine's GPUs are not the pool."""
+    return bool(settings.cluster_gpus or settings.cluster_exclude or settings.cluster_reserve)
+
+
 def _pool_limits(settings: Settings, pool: Sequence[int | None] | None) -> int | None:
     """How many GPUs the pool has, if known (a listed ``settings.gpus`` fixes an upper bound)."""
     if pool is not None:
         return len(pool)
-    if isinstance(settings.gpus, tuple):
+    if isinstance(settings.gpus, tuple) and not settings.cluster_gpus:
         return len(set(settings.gpus) - set(settings.exclude))
     return None
 
@@ -1385,7 +1447,7 @@ def _load_queue(
         cw = _Where(shown, line, t.keys if t else {}, "[cluster]")
         settings = _cluster(cw, data["cluster"], settings)
 
-    if machine is not None and pool is None:
+    if machine is not None and pool is None and not _names_nodes(settings):
         pool = _pool_from_machine(settings, machine, _Where(shown, s_line, s_keys, "[settings]"))
 
     raw_jobs = data.get("jobs", [])
@@ -1420,17 +1482,10 @@ def _cluster(w: _Where, data: Any, settings: Settings) -> Settings:
         kw["cluster_backend"] = _choice(w, "backend", data["backend"], ["local", "ray"])
     if "address" in data:
         kw["cluster_address"] = _str(w, "address", data["address"])
-    if "reserve" in data:
-        value = data["reserve"]
-        if not isinstance(value, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
-            for k, v in value.items()
-        ):
-            raise w.error(
-                f"expected GPUs kept free per node, like {{ node1 = 1 }}, got {_kind(value)}",
-                "reserve",
-            )
-        kw["cluster_reserve"] = tuple(sorted(value.items()))
+    if "reserve" in data:  # added to [settings]' own per-node reserve, [cluster] last
+        mine = dict(_node_reserve(w, data["reserve"]))
+        both = {**dict(settings.cluster_reserve), **mine}
+        kw["cluster_reserve"] = tuple(sorted(both.items()))
     for key in ("gpus", "exclude"):
         if key not in data:
             continue
@@ -1443,7 +1498,7 @@ def _cluster(w: _Where, data: Any, settings: Settings) -> Settings:
                 f"got {_kind(value)}",
                 key,
             )
-        kw[f"cluster_{key}"] = tuple(value)
+        kw[f"cluster_{key}"] = _merged(getattr(settings, f"cluster_{key}"), value)
     return replace(settings, **kw)
 
 

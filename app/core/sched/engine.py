@@ -28,12 +28,12 @@ from gtui.core.api import EventSink, GpusRead, JobRemoved, JobView, QueueChanged
 from gtui.core.bus import EventBus
 from gtui.core.control.server import refuse_if_served, serve
 from gtui.core.diagnosis.userrules import UserRules
-from gtui.core.errors import GtuiError
+from gtui.core.errors import GtuiError, QueueFileError
 from gtui.core.exec.base import Executor
 from gtui.core.exec.local import LocalExecutor
 from gtui.core.gpus.backend import open_backend
 from gtui.core.gpus.reader import GpuReader
-from gtui.core.gpus.snapshot import GpuBackend, GpuSnapshot, pool_totals
+from gtui.core.gpus.snapshot import GpuBackend, GpuSnapshot
 from gtui.core.model import JobState, Settings
 from gtui.core.paths import (
     QueuePaths,
@@ -49,6 +49,7 @@ from gtui.core.sched.notifying import Notifying
 from gtui.core.sched.occupancy import Occupancy
 from gtui.core.sched.outcome import Rules
 from gtui.core.sched.planner import Planner
+from gtui.core.sched.policy import pool_totals
 from gtui.core.sched.quarantine import Quarantine
 from gtui.core.sched.recovery import recover
 from gtui.core.sched.runs import UNISOLATED_WARNING, Runs
@@ -57,12 +58,27 @@ from gtui.core.state.status import status_dict
 from gtui.core.state.store import Store, StoreError
 from gtui.core.units import plural
 
-__all__ = ["UNISOLATED_WARNING", "Engine", "pool_totals"]  # pool_totals: gpus.snapshot
+__all__ = ["UNISOLATED_WARNING", "Engine", "pool_totals"]  # pool_totals: sched.policy
 
 FILE_WATCH_S = 0.2  # how often the queue file's stat is looked at between polls
 REASON_SAVE_S = 30.0  # waiting reasons are saved at most this often (and at shutdown)
 FAST_POLL_S = 0.2  # after a job ends on real GPUs, poll this often (occupancy.FAST_POLL_FOR_S)
 QUIT_NOTIFY_S = 3.0  # what a quitting dashboard gives notifications still being delivered
+
+
+def refuse_node_names(path: Path, settings: Settings) -> None:
+    """Node names (issue 23) mean nothing to one server: say so rather than ignore them."""
+    for key, names in (
+        ("gpus", settings.cluster_gpus),
+        ("exclude", settings.cluster_exclude),
+        ("reserve", tuple(node for node, _ in settings.cluster_reserve)),
+    ):
+        if names:
+            raise QueueFileError(
+                str(path),
+                f"{key} names nodes ({', '.join(names)}), which only a cluster has: add "
+                '[cluster] backend = "ray" (or run with --backend ray), or name GPUs by number',
+            )
 
 
 class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
@@ -226,6 +242,8 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
             backend = self._backend_given
             if (self._cluster_opt or queue.settings.cluster_backend) == "ray":
                 backend = self._open_ray(queue.settings.cluster_address, backend)
+            else:
+                refuse_node_names(queue.path, queue.settings)
             if backend is None:
                 spec = self._fake_opt or queue.settings.fake_gpus
                 backend = open_backend(spec, self.queue_path.parent)

@@ -65,7 +65,8 @@ from operator import attrgetter, is_not
 
 from gtui.core.gpus.claims import NeighbourClaim
 from gtui.core.gpus.holders import held_text, holders
-from gtui.core.gpus.snapshot import GpuSnapshot, gpu_label
+from gtui.core.gpus.snapshot import NODE_GPU_STRIDE, GpuInfo, GpuSnapshot, gpu_label
+from gtui.core.gpus.snapshot import pool_totals as snapshot_pool_totals
 from gtui.core.model import Mode, Placement, Settings
 from gtui.core.units import format_mib
 
@@ -257,6 +258,50 @@ class Decision:
     starving: str | None = None  # the job later jobs must leave GPUs to, if any
 
 
+def gpu_names(info: GpuInfo) -> tuple[set[int], set[str]]:
+    """The numbers and names ``gpus`` / ``exclude`` may call a GPU by: its index (on a cluster
+    its index on its node: ``exclude = [1]`` is GPU 1 of every node) and a MIG instance's
+    GPU's; on a cluster also its node and ``node:index`` (issue 23)."""
+    parent = info.mig_parent  # a MIG instance is named by its GPU's index too
+    if info.node is None:
+        local = info.index
+    else:
+        local = info.node_index if info.node_index is not None else info.index % NODE_GPU_STRIDE
+    numbers = {local} if parent is None else {local, parent}
+    if info.node is None:
+        return numbers, set()
+    names = {info.node, info.label}
+    if parent is not None:
+        names.add(f"{info.node}:{parent}")
+    return numbers, names
+
+
+def chosen(numbers: set[int], names: set[str], settings: Settings) -> bool:
+    """Whether ``gpus`` takes a GPU of these numbers and names: every GPU when it lists none,
+    else one a number or a name of the list calls it by (numbers and node names add up)."""
+    if settings.gpus == "all" and not settings.cluster_gpus:
+        return True
+    return bool(
+        (settings.gpus != "all" and numbers.intersection(settings.gpus))
+        or names.intersection(settings.cluster_gpus)
+    )
+
+
+def excluded(numbers: set[int], names: set[str], settings: Settings) -> bool:
+    """Whether ``exclude`` (numbers, node names) leaves a GPU of these numbers and names out."""
+    return bool(
+        numbers.intersection(settings.exclude) or names.intersection(settings.cluster_exclude)
+    )
+
+
+def pool_totals(settings: Settings, snapshot: GpuSnapshot) -> list[int | None] | None:
+    """Total memory of each GPU in the pool, for the queue file's pool checks (None: unknown):
+    on a cluster by this module's rule of numbers and node names, else the snapshot's own."""
+    if not any(g.node is not None for g in snapshot.gpus):
+        return snapshot_pool_totals(settings, snapshot)
+    return [g.total for g in _Pass(snapshot, (), settings, 0.0).pool]
+
+
 def reserve_allows(n: int, k: int, rule: str = "strict") -> int:
     """How many of ``n`` eligible GPUs free of our jobs may be taken with ``reserve = k``.
 
@@ -387,30 +432,24 @@ class _Pass:
         self.shape_cache = shape_cache
         self.pool: list[_Gpu] = []
         self.notes: list[str] = []  # why configured GPUs are not in the pool
-        wanted = None if settings.gpus == "all" else set(settings.gpus)
-        excluded = set(settings.exclude)
+        # a cluster's GPUs' nodes, for reasons that name GPUs as people do (node2:3)
+        self.nodes_of = {g.index: g.node for g in snapshot.gpus if g.node is not None}
+        out = set(settings.pool_exclude)  # the quarantine's: pool numbers
         seen: set[int] = set()
-        by_node = set(settings.cluster_gpus)
-        node_excluded = set(settings.cluster_exclude)
+        names_seen: set[str] = set()
         for info in sorted(snapshot.gpus, key=attrgetter("index")):
-            seen.add(info.index)
-            parent = info.mig_parent  # a MIG instance is named by its GPU's index too
-            if parent is not None:
-                seen.add(parent)
-            if (
-                wanted is not None
-                and info.index not in wanted
-                and (parent is None or parent not in wanted)
-            ) or (info.index in excluded or (parent is not None and parent in excluded)):
+            numbers, names = gpu_names(info)
+            seen |= numbers
+            names_seen |= names
+            parent = info.mig_parent
+            if info.index in out or (parent is not None and parent in out):
                 continue
-            if info.node is not None and (by_node or node_excluded):
-                names = {info.node, info.label}
-                if (by_node and not names & by_node) or names & node_excluded:
-                    continue
+            if not chosen(numbers, names, settings) or excluded(numbers, names, settings):
+                continue
             if info.lost:
-                self.notes.append(f"GPU{info.index} lost")
+                self.notes.append(f"{_gpu_list([info.index], self.nodes_of)} lost")
             elif info.mem_total_mib is None or info.mem_used_mib is None:
-                self.notes.append(f"GPU{info.index} memory unknown")
+                self.notes.append(f"{_gpu_list([info.index], self.nodes_of)} memory unknown")
             else:
                 self.pool.append(
                     _Gpu(
@@ -422,10 +461,13 @@ class _Pass:
                         node=info.node,
                     )
                 )
-        if wanted is not None:
-            missing = sorted(wanted - seen - excluded)
+        if settings.gpus != "all":
+            missing = sorted(set(settings.gpus) - seen - set(settings.exclude))
             if missing:
                 self.notes.append(_gpu_list(missing) + " not found")
+        unknown = sorted(set(settings.cluster_gpus) - names_seen)
+        if unknown:
+            self.notes.append(", ".join(unknown) + " not found")
         if not self.pool and snapshot.error:
             self.notes.append(snapshot.error)
         by_index = {g.index: g for g in self.pool}
@@ -712,7 +754,7 @@ class _Pass:
         usable = busy_ours + min(free, allowed)
         if protected and usable >= n:
             return self.starving_for
-        details = [f"{_gpu_list(indices)} {why}" for why, indices in groups.items()]
+        details = [f"{_gpu_list(indices, self.nodes_of)} {why}" for why, indices in groups.items()]
         if free > allowed:
             details.append(f"reserve {self.k} keeps {free - allowed}")
         text = f"{self.header(n, m, m_text)}: {usable or 'none'} eligible"
@@ -1089,7 +1131,7 @@ class _Pass:
         self.protected = frozenset(g.index for g in self.pool if self.could_use(g, c.mem_mib))
         note = f"; starving {format_wait(waited)}"
         if self.protected:
-            note += f", {_gpu_list(sorted(self.protected))} kept for it"
+            note += f", {_gpu_list(sorted(self.protected), self.nodes_of)} kept for it"
         return note
 
     def decision(
@@ -1163,6 +1205,9 @@ def _claims_text(gpus: Sequence[_Gpu], now: float) -> str:
     return "; " + "; ".join(said)
 
 
-def _gpu_list(indices: Sequence[int]) -> str:
-    """``[1, 3]`` -> ``GPU1,3`` (a MIG instance as ``0:1``)."""
+def _gpu_list(indices: Sequence[int], nodes: Mapping[int, str] | None = None) -> str:
+    """``[1, 3]`` -> ``GPU1,3`` (a MIG instance as ``0:1``); on a cluster, where ``nodes``
+    gives pool GPUs' nodes, ``GPU node1:0,node2:1`` (issue 23)."""
+    if nodes:
+        return "GPU " + ",".join(gpu_label(i, nodes.get(i)) for i in indices)
     return "GPU" + ",".join(gpu_label(i) for i in indices)

@@ -5,7 +5,7 @@ it names (or the job's own, when it names none) gets no new job until a person c
 retried on another GPU by the usual retry: the quarantined one is out of its reach.
 
 The set is saved in the store's meta, so a restarted scheduler keeps it; placement sees it as
-``exclude`` (the policy stays the one pure function).
+``pool_exclude``, by the pool's own numbers (the policy stays the one pure function).
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ class Quarantine:
         """``settings`` as placement must see them: quarantined GPUs excluded."""
         if not self.gpus:
             return settings
-        extra = tuple(g for g in sorted(self.gpus) if g not in settings.exclude)
-        return dataclasses.replace(settings, exclude=settings.exclude + extra)
+        extra = tuple(g for g in sorted(self.gpus) if g not in settings.pool_exclude)
+        return dataclasses.replace(settings, pool_exclude=settings.pool_exclude + extra)
 
     def _save(self) -> None:
         if self._store is None:

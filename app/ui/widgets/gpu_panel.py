@@ -20,6 +20,7 @@ from gtui.core.api import GpusRead
 from gtui.core.gpus.holders import holders, stale_reasons, who
 from gtui.core.gpus.snapshot import GpuInfo
 from gtui.core.model import Settings
+from gtui.core.sched.policy import chosen, excluded, gpu_names
 from gtui.core.units import format_duration, format_mib
 from gtui.ui.format import FREE_CHAR, OTHERS_CHAR, OURS_CHAR, GpuMarks, gpu_line
 
@@ -101,14 +102,19 @@ def holder_lines(gpu: GpuInfo, ours: tuple[str, ...], expanded: bool, now: float
 
 
 def gpu_marks(
-    index: int, settings: Settings, reserved: tuple[int, ...], quarantined: tuple[int, ...] = ()
+    gpu: GpuInfo | int,
+    settings: Settings,
+    reserved: tuple[int, ...],
+    quarantined: tuple[int, ...] = (),
 ) -> GpuMarks:
-    in_pool = settings.gpus == "all" or index in settings.gpus
+    """How the pool's rule (the policy's own: numbers, and node names on a cluster) marks it."""
+    info = gpu if isinstance(gpu, GpuInfo) else GpuInfo(gpu, "", "", None, None, None, None)
+    numbers, names = gpu_names(info)
     return GpuMarks(
-        excluded=index in settings.exclude,
-        in_pool=in_pool,
-        reserved=index in reserved,
-        quarantined=index in quarantined,
+        excluded=excluded(numbers, names, settings),
+        in_pool=chosen(numbers, names, settings),
+        reserved=info.index in reserved,
+        quarantined=info.index in quarantined,
     )
 
 
@@ -155,7 +161,7 @@ class GpuPanel(Widget):
                 g,
                 ours_names=read.ours.get(g.index, ()),
                 ours_mib=read.ours_mib.get(g.index, 0),
-                marks=gpu_marks(g.index, self.settings, read.reserved, read.quarantined),
+                marks=gpu_marks(g, self.settings, read.reserved, read.quarantined),
                 width=width,
             )
             promised = read.neighbours_mib.get(g.index, 0)

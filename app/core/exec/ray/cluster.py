@@ -92,12 +92,12 @@ def secure_token() -> str | None:
     return None
 
 
-def _check_reachable(address: str) -> None:
+def _check_reachable(address: str) -> str | None:
     """Fail at once, in one sentence, where nothing listens at the cluster's address: ray.init
     would retry for minutes. "auto" is resolved as Ray does (RAY_ADDRESS, then the address the
     last `ray start` on this machine wrote); a ray:// client address is left to Ray."""
     if address.startswith("ray://"):
-        return
+        return None
     target = address
     if address == "auto":
         try:
@@ -121,6 +121,37 @@ def _check_reachable(address: str) -> None:
             f"nothing answers at the Ray cluster's address {target} ({e.strerror or e}); "
             "is `ray start --head` running there?"
         ) from None
+    return target
+
+
+def _check_token(ray: Any, target: str) -> None:
+    """One call to the head's GCS says at once whether it takes this process's token: ray.init
+    would retry an unauthenticated join for about 20 s, printing a warning a second, and then
+    say only that it failed to connect (seen on Ray 2.60 with a head in token mode)."""
+    try:
+        from ray._raylet import GcsClient  # type: ignore[attr-defined]
+
+        refused = ray.exceptions.AuthenticationError
+    except (ImportError, AttributeError):  # another Ray: ray.init says what it says
+        return
+    try:
+        GcsClient(address=target)
+    except refused:
+        raise ClusterError(
+            f"the Ray cluster at {target} refused this gtui: it uses token authentication "
+            f"and {_token_words()}; copy the head's ~/.ray/auth_token to the same place here "
+            "(chmod 600) (README: Several servers)"
+        ) from None
+    except Exception:
+        return
+
+
+def _token_words() -> str:
+    """The driver's side of token authentication, in words."""
+    auth = os.environ.get("RAY_AUTH_MODE", "disabled")
+    where = "$RAY_AUTH_TOKEN" if os.environ.get("RAY_AUTH_TOKEN") else str(token_file())
+    have = "present" if os.environ.get("RAY_AUTH_TOKEN") or token_file().exists() else "absent"
+    return f"here RAY_AUTH_MODE is {auth!r}, token {where} ({have})"
 
 
 def connect(address: str) -> Any:
@@ -138,8 +169,10 @@ def connect(address: str) -> Any:
         logging.getLogger("gtui").warning(note)
     term = signal.getsignal(signal.SIGTERM)
     breakpoint_was = os.environ.get("PYTHONBREAKPOINT")
-    _check_reachable(address)
+    target = _check_reachable(address)
     try:
+        if target is not None:
+            _check_token(ray, target)
         ray.init(
             address=address,
             namespace=NAMESPACE,
@@ -147,14 +180,14 @@ def connect(address: str) -> Any:
             log_to_driver=False,
             configure_logging=False,
         )
+    except ClusterError:
+        raise
     except Exception as e:  # Ray raises many kinds; the user needs one sentence
-        auth = os.environ.get("RAY_AUTH_MODE", "disabled")
         said = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]  # Ray 2.52: ""
         raise ClusterError(
             f"cannot join the Ray cluster at {address!r}: {said}; "
             "is it running (`ray start --head`)? Token authentication must match the head's: "
-            f"here RAY_AUTH_MODE is {auth!r}, token file {token_file()} "
-            f"({'present' if token_file().exists() else 'absent'}) (README: Several servers)"
+            f"{_token_words()} (README: Several servers)"
         ) from e
     finally:
         with contextlib.suppress(ValueError, TypeError):
