@@ -226,7 +226,7 @@ class Engine(Runs, Occupancy, Commands):
             self._reader.snapshot = snapshot
             self._recover()
             now = time.time()
-            for name, rec in self._book.records.items():  # back-offs under way at the stop
+            for name, rec in self._book.records.live().items():  # back-offs under way
                 if rec.waiting and rec.retry_at is not None and rec.retry_at > now:
                     self._arm_retry(name, rec.retry_at - now)
             if self._control_wanted:
@@ -276,7 +276,8 @@ class Engine(Runs, Occupancy, Commands):
         if exit_when_idle or self.stop_requested:
             await self.shutdown()
         book = self._book
-        return 0 if all(book.records[n].state == JobState.DONE for n in book.order) else 1
+        state = book.records.state
+        return 0 if all(state(n) == JobState.DONE for n in book.order) else 1
 
     def _poll_interval(self) -> float:
         poll = self._settings.poll_s

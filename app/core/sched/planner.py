@@ -21,6 +21,7 @@ from gtui.core.model import JobRecord, JobState, Settings
 from gtui.core.sched.outcome import backoff_reason
 from gtui.core.sched.policy import Allocation, Candidate, Decision, Reasons, place
 from gtui.core.state.book import JobBook
+from gtui.core.state.records import Records
 
 EXPLAIN_EVERY_S = 0.5  # a walk over every waiting job's reason, at most this often
 BAD_STATES_FOR_AFTER = frozenset(
@@ -95,7 +96,12 @@ class Planner:
                     held=False,
                 )
                 self._candidates[rec.name] = (
-                    spec, rec.mem_mib, rec.queued_since, rec.state, cand, rec.retry_at
+                    spec,
+                    rec.mem_mib,
+                    rec.queued_since,
+                    rec.state,
+                    cand,
+                    rec.retry_at,
                 )
                 self._cands_list.append(cand)
                 self._cands_names.add(rec.name)
@@ -160,8 +166,11 @@ class Planner:
         cache = self._candidates
         queued, held = JobState.QUEUED, JobState.HELD
         now = time.time()
+        live = records.live()  # an ended job is no candidate: its record stays in the store
         for index, name in enumerate(book.order):
-            rec = records[name]
+            rec = live.get(name)
+            if rec is None:
+                continue
             state = rec.state
             if state is not queued and state is not held:
                 continue
@@ -227,8 +236,9 @@ class Planner:
         changed = []
         now_s = time.time()
         pairs = reasons.items() if tail is None else tail
+        live = book.records.live()
         for name, reason in pairs:
-            rec = book.records.get(name)
+            rec = live.get(name)
             if rec is not None and rec.waiting and rec.reason != reason:
                 if rec.after_edit_of is not None:
                     continue  # held as the edit of a running job: its own reason says so
@@ -286,13 +296,13 @@ class Planner:
         reasons once instead of looking each waiting job up by name (100k lookups at 100k
         jobs), so ties go to the reason met first in rank order."""
         records = self._book.records
-        queued = JobState.QUEUED
-        waiting = sum(1 for n in self._book.order if records[n].state == queued)
+        queued, state, live = JobState.QUEUED, records.state, records.live()
+        waiting = sum(1 for n in self._book.order if state(n) is queued)
         groups: dict[str, int] = {}
         explained = 0
         if waiting:
             for name, reason in reasons.items():
-                rec = records.get(name)
+                rec = live.get(name)
                 if rec is not None and rec.state == queued:
                     groups[reason] = groups.get(reason, 0) + 1  # a reason is never empty
                     explained += 1
@@ -302,7 +312,7 @@ class Planner:
     def _summarize_tail(self, reasons: Reasons) -> None:
         """The summary after only new jobs joined at the end: the counts of the last one, plus
         theirs."""
-        records, queued = self._book.records, JobState.QUEUED
+        records, queued = self._book.records.live(), JobState.QUEUED
         groups = dict(self._groups)
         groups.pop("starting", None)
         explained, waiting = self._explained, self._waiting
@@ -344,20 +354,18 @@ class Planner:
         specs, records = book.specs, book.records
         while changed:
             changed = False
+            state, live = records.state, records.live()
             for name in book.order:
                 if not specs[name].after:  # most jobs: skip them cheaply (runs every pass)
                     continue
-                rec = records[name]
-                if not rec.waiting:
+                rec = live.get(name)
+                if rec is None or not rec.waiting:
                     continue
-                bad = [
-                    d
-                    for d in specs[name].after
-                    if d in records and records[d].state in BAD_STATES_FOR_AFTER
-                ]
+                bad = [d for d in specs[name].after if state(d) in BAD_STATES_FOR_AFTER]
                 if bad:
                     rec.state = JobState.BLOCKED
-                    rec.reason = f"after {bad[0]} ({records[bad[0]].state.value})"
+                    dep = state(bad[0])
+                    rec.reason = f"after {bad[0]} ({dep.value if dep else 'gone'})"
                     rec.ended_at = time.time()
                     book.commit(rec)
                     self._bus.publish(JobChanged(book.view(name)))
@@ -371,15 +379,18 @@ class _StateView(Mapping[str, str]):
 
     __slots__ = ("_records",)
 
-    def __init__(self, records: dict[str, JobRecord]) -> None:
+    def __init__(self, records: Records) -> None:
         self._records = records
 
     def __getitem__(self, name: str) -> str:
-        return self._records[name].state.value
+        state = self._records.state(name)
+        if state is None:
+            raise KeyError(name)
+        return state.value
 
     def get(self, name: str, default: Any = None) -> Any:
-        rec = self._records.get(name)
-        return default if rec is None else rec.state.value
+        state = self._records.state(name)
+        return default if state is None else state.value
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._records)
