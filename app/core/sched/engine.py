@@ -407,14 +407,32 @@ class Engine(Runs, Occupancy, Commands):
 
     def _reload_if_changed(self, *, force: bool = False) -> bool:
         """Take a new version of the queue file, if there is one that is complete and valid."""
-        queue = self._source.check(force=force, on_settled=self._settled)
-        if queue is None:
+        took = self._source.check(force=force, on_settled=self._settled, quick=self._one_job)
+        if took is None:
             return False
-        self._take_queue(queue)
-        if self._bus.wants(QueueChanged):
-            self._bus.publish(QueueChanged(tuple(self.jobs())))
+        if isinstance(took, QueueFile):
+            self._take_queue(took)
+            if self._bus.wants(QueueChanged):
+                self._bus.publish(QueueChanged(tuple(self.jobs())))
         self._bus.notice("info", f"reloaded {self.queue_path.name}")
         return True
+
+    def _one_job(self, old: str, new: str) -> str | None:
+        """An edit of one job's table taken in alone (``gtui.core.queue.incremental``): at
+        100,000 jobs a whole reload took 2.3 s for it. Returns the job's name, or None."""
+        from gtui.core.queue.incremental import edited_job
+
+        edited = edited_job(
+            self.queue_path, old, new, self._settings, self._book.specs, self._pool()
+        )
+        if edited is None:
+            return None
+        spec, warnings = edited
+        self._book.replace_spec(spec)
+        self._changed(spec.name)
+        for warning in warnings:
+            self._bus.notice("warning", warning)
+        return spec.name
 
     async def _watch_file(self) -> None:
         """Look at the queue file's stat often (one syscall), so an edit is taken within

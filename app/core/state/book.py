@@ -65,6 +65,7 @@ class JobBook:
         self._active: list[str] = []
         self.followers: list[Follower] = []
         self.appenders: list[Follower] = []  # told of jobs appended (see extend)
+        self.respecifiers: list[Follower] = []  # told of one job's edited spec (replace_spec)
         self.unsaved: dict[str, JobRecord] = {}  # changes the store refused (locked, full)
         self.deferred: list[JobRecord] = []  # new records saved after the first pass
         self.store_error: str | None = None
@@ -252,6 +253,30 @@ class JobBook:
         elif changed:
             self.store.save_many(changed)
         return removed, back
+
+    def replace_spec(self, spec: JobSpec) -> None:
+        """One job's table edited in the file (its name kept), as ``apply`` would take it: a
+        waiting job changes now, a running one at its next attempt, an ended one's spec
+        changes (a retry runs it)."""
+        name = spec.name
+        old = self.specs[name]
+        rec = self.records.get(name)
+        self.version += 1
+        if self._active_at == self.version - 1:
+            self._active_at = self.version  # an edit starts and stops nothing
+        if rec is not None and rec.active:
+            if spec != old:
+                self.pending_specs[name] = spec
+            else:
+                self.pending_specs.pop(name, None)
+        else:
+            self.specs[name] = spec
+            self.pending_specs.pop(name, None)
+            if rec is not None and rec.waiting and old.mem_mib != spec.mem_mib:
+                rec.mem_mib = spec.mem_mib
+                self.store.save_many([rec])
+        for told in self.respecifiers:
+            told(name, self.version)
 
     def save_deferred(self) -> None:
         """Save the records ``apply`` put off (one transaction), unless saved since."""
