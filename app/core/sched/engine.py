@@ -10,7 +10,7 @@
 A placement pass runs whenever a job ends, the queue changes, or ``poll`` elapses. It never
 imports a UI. How a job's run goes is in ``runs``; the operations clients call, in ``commands``.
 
-Size: about 400 lines of lifecycle (start, loop, shutdown) and the wiring of the parts; each
+Size: about 500 lines of lifecycle (start, loop, shutdown) and the wiring of the parts; each
 part's logic lives in its own module.
 """
 
@@ -54,6 +54,7 @@ __all__ = ["UNISOLATED_WARNING", "Engine", "pool_totals"]  # pool_totals: gpus.s
 FILE_WATCH_S = 0.2  # how often the queue file's stat is looked at between polls
 REASON_SAVE_S = 30.0  # waiting reasons are saved at most this often (and at shutdown)
 FAST_POLL_S = 0.2  # after a job ends on real GPUs, poll this often (occupancy.FAST_POLL_FOR_S)
+DEFERRED_CHUNK = 5000  # never-run records saved per turn of the loop (~0.1 s at most)
 
 
 class Engine(Runs, Occupancy, Commands):
@@ -105,6 +106,7 @@ class Engine(Runs, Occupancy, Commands):
         self._fresh_pass = False  # a job's end just read the GPUs and ran a pass (see run)
         self._last_poll = 0.0  # monotonic time of the loop's last GPU read and pass
         self._fast_until = 0.0
+        self._deferring: asyncio.Task[None] | None = None
         self._init_runs()
 
     # ------------------------------------------------------------------ read-only accessors
@@ -258,7 +260,8 @@ class Engine(Runs, Occupancy, Commands):
                     await self._poll()
                     self._last_poll = time.monotonic()
                     self._schedule()
-                    self._book.save_deferred()  # once the first jobs have started
+                    if self._book.deferred and self._deferring is None:
+                        self._deferring = asyncio.create_task(self._save_deferred())
                 # else: woken by a job's end, which has just read the GPUs and run a pass;
                 # another pass now would find the same and take the CPU from the job it started
                 # (end to start: 2 ms of 10 on 2 busy cores, benchmarks/end_to_start.py).
@@ -278,6 +281,16 @@ class Engine(Runs, Occupancy, Commands):
         book = self._book
         state = book.records.state
         return 0 if all(state(n) == JobState.DONE for n in book.order) else 1
+
+    async def _save_deferred(self) -> None:
+        """The records of jobs that never ran, saved once the first jobs have started, a chunk
+        at a time with the loop free in between: at 100,000 jobs one transaction held the loop
+        (and the dashboard's first screens) for ~2 s. Shutdown saves whatever is left."""
+        try:
+            while not self._stopping and self._book.save_deferred(limit=DEFERRED_CHUNK):
+                await asyncio.sleep(0)
+        finally:
+            self._deferring = None
 
     def _poll_interval(self) -> float:
         poll = self._settings.poll_s
@@ -321,6 +334,10 @@ class Engine(Runs, Occupancy, Commands):
         self._stopping = True
         if self._wake is not None:
             self._wake.set()
+        if self._deferring is not None:  # it stops at its next chunk; the rest is saved below
+            self._deferring.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._deferring
         if self._bg:  # finish what was under way (a timeout's kill, a leftover check)
             await asyncio.wait(list(self._bg), timeout=15.0)
         for handle in self._timeouts.values():
