@@ -131,7 +131,7 @@ async def run_headless(queue: str, fake_gpus: str | None, out: TextIO) -> int:
     await engine.start()
     counts = engine.counts()
     log.line(
-        f"gtui run {engine.queue_path} ({len(engine.jobs())} jobs: "
+        f"gtui run {engine.queue_path} ({sum(counts.values())} jobs: "
         + ", ".join(f"{v} {k}" for k, v in counts.items() if v)
         + ("; SIMULATED GPUs" if engine.fake else "")
         + ")"
