@@ -119,18 +119,22 @@ def first_screen(queue: Path, n: int) -> float:
     return asyncio.run(run())
 
 
+def spread(values: list[float]) -> tuple[float, float]:
+    return (min(values), max(values))
+
+
 def measure(n: int, adds: int, repeats: int) -> dict[str, float]:
     out: dict[str, float] = {}
+    spreads: dict[str, tuple[float, float]] = {}
     with tempfile.TemporaryDirectory(prefix="gtui-scale-") as tmp:
         root = Path(tmp)
         q = root / "q.toml"
         write_queue(q, n)
-        out["validate"] = median(
-            [
-                timed(gtui("validate", str(q), "--fake-gpus", "8x80G", cwd=root), root)
-                for _ in range(repeats)
-            ]
-        )
+        runs = [
+            timed(gtui("validate", str(q), "--fake-gpus", "8x80G", cwd=root), root)
+            for _ in range(repeats)
+        ]
+        out["validate"], spreads["validate"] = median(runs), spread(runs)
         log = open(root / "run.log", "w")  # noqa: SIM115 - closed below
         t0 = time.perf_counter()
         proc = subprocess.Popen(
@@ -172,10 +176,11 @@ def measure(n: int, adds: int, repeats: int) -> dict[str, float]:
                 )
                 for i in range(adds)
             ]
-            out["add"] = median(add_times)
-            out["status"] = median(
-                [timed(gtui("status", "q.toml", "--json", cwd=root), root) for _ in range(repeats)]
-            )
+            out["add"], spreads["add"] = median(add_times), spread(add_times)
+            runs = [
+                timed(gtui("status", "q.toml", "--json", cwd=root), root) for _ in range(repeats)
+            ]
+            out["status"], spreads["status"] = median(runs), spread(runs)
             # A live edit of one waiting job, well after the last add.
             text = q.read_text()
             edited = re.sub(
@@ -196,8 +201,13 @@ def measure(n: int, adds: int, repeats: int) -> dict[str, float]:
         finally:
             stop(proc, q)
             log.close()
-        shutil.rmtree(root / ".gtui", ignore_errors=True)
-        out["first_screen"] = first_screen(q, n + adds)
+        runs = []
+        for _ in range(max(1, repeats - 1)):
+            shutil.rmtree(root / ".gtui", ignore_errors=True)  # each a first open of the queue
+            runs.append(first_screen(q, n + adds))
+        out["first_screen"], spreads["first_screen"] = median(runs), spread(runs)
+    for key, (lo, hi) in spreads.items():
+        out[f"{key} min"], out[f"{key} max"] = lo, hi
     return out
 
 
@@ -217,8 +227,9 @@ def run(quick: bool) -> Section:
             f"{adds}); scheduler up = spawn of `gtui run` to the first job's own stamp; live "
             "edit = the file replaced with one job's mem changed, until the scheduler's event "
             "log says reloaded; the first screen is GtuiApp in process until its table holds "
-            "every job. Growth is the figure at the larger size over the smaller (10x the "
-            "jobs: at most 10 is linear)."
+            f"every job (median of {max(1, repeats - 1)}, a fresh state each). Growth is the "
+            "figure at the larger size over the smaller (10x the jobs: at most 10 is linear); "
+            "min-max over the repeats in the figures."
         ),
     )
     labels = {
@@ -247,6 +258,10 @@ def run(quick: bool) -> Section:
         )
         section.figures[f"{key} at {small}"] = round(small_v, 3)
         section.figures[f"{key} at {big}"] = round(big_v, 3)
+        for size, got in ((small, a), (big, b)):
+            if f"{key} min" in got:
+                lo, hi = got[f"{key} min"] * scale, got[f"{key} max"] * scale
+                section.figures[f"{key} at {size}, min-max"] = f"{lo:.3f}-{hi:.3f}"
     return section
 
 

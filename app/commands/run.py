@@ -135,7 +135,7 @@ async def run_headless(
     await engine.start()
     counts = engine.counts()
     log.line(
-        f"gtui run {engine.queue_path} ({plural(len(engine.jobs()), 'job')}: "
+        f"gtui run {engine.queue_path} ({plural(sum(counts.values()), 'job')}: "
         + ", ".join(f"{v} {k}" for k, v in counts.items() if v)
         + ("; SIMULATED GPUs" if engine.fake else "")
         + ")"

@@ -36,6 +36,11 @@ class EventBus:
         view, at 100,000 jobs) is not built for nobody."""
         return any(kinds is None or kind in kinds for _sink, kinds in self._sinks)
 
+    def covers(self, kind: type, by: type) -> bool:
+        """Whether every subscriber that takes ``kind`` also takes ``by`` (so one ``by`` may
+        stand for many ``kind``)."""
+        return all(kinds is None or kind not in kinds or by in kinds for _s, kinds in self._sinks)
+
     def publish(self, event: Event) -> None:
         for sink, kinds in list(self._sinks):
             if kinds is not None and type(event) not in kinds:

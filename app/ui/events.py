@@ -82,6 +82,14 @@ class EventBuffer:
         """Whether anything came since the last ``take``."""
         return bool(self._batch)
 
+    def take_queue(self) -> tuple[JobView, ...] | None:
+        """The whole queue if one came since the last take, leaving the events after it: the
+        dashboard's first fill uses the queue the engine's start published instead of making
+        every job's view again (100,000 views: ~0.3 s) and then applying both."""
+        b = self._batch
+        queue, b.queue = b.queue, None
+        return queue
+
     def take(self) -> Batch:
         """The batch so far; the buffer starts empty again."""
         b, self._batch = self._batch, Batch()

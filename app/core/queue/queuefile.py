@@ -1590,12 +1590,15 @@ def check_new_entry(
     entry: int,
     pool: Sequence[int | None] | None,
     line: int | None = None,
+    keys: Mapping[str, int] | None = None,
 ) -> tuple[list[JobSpec], list[str]] | None:
     """One new [[jobs]] entry checked as a load of the whole file would check it, against the
     names the file already has: its jobs and warnings. Raises QueueFileError for a mistake;
     None when only a whole load can tell (its ``after`` names a matrix entry by its template).
     ``gtui add`` into a running 100,000-job queue takes this instead of three whole loads."""
-    w = _Where(str(path), line, {}, "the new [[jobs]] entry")
+    w = _Where(
+        str(path), line, keys or {}, "the new [[jobs]] entry" if keys is None else "[[jobs]]"
+    )
     exp = _expand_entry(fields, settings, w, entry)
     new_names: set[str] = set()
     for job in exp.jobs:

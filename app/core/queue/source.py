@@ -32,6 +32,8 @@ from gtui.core.queue.queuewatch import (
 )
 
 Pool = Callable[[], "list[int | None] | None"]  # the GPUs' total memory, for the pool checks
+# (text the scheduler runs, new text) -> something the caller took in, or None: load it all
+Quick = Callable[[str, str], object | None]
 
 
 class QueueSource:
@@ -43,6 +45,7 @@ class QueueSource:
         self.error: str | None = None  # what is wrong with the file now (said once) ...
         self.problem: str | None = None  # ... and how it was said
         self._recheck: asyncio.TimerHandle | None = None
+        self._text: str | None = None  # the text the scheduler runs (for a quick edit)
 
     def first(self, pool: list[int | None] | None = None) -> tuple[QueueFile, str]:
         """The first read, at start: a broken file is an error here (nothing runs yet).
@@ -53,6 +56,7 @@ class QueueSource:
 
     def taken(self, text: str) -> None:
         """``text`` is the version the scheduler runs now."""
+        self._text = text
         self._watch.taken(self._watch.digest_of(text))
 
     def moved(self) -> bool:
@@ -63,9 +67,18 @@ class QueueSource:
         """Whether ``text`` is the version the scheduler runs (no edit waits to be taken)."""
         return self._watch.applied == self._watch.digest_of(text)
 
-    def check(self, *, force: bool = False, on_settled: Callable[[], None]) -> QueueFile | None:
+    def check(
+        self,
+        *,
+        force: bool = False,
+        on_settled: Callable[[], None],
+        quick: Quick | None = None,
+    ) -> object | None:
         """A new version of the queue file, if there is one that is complete and valid.
-        ``on_settled`` is called later if the file is still being written now."""
+        ``on_settled`` is called later if the file is still being written now. ``quick`` is
+        asked first with the text the scheduler runs and the new one: what it returns (not
+        None) means it took the change in itself (one job edited), and is returned as is;
+        otherwise the whole file is loaded and a QueueFile returned."""
         change = self._watch.check(force=force)
         if isinstance(change, Unchanged):
             return None
@@ -92,15 +105,20 @@ class QueueSource:
             return None
         try:
             check_trusted(self.path)
-            queue = load_queue(self.path, pool=self._pool(), text=change.text)
+            took: object | None = None
+            if quick is not None and self._text is not None:
+                took = quick(self._text, change.text)
+            if took is None:
+                took = load_queue(self.path, pool=self._pool(), text=change.text)
+                forget_cached()  # the next change is another text: the parse cannot serve it
         except GtuiError as e:
             self._watch.taken(change.digest)  # judged: not read again until it changes
             self._say_once(str(e), f"queue file not reloaded, last good version kept: {e}")
             return None
         self._watch.taken(change.digest)
+        self._text = change.text
         self.error = None
-        forget_cached()  # the next change is another text: the parse cannot serve it
-        return queue
+        return took
 
     def _say_once(self, key: str, text: str) -> None:
         """Tell the user what is wrong with the queue file, once per distinct problem."""

@@ -81,6 +81,10 @@ class Scan:
         self._count = len(lines)
         self.tables = tables
         self._content = content
+        # Built at the first lookup (the tables are complete by then): a 100,000-job file has
+        # 100,000 tables, and each lookup of a table or array that is not there walked them all.
+        self._index: tuple[dict[tuple[str, ...], Table], set[str]] | None = None
+        self._index_n = -1  # len(tables) when it was built: tables added since, built again
 
     @classmethod
     def from_text(cls, text: str, tables: list[Table]) -> Scan:
@@ -107,11 +111,21 @@ class Scan:
             self._content = [bool(s.strip()) and s.lstrip()[0] != "#" for s in self.lines]
         return self._content
 
+    def _indexed(self) -> tuple[dict[tuple[str, ...], Table], set[str]]:
+        """The plain tables by path (the first of each) and every table's first path part."""
+        if self._index is None or self._index_n != len(self.tables):
+            plain: dict[tuple[str, ...], Table] = {}
+            heads: set[str] = set()
+            for t in self.tables:
+                if not t.array:
+                    plain.setdefault(t.path, t)
+                if t.path:
+                    heads.add(t.path[0])
+            self._index, self._index_n = (plain, heads), len(self.tables)
+        return self._index
+
     def table(self, *path: str) -> Table | None:
-        for t in self.tables:
-            if t.path == path and not t.array:
-                return t
-        return None
+        return self._indexed()[0].get(path)
 
     def key_line(self, path: tuple[str, ...], key: str) -> int | None:
         """The line of ``key`` in table ``path`` (a sub-table ``[path.key]`` counts too)."""
@@ -132,7 +146,8 @@ class Scan:
         out: list[Entry] = []
         cur: Entry | None = None
         n = len(path)
-        for i, t in enumerate(self.tables):
+        tables = self.tables if not n or path[0] in self._indexed()[1] else []
+        for i, t in enumerate(tables):
             if t.path == path and t.array:
                 cur = Entry(line=t.line, table=t, first=t.line)
                 out.append(cur)

@@ -10,7 +10,7 @@
 A placement pass runs whenever a job ends, the queue changes, or ``poll`` elapses. It never
 imports a UI. How a job's run goes is in ``runs``; the operations clients call, in ``commands``.
 
-Size: about 400 lines of lifecycle (start, loop, shutdown) and the wiring of the parts; each
+Size: about 500 lines of lifecycle (start, loop, shutdown) and the wiring of the parts; each
 part's logic lives in its own module.
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import time
 from collections.abc import Callable
@@ -64,6 +65,8 @@ FILE_WATCH_S = 0.2  # how often the queue file's stat is looked at between polls
 REASON_SAVE_S = 30.0  # waiting reasons are saved at most this often (and at shutdown)
 FAST_POLL_S = 0.2  # after a job ends on real GPUs, poll this often (occupancy.FAST_POLL_FOR_S)
 QUIT_NOTIFY_S = 3.0  # what a quitting dashboard gives notifications still being delivered
+FREEZE_FROM = 5000  # jobs in the queue from which the start's objects are frozen (gc.freeze)
+DEFERRED_CHUNK = 5000  # never-run records saved per turn of the loop (~0.1 s at most)
 
 
 def refuse_node_names(path: Path, settings: Settings) -> None:
@@ -133,6 +136,8 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
         self._fresh_pass = False  # a job's end just read the GPUs and ran a pass (see run)
         self._last_poll = 0.0  # monotonic time of the loop's last GPU read and pass
         self._fast_until = 0.0
+        self._deferring: asyncio.Task[None] | None = None
+        self._froze = False  # gc.freeze() done by start (undone by shutdown)
         self._init_runs()
         self._init_forecast()
         self._init_notifying()
@@ -226,6 +231,30 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
         if self._started:
             return
         self._wake = asyncio.Event()
+        with paused_gc():
+            snapshot = await self._start()
+            self._started = True
+            self._started_at = time.time()
+            if self._scheduler:
+                self._book.store.set_meta("scheduler_since", f"{self._started_at:.3f}")
+            if self._bus.wants(QueueChanged):
+                self._bus.publish(QueueChanged(tuple(self.jobs())))
+            if len(self._book.order) >= FREEZE_FROM:
+                # What the start made (a spec, a record and, for a screen, a view per job:
+                # 100,000 of each in a long sweep) lives on and holds no cycles: out of the
+                # collector's way from here on. Its full passes over them were 40 % of the
+                # first pass at 100,000 jobs. One full collection first (0.18 s at 100,000
+                # jobs), so that no garbage is frozen with them (a screen an earlier engine
+                # left, in a process that starts several); undone at shutdown.
+                gc.collect()
+                gc.freeze()
+                self._froze = True
+        self._bus.publish(QueuePaused(self._paused))
+        if snapshot.error:
+            self._bus.notice("warning", snapshot.error)
+
+    async def _start(self) -> GpuSnapshot:
+        """The body of ``start`` (with the collector paused); returns the first GPU read."""
         queue, text = self._source.first()
         from gtui.core.state.lock import QueueLock
 
@@ -263,7 +292,7 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
             self._recover()
             self._use_history()  # mem = "auto", and mem far from the last runs (issue 19.2)
             now = time.time()
-            for name, rec in self._book.records.items():  # back-offs under way at the stop
+            for name, rec in self._book.records.live().items():  # back-offs under way
                 if rec.waiting and rec.retry_at is not None and rec.retry_at > now:
                     self._arm_retry(name, rec.retry_at - now)
             if self._control_wanted:
@@ -271,15 +300,7 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
         except BaseException:
             self._release()
             raise
-        self._started = True
-        self._started_at = time.time()
-        if self._scheduler:
-            self._book.store.set_meta("scheduler_since", f"{self._started_at:.3f}")
-        if self._bus.wants(QueueChanged):
-            self._bus.publish(QueueChanged(tuple(self.jobs())))
-        self._bus.publish(QueuePaused(self._paused))
-        if snapshot.error:
-            self._bus.notice("warning", snapshot.error)
+        return snapshot
 
     def _open_ray(self, address: str, backend: GpuBackend | None) -> GpuBackend:
         """Jobs on a Ray cluster (issue 23): Ray is imported here and only here."""
@@ -305,7 +326,8 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
                     await self._poll()
                     self._last_poll = time.monotonic()
                     self._schedule()
-                    self._book.save_deferred()  # once the first jobs have started
+                    if self._book.deferred and self._deferring is None:
+                        self._deferring = asyncio.create_task(self._save_deferred())
                 # else: woken by a job's end, which has just read the GPUs and run a pass;
                 # another pass now would find the same and take the CPU from the job it started
                 # (end to start: 2 ms of 10 on 2 busy cores, benchmarks/end_to_start.py).
@@ -324,7 +346,18 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
         if exit_when_idle or self.stop_requested:
             await self.shutdown()
         book = self._book
-        return 0 if all(book.records[n].state == JobState.DONE for n in book.order) else 1
+        state = book.records.state
+        return 0 if all(state(n) == JobState.DONE for n in book.order) else 1
+
+    async def _save_deferred(self) -> None:
+        """The records of jobs that never ran, saved once the first jobs have started, a chunk
+        at a time with the loop free in between: at 100,000 jobs one transaction held the loop
+        (and the dashboard's first screens) for ~2 s. Shutdown saves whatever is left."""
+        try:
+            while not self._stopping and self._book.save_deferred(limit=DEFERRED_CHUNK):
+                await asyncio.sleep(0)
+        finally:
+            self._deferring = None
 
     def _poll_interval(self) -> float:
         poll = self._settings.poll_s
@@ -371,6 +404,10 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
         self._stopping = True
         if self._wake is not None:
             self._wake.set()
+        if self._deferring is not None:  # it stops at its next chunk; the rest is saved below
+            self._deferring.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._deferring
         if self._bg:  # finish what was under way (a timeout's kill, a leftover check)
             await asyncio.wait(list(self._bg), timeout=15.0)
         for handle in self._timeouts.values():
@@ -411,6 +448,10 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
         with contextlib.suppress(Exception):
             self._publish_claims()  # jobs left running stay claimed; ended ones are dropped
         self._release()
+        if self._froze:  # collectable again: a process may go on (tests, benchmarks)
+            self._froze = False
+            gc.unfreeze()
+            gc.collect()
         self._shut_down = True
 
     def _release(self) -> None:
@@ -461,14 +502,32 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
 
     def _reload_if_changed(self, *, force: bool = False) -> bool:
         """Take a new version of the queue file, if there is one that is complete and valid."""
-        queue = self._source.check(force=force, on_settled=self._settled)
-        if queue is None:
+        took = self._source.check(force=force, on_settled=self._settled, quick=self._one_job)
+        if took is None:
             return False
-        self._take_queue(queue)
-        if self._bus.wants(QueueChanged):
-            self._bus.publish(QueueChanged(tuple(self.jobs())))
+        if isinstance(took, QueueFile):
+            self._take_queue(took)
+            if self._bus.wants(QueueChanged):
+                self._bus.publish(QueueChanged(tuple(self.jobs())))
         self._bus.notice("info", f"reloaded {self.queue_path.name}")
         return True
+
+    def _one_job(self, old: str, new: str) -> str | None:
+        """An edit of one job's table taken in alone (``gtui.core.queue.incremental``): at
+        100,000 jobs a whole reload took 2.3 s for it. Returns the job's name, or None."""
+        from gtui.core.queue.incremental import edited_job
+
+        edited = edited_job(
+            self.queue_path, old, new, self._settings, self._book.specs, self._pool()
+        )
+        if edited is None:
+            return None
+        spec, warnings = edited
+        self._book.replace_spec(spec)
+        self._changed(spec.name)
+        for warning in warnings:
+            self._bus.notice("warning", warning)
+        return spec.name
 
     async def _watch_file(self) -> None:
         """Look at the queue file's stat often (one syscall), so an edit is taken within

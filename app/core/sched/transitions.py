@@ -96,8 +96,10 @@ def unblocked_by(
     """The blocked jobs that wait on ``name``, queued again now that it is retried."""
     out = []
     for dependent in order:
+        if name not in specs[dependent].after:
+            continue  # most jobs: no record read (an ended one's lives in the store)
         drec = records[dependent]
-        if drec.state == JobState.BLOCKED and name in specs[dependent].after:
+        if drec.state == JobState.BLOCKED:
             drec.state = JobState.QUEUED
             drec.reason = ""
             drec.queued_since = time.time()

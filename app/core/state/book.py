@@ -4,6 +4,13 @@ It joins the queue file (specs, order) with the state store (records), commits e
 before anyone is told of it, and keeps the few lists that every pass needs (the running jobs)
 current through commits instead of re-deriving them from every job. Records of jobs the file no
 longer names are retired, never deleted: a finished job put back is never run again.
+
+The store is the one source of truth: a job that ended is kept in memory as its state only,
+once saved, and its record read back when asked (``gtui.core.state.records``); the objects here
+are the live jobs' (waiting, held, running, suspended).
+
+Size: just over 400 lines, as the queue-file side (apply, extend, edits of running jobs) and the
+saving side (commit, deferred, unsaved, reasons) share the same few structures and version.
 """
 
 from __future__ import annotations
@@ -16,8 +23,9 @@ from collections.abc import Callable, Iterable, Iterator
 from gtui.core.api import JobView, freeze
 from gtui.core.bus import EventBus
 from gtui.core.errors import GtuiError, did_you_mean
-from gtui.core.model import JobRecord, JobSpec, JobState
+from gtui.core.model import ACTIVE_STATES, FINAL_STATES, JobRecord, JobSpec, JobState
 from gtui.core.queue.queuefile import QueueFile, derive_name
+from gtui.core.state.records import Records
 from gtui.core.state.store import Store, StoreError
 
 
@@ -45,10 +53,10 @@ class JobBook:
         self.order: list[str] = []  # the jobs the file names, in its order
         self.names: list[str] = []  # ... then the running ones it no longer names
         self.index: dict[str, int] = {}
-        self.records: dict[str, JobRecord] = {}
+        self.records = Records(store)
         # Records of ended jobs the file no longer names: kept as history, so a job put back
         # (or a file that was empty for a moment) never runs a finished job again.
-        self.retired: dict[str, JobRecord] = {}
+        self.retired = Records(store)
         self.edits: dict[str, str] = {}  # running job -> the held job that is its edit
         self.pending_specs: dict[str, JobSpec] = {}  # edits of running jobs: next attempt
         self.next_entry = 0  # the [[jobs]] index a job appended to the file gets
@@ -57,6 +65,7 @@ class JobBook:
         self._active: list[str] = []
         self.followers: list[Follower] = []
         self.appenders: list[Follower] = []  # told of jobs appended (see extend)
+        self.respecifiers: list[Follower] = []  # told of one job's edited spec (replace_spec)
         self.unsaved: dict[str, JobRecord] = {}  # changes the store refused (locked, full)
         self.deferred: list[JobRecord] = []  # new records saved after the first pass
         self.store_error: str | None = None
@@ -84,16 +93,21 @@ class JobBook:
         The garbage collector waits while they are made: 100,000 new objects among as many live
         ones set off its full passes, which found nothing and were most of the 2.3 s that
         `gtui status` spent here at 100,000 jobs."""
-        specs, records, names = self.specs, self.records, self.names
+        specs, names, live = self.specs, self.names, self.records.live()
         with paused_gc():
+            # The ended jobs' records, from the store in a few queries (none kept after).
+            ended = self.records.get_many(n for n in names if n not in live)
             if not copies:
-                return [JobView(specs[n], records[n], i) for i, n in enumerate(names)]
-            return [freeze(specs[n], records[n], i) for i, n in enumerate(names)]
+                return [JobView(specs[n], live.get(n) or ended[n], i) for i, n in enumerate(names)]
+            return [freeze(specs[n], live.get(n) or ended[n], i) for i, n in enumerate(names)]
 
     def counts(self) -> dict[str, int]:
         out = {s.value: 0 for s in JobState}
+        state = self.records.state
         for name in self.names:
-            out[self.records[name].state.value] += 1
+            st = state(name)
+            if st is not None:
+                out[st.value] += 1
         return out
 
     def require(self, name: str) -> JobRecord:
@@ -113,8 +127,10 @@ class JobBook:
         the per-poll walks over every job for the few running ones were a third of an idle
         dashboard's CPU (benchmarks/dashboard.py). Callers still check ``rec.active``."""
         if self._active_at != self.version:
-            records = self.records
-            self._active = [n for n in self.names if records[n].active]
+            live = self.records.live()
+            self._active = [
+                n for n in self.names if (r := live.get(n)) is not None and r.state in ACTIVE_STATES
+            ]
             self._active_at = self.version
         return self._active
 
@@ -125,9 +141,9 @@ class JobBook:
             return False  # exit only once every end is saved (a full disk: until space frees)
         if self.active_names():
             return False
+        state = self.records.state
         for name in self.order:
-            rec = self.records[name]
-            if rec.state != JobState.QUEUED or self.waits_on_held(name, set()):
+            if state(name) != JobState.QUEUED or self.waits_on_held(name, set()):
                 continue
             if self.specs[name].gpus > gpus_known:
                 continue  # can never run here (e.g. GPU jobs on a machine without GPUs)
@@ -140,10 +156,10 @@ class JobBook:
             return False
         seen.add(name)
         for dep in self.specs[name].after:
-            rec = self.records.get(dep)
-            if rec is None:
+            state = self.records.state(dep)
+            if state is None:
                 continue
-            if rec.state == JobState.HELD or self.waits_on_held(dep, seen):
+            if state == JobState.HELD or self.waits_on_held(dep, seen):
                 return True
         return False
 
@@ -155,32 +171,46 @@ class JobBook:
         waiting jobs retire; running jobs are never touched. Returns the names that left and
         the ended jobs the file names again."""
         new_specs = {j.name: j for j in queue.jobs}
-        stored = self.store.load() if initial else self.records
-        records: dict[str, JobRecord] = {}
+        if initial:
+            live, ended = self.store.load_split()
+        else:
+            live, ended = dict(self.records.live()), dict(self.records.ended())
+        records = Records(self.store)
         changed: list[JobRecord] = []
         back: list[JobRecord] = []  # ended jobs the file names again
         for spec in queue.jobs:
-            rec = stored.get(spec.name)
+            name = spec.name
+            rec = live.get(name)
+            if rec is None and name in ended:
+                records.put_saved_end(name, ended[name])  # ended: its record stays stored
+                continue
             if rec is None and not initial:
-                rec = self.retired.pop(spec.name, None)
-                if rec is not None and rec.final:
-                    back.append(rec)
+                was = self.retired.state(name)
+                if was is not None:
+                    rec = self.retired.pop(name)
+                    if was in FINAL_STATES and rec is not None:
+                        back.append(rec)
+                        if name in self.unsaved:
+                            records.put(rec)
+                        else:
+                            records.put_saved_end(name, was)
+                        continue
             if rec is None:
-                rec = JobRecord(name=spec.name, mem_mib=spec.mem_mib)
+                rec = JobRecord(name=name, mem_mib=spec.mem_mib)
                 changed.append(rec)
             elif rec.waiting and not initial:
-                old = self.specs.get(spec.name)
+                old = self.specs.get(name)
                 if old is not None and old.mem_mib != spec.mem_mib:
                     rec.mem_mib = spec.mem_mib
                     changed.append(rec)
-            records[spec.name] = rec
+            records.put(rec)
         removed: list[str] = []
-        for name, rec in stored.items():
+        for name, rec in live.items():
             if name in new_specs:
                 continue
             if rec.active:
                 # Still running: keep following it until it ends, then it leaves.
-                records[name] = rec
+                records.put(rec)
                 new_specs[name] = self.specs.get(name) or JobSpec(
                     name=name,
                     cmd="(removed from the queue file)",
@@ -189,12 +219,17 @@ class JobBook:
                 )
             else:
                 # Retired, never deleted: its history stays in the store (issue 14.2).
-                self.retired[name] = rec
+                self.retired.put(rec)
+                if not initial:
+                    removed.append(name)
+        for name, state in ended.items():
+            if name not in new_specs:
+                self.retired.put_saved_end(name, state)
                 if not initial:
                     removed.append(name)
         # A running job keeps the spec it was started with; an edit applies to its next attempt.
         self.pending_specs = {}
-        for name, rec in records.items():
+        for name, rec in records.live().items():
             old = self.specs.get(name)
             if rec.active and old is not None and new_specs.get(name) != old:
                 self.pending_specs[name] = new_specs[name]
@@ -208,7 +243,7 @@ class JobBook:
         self.index = {n: i for i, n in enumerate(self.order)}
         self.version += 1
         if initial:  # links made by an earlier scheduler (after_edit_of is saved)
-            self.edits = {r.after_edit_of: n for n, r in records.items() if r.after_edit_of}
+            self.edits = {r.after_edit_of: n for n, r in records.live().items() if r.after_edit_of}
         else:
             self._link_edits_of_running_jobs(changed)
         if changed and initial:
@@ -220,16 +255,46 @@ class JobBook:
             self.store.save_many(changed)
         return removed, back
 
-    def save_deferred(self) -> None:
-        """Save the records ``apply`` put off (one transaction), unless saved since."""
+    def replace_spec(self, spec: JobSpec) -> None:
+        """One job's table edited in the file (its name kept), as ``apply`` would take it: a
+        waiting job changes now, a running one at its next attempt, an ended one's spec
+        changes (a retry runs it)."""
+        name = spec.name
+        old = self.specs[name]
+        rec = self.records.get(name)
+        self.version += 1
+        if self._active_at == self.version - 1:
+            self._active_at = self.version  # an edit starts and stops nothing
+        if rec is not None and rec.active:
+            if spec != old:
+                self.pending_specs[name] = spec
+            else:
+                self.pending_specs.pop(name, None)
+        else:
+            self.specs[name] = spec
+            self.pending_specs.pop(name, None)
+            if rec is not None and rec.waiting and old.mem_mib != spec.mem_mib:
+                rec.mem_mib = spec.mem_mib
+                self.store.save_many([rec])
+        for told in self.respecifiers:
+            told(name, self.version)
+
+    def save_deferred(self, limit: int | None = None) -> bool:
+        """Save the records ``apply`` put off (one transaction; ``limit``: at most that many
+        now), unless saved since. True when some are left. A saved record carries its waiting
+        reason: it is not saved again for it (at 100,000 jobs, a second 2 s write)."""
         if not self.deferred or self.unsaved:
-            return
-        recs, self.deferred = self.deferred, []
+            return False
+        n = len(self.deferred) if limit is None else limit
+        recs, self.deferred = self.deferred[:n], self.deferred[n:]
         try:
             self.store.save_many(recs)
         except StoreError as e:
-            self.deferred = recs
+            self.deferred = recs + self.deferred
             self._store_failed(e)
+            return False
+        self.reasons_dirty.difference_update(r.name for r in recs)
+        return bool(self.deferred)
 
     def extend(self, specs: Iterable[JobSpec]) -> list[JobRecord]:
         """Jobs appended to the file (``gtui add`` into a running queue): they join at the
@@ -248,7 +313,10 @@ class JobBook:
                 new.append(rec)
             joined.append(rec)
             self.specs[spec.name] = spec
-            self.records[spec.name] = rec
+            if rec.final and spec.name not in self.unsaved:
+                self.records.put_saved_end(spec.name, rec.state)  # retired: saved already
+            else:
+                self.records.put(rec)
             self.index[spec.name] = len(self.order)
             self.order.append(spec.name)
             self.next_entry = max(self.next_entry, spec.entry + 1)
@@ -317,10 +385,12 @@ class JobBook:
         disk full) the change is kept, the user told, no job started, and it is saved again at
         every poll; the jobs' exit-status files cover a crash meanwhile. False: not saved."""
         self.version += 1  # every transition passes here: see active_names
+        self.records.changed(rec)
         self._follow(rec)
         if not self.unsaved:
             try:
                 self.store.save(rec)
+                self.records.saved(rec)  # an ended job leaves memory once saved
                 return True
             except StoreError as e:
                 self._store_failed(e)
@@ -358,7 +428,8 @@ class JobBook:
         self.reasons_saved = time.monotonic()
         if not self.reasons_dirty:
             return
-        recs = [self.records[n] for n in self.reasons_dirty if n in self.records]
+        live = self.records.live()
+        recs = [live[n] for n in self.reasons_dirty if n in live]
         self.reasons_dirty = set()
         with contextlib.suppress(StoreError):  # only words: the next save has them again
             self.store.save_many(r for r in recs if r.waiting)
@@ -371,6 +442,7 @@ class JobBook:
         except StoreError as e:
             self._store_failed(e)
             return
+        self.records.saved_many(self.unsaved.values())
         self.unsaved.clear()
         self.store_error = None
         self._bus.notice("info", "job states saved again; jobs start again")

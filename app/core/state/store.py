@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from gtui.core.errors import GtuiError
-from gtui.core.model import Diagnosis, JobRecord, JobState
+from gtui.core.model import FINAL_STATES, Diagnosis, JobRecord, JobState
 from gtui.core.paths import ensure_private_dir
 
 SCHEMA_VERSION = 1
@@ -286,6 +286,65 @@ class Store:
         finally:
             if enabled:
                 gc.enable()
+        return out
+
+    def load_split(self) -> tuple[dict[str, JobRecord], dict[str, JobState]]:
+        """The records of jobs that have not ended, and only the state of those that have
+        (the scheduler keeps no object for an ended job: see ``gtui.core.state.records``).
+        Both in the order they were first saved; the ended ones' documents are not read."""
+        if self._empty:
+            return {}, {}
+        live: dict[str, JobRecord] = {}
+        ended: dict[str, JobState] = {}
+        final = tuple(s.value for s in FINAL_STATES)
+        marks = ", ".join("?" * len(final))
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            with self._lock, self._errors("read"):
+                cursor = self.conn.execute(
+                    f"SELECT name, state, CASE WHEN state IN ({marks}) THEN NULL ELSE data END "
+                    "FROM jobs ORDER BY rowid",
+                    final,
+                )
+                while rows := cursor.fetchmany(4096):
+                    for name, state, data in rows:
+                        try:
+                            if data is None:
+                                ended[name] = JobState(state)
+                            else:
+                                live[name] = record_from_json(data)
+                        except (ValueError, TypeError) as e:
+                            why = f"the record of job {name!r} is unreadable: {e}"
+                            raise self._corrupt(why) from e
+        finally:
+            if enabled:
+                gc.enable()
+        return live, ended
+
+    def get(self, name: str) -> JobRecord | None:
+        """One record, or None."""
+        return self.get_many((name,)).get(name)
+
+    def get_many(self, names: Iterable[str]) -> dict[str, JobRecord]:
+        """The records of ``names`` that exist, in batches of 500 names a query."""
+        wanted = list(names)
+        out: dict[str, JobRecord] = {}
+        if self._empty or not wanted:
+            return out
+        with self._lock, self._errors("read"):
+            for i in range(0, len(wanted), 500):
+                chunk = wanted[i : i + 500]
+                marks = ", ".join("?" * len(chunk))
+                rows = self.conn.execute(
+                    f"SELECT name, data FROM jobs WHERE name IN ({marks})", chunk
+                ).fetchall()
+                for name, data in rows:
+                    try:
+                        out[name] = record_from_json(data)
+                    except (ValueError, TypeError) as e:
+                        why = f"the record of job {name!r} is unreadable: {e}"
+                        raise self._corrupt(why) from e
         return out
 
     def save(self, rec: JobRecord) -> None:

@@ -194,7 +194,9 @@ class MainScreen(Screen[None]):
     def populate(self) -> None:
         """The engine's whole state now (after start); events then keep it current."""
         self._sync_settings()
-        self.table.set_jobs(self.engine.jobs())
+        buffer = getattr(self.app, "buffer", None)
+        jobs = buffer.take_queue() if buffer is not None else None
+        self.table.set_jobs(jobs if jobs is not None else self.engine.jobs())
         self.query_one(GpuPanel).set_read(self.engine.gpus)
         self.query_one(GpuSparks).set_read(self.engine.gpus)
         self._after_jobs_changed()
