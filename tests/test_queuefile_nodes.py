@@ -95,3 +95,15 @@ def test_validate_shows_the_names_beside_the_numbers(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "gpus 3,node1" in done.stdout and "exclude node2:1" in done.stdout
     assert "reserve node1=1" in done.stdout
+
+
+def test_validate_refuses_node_names_without_a_cluster_as_run_does(tmp_path: Path) -> None:
+    """`gtui validate` says what `gtui run` would say at its start, and `--backend ray` on its
+    command line makes the same file valid (the backend may come from there)."""
+    q = write_queue(tmp_path, '[settings]\nfake_gpus = "2x8G"\nexclude = ["node2"]\n' + JOB)
+    refused = gtui("validate", str(q))
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert "exclude names nodes (node2)" in refused.stderr
+    ok = gtui("validate", str(q), "--backend", "ray")
+    assert ok.returncode == 0, ok.stderr

@@ -24,6 +24,7 @@ from gtui.core.queue.queuefile import (
     job_to_json,
     load_queue,
     read_queue_text,
+    refuse_node_names,
     settings_to_json,
 )
 from gtui.core.state.usage import mem_notes, peaks_by_job
@@ -137,6 +138,8 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     path = Path(ns.queue)
     text = read_queue_text(path)
     qf = load_queue(path, text=text)
+    if (opts.backend or qf.settings.cluster_backend) != "ray":
+        refuse_node_names(path, qf.settings)  # as `gtui run` would refuse them at its start
     spec = opts.fake_gpus or qf.settings.fake_gpus
     machine, source = read_machine(spec, path.resolve().parent, qf.settings.gpus)
     pool_note = ""

@@ -29,7 +29,7 @@ from gtui.core.paths import (
     queue_paths,
     register_queue,
 )
-from gtui.core.queue.queuefile import check_trusted, load_queue
+from gtui.core.queue.queuefile import QueueFile, check_trusted, load_queue, refuse_node_names
 from gtui.core.sched import outcome, transitions
 from gtui.core.sched.quarantine import Quarantine, parse_quarantine
 from gtui.core.sched.recovery import recover
@@ -124,6 +124,7 @@ class StoreClient:
     def _book(self) -> Iterator[tuple[JobBook, Settings]]:
         check_trusted(self.queue_path)
         queue = load_queue(self.queue_path)
+        _refuse_node_names_offline(queue)
         ensure_state_dir(self.paths)
         self.paths = register_queue(self.paths)
         lock = QueueLock(self.paths)
@@ -170,11 +171,20 @@ class StoreClient:
             book.take_over_from_edit(rec)
 
 
+def _refuse_node_names_offline(qf: QueueFile) -> None:
+    """Node names need a cluster. With no scheduler to ask, only the file can say there is one
+    (a `--backend ray` given to an earlier `gtui run` is not known here): refuse as `gtui run`
+    and `gtui validate` do, rather than show a queue no server can place."""
+    if qf.settings.cluster_backend != "ray":
+        refuse_node_names(qf.path, qf.settings)
+
+
 def status_from_store(queue: Path) -> dict[str, Any]:
     """What the last scheduler left: the queue file's jobs with their stored records, each as
     it really stands (a job recorded as running whose process ended is shown ended)."""
     paths = queue_paths(queue)
     qf = load_queue(paths.queue)
+    _refuse_node_names_offline(qf)
     store = open_store_readonly(paths.db)
     records: dict[str, JobRecord] = store.load() if store else {}
     meta = {

@@ -1634,3 +1634,18 @@ class _Either(Collection[str]):
 
     def __len__(self) -> int:
         return len(self._a) + len(self._b)
+
+
+def refuse_node_names(path: Path | str, settings: Settings) -> None:
+    """Node names (issue 23) mean nothing to one server: say so rather than ignore them."""
+    for key, names in (
+        ("gpus", settings.cluster_gpus),
+        ("exclude", settings.cluster_exclude),
+        ("reserve", tuple(node for node, _ in settings.cluster_reserve)),
+    ):
+        if names:
+            raise QueueFileError(
+                str(path),
+                f"{key} names nodes ({', '.join(names)}), which only a cluster has: add "
+                '[cluster] backend = "ray" (or run with --backend ray), or name GPUs by number',
+            )

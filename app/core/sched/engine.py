@@ -29,7 +29,7 @@ from gtui.core.api import EventSink, GpusRead, JobRemoved, JobView, QueueChanged
 from gtui.core.bus import EventBus
 from gtui.core.control.server import refuse_if_served, serve
 from gtui.core.diagnosis.userrules import UserRules
-from gtui.core.errors import GtuiError, QueueFileError
+from gtui.core.errors import GtuiError
 from gtui.core.exec.base import Executor
 from gtui.core.exec.local import LocalExecutor
 from gtui.core.gpus.backend import open_backend
@@ -42,7 +42,7 @@ from gtui.core.paths import (
     queue_paths,
     register_queue,
 )
-from gtui.core.queue.queuefile import QueueFile, forget_cached
+from gtui.core.queue.queuefile import QueueFile, forget_cached, refuse_node_names
 from gtui.core.queue.source import QueueSource
 from gtui.core.sched.commands import Commands
 from gtui.core.sched.forecast import Forecast
@@ -68,20 +68,6 @@ QUIT_NOTIFY_S = 3.0  # what a quitting dashboard gives notifications still being
 FREEZE_FROM = 5000  # jobs in the queue from which the start's objects are frozen (gc.freeze)
 DEFERRED_CHUNK = 5000  # never-run records saved per turn of the loop (~0.1 s at most)
 
-
-def refuse_node_names(path: Path, settings: Settings) -> None:
-    """Node names (issue 23) mean nothing to one server: say so rather than ignore them."""
-    for key, names in (
-        ("gpus", settings.cluster_gpus),
-        ("exclude", settings.cluster_exclude),
-        ("reserve", tuple(node for node, _ in settings.cluster_reserve)),
-    ):
-        if names:
-            raise QueueFileError(
-                str(path),
-                f"{key} names nodes ({', '.join(names)}), which only a cluster has: add "
-                '[cluster] backend = "ray" (or run with --backend ray), or name GPUs by number',
-            )
 
 
 class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
@@ -256,6 +242,9 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
     async def _start(self) -> GpuSnapshot:
         """The body of ``start`` (with the collector paused); returns the first GPU read."""
         queue, text = self._source.first()
+        ray = (self._cluster_opt or queue.settings.cluster_backend) == "ray"
+        if not ray:  # before any state is made: a refused file leaves nothing behind
+            refuse_node_names(queue.path, queue.settings)
         from gtui.core.state.lock import QueueLock
 
         ensure_state_dir(self.paths)
@@ -269,10 +258,8 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
             if self._control_wanted:
                 refuse_if_served(self.paths)
             backend = self._backend_given
-            if (self._cluster_opt or queue.settings.cluster_backend) == "ray":
+            if ray:
                 backend = self._open_ray(queue.settings.cluster_address, backend)
-            else:
-                refuse_node_names(queue.path, queue.settings)
             if backend is None:
                 spec = self._fake_opt or queue.settings.fake_gpus
                 backend = open_backend(spec, self.queue_path.parent)
