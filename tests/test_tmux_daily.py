@@ -214,3 +214,55 @@ def test_a_whole_form_sent_in_one_send_keys_lands_in_the_right_fields(tmp_path: 
         wait_screen("=term:", "rc=0")
     finally:
         (tmp_path / "release").touch()
+
+
+FILTERED = """
+[settings]
+poll = "0.3s"
+kill_grace = "1s"
+
+[[jobs]]
+name = "long"
+gpus = 0
+cmd = "while [ ! -e release ]; do sleep 0.05; done"
+
+[[jobs]]
+name = "vit-small"
+gpus = 0
+after = ["long"]
+cmd = "true"
+
+[[jobs]]
+name = "resnet"
+gpus = 0
+after = ["long"]
+cmd = "true"
+"""
+
+
+def test_a_filter_typed_in_one_send_keys_filters_and_runs_no_key_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """`/`, a name and enter, typed at once: every letter lands in the filter line (none runs
+    as a main-screen key: `t` would move the job to the top, `p` pause it, `d` remove it), and
+    enter leaves the cursor on the one match, so the next `p` holds the job shown."""
+    queue = write_queue(tmp_path, FILTERED)
+    try:
+        outer(tmp_path, "term", f"{PY} -m gtui --no-tmux --fake-gpus 1x80G q.toml", (100, 30))
+        wait(lambda: job_state(queue, "long") == "running", what="long running")
+        wait_screen("=term:", "running")
+        keys("=term:", "/", "vit-s", "Enter", "p")
+        try:
+            wait(lambda: job_state(queue, "vit-small") == "held", what="the job shown held")
+            wait_screen("=term:", "name~vit-s")
+        except AssertionError:
+            raise AssertionError(sh("capture-pane", "-p", "-t", "=term:").stdout) from None
+        assert job_state(queue, "resnet") == "queued" and job_state(queue, "long") == "running"
+        text = queue.read_text()
+        assert text.index('name = "vit-small"') < text.index('name = "resnet"')  # no `t`
+        keys("=term:", "q")
+        wait_screen("=term:", "Quit gtui?")
+        keys("=term:", "q")
+        wait_screen("=term:", "rc=0")
+    finally:
+        (tmp_path / "release").touch()

@@ -24,6 +24,7 @@ from textual import events
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.timer import Timer
 
 from gtui.core.api import Event
 from gtui.core.errors import GtuiError
@@ -35,6 +36,7 @@ from gtui.ui.prefs import save_theme, saved_theme
 from gtui.ui.screens.detail import DetailScreen
 from gtui.ui.screens.job_form import JobForm
 from gtui.ui.screens.main import MainScreen
+from gtui.ui.widgets.filter_bar import FilterBar
 
 TYPEAHEAD_MAX_S = 2.0  # a form's key that opened no form by then gives its kept keys back
 FLUSH_S = 0.05  # coalescing window for engine events (20 repaints a second at most)
@@ -79,6 +81,12 @@ class GtuiApp(App[int]):
         # Keys typed after a key that opens a form, kept for that form (typed_ahead).
         self._typeahead: list[events.Key] | None = None
         self._typeahead_round = 0  # which form's key the kept keys are for
+        # Keys typed after "/" until its line has the focus (and, after an enter there, until
+        # the table has it back): the filter's own, then the table's (_feed_held).
+        self._held: list[events.Key] | None = None
+        self._held_for = "bar"
+        self._held_since = 0.0
+        self._held_timer: Timer | None = None
         self._theme_restored = False
 
     # -- the theme, kept between runs (gtui.ui.prefs) ----------------------------------------
@@ -216,12 +224,61 @@ class GtuiApp(App[int]):
             if isinstance(form, JobForm) and event.key in ("enter", "tab", "shift+tab"):
                 form.type_key(event)  # moves the field now, before the next key is routed
                 return
+            if self._held is not None:  # typed after "/", before its line had the focus
+                self._held.append(event)
+                self._feed_held()
+                return
+            if len(self.screen_stack) == 1 and self.main.opens_filter(event.key):
+                self._hold_for_filter()
             if len(self.screen_stack) == 1 and self.main.opens_form(event.key):
                 self._typeahead = []
                 self._typeahead_round += 1
                 round_ = self._typeahead_round
                 self.set_timer(TYPEAHEAD_MAX_S, lambda: self._release_typeahead(round_))
         await super().on_event(event)
+
+    def _hold_for_filter(self) -> None:
+        self._held, self._held_for, self._held_since = [], "bar", time.monotonic()
+        self._held_timer = self.set_interval(0.02, self._feed_held)
+
+    def _feed_held(self) -> None:
+        """Give the keys typed after ``/`` to the filter line once it has the focus; after an
+        enter or esc there, the rest to the table once it has the focus back. Past
+        TYPEAHEAD_MAX_S (a line that never opened) they go where they would have gone."""
+        held = self._held
+        if held is None:
+            return
+        main = self.main
+        bar = main.query_one(FilterBar)
+        late = time.monotonic() - self._held_since > TYPEAHEAD_MAX_S
+        if self._held_for == "bar" and bar.has_focus:
+            while held:
+                key = held.pop(0)
+                if not bar.type_ahead(key):
+                    held.insert(0, key)  # not the line's: the screen's, in order
+                    break
+                if key.key in ("enter", "escape"):
+                    self._held_for = "table"  # the line closes; the table takes what follows
+                    break
+            if not held and self._held_for == "bar":
+                self._stop_holding([])  # the line has the focus: keys reach it as usual
+                return
+            if held and self._held_for == "bar":
+                self._stop_holding(held)
+                return
+        if self._held_for == "table" and (not bar.has_focus or late):
+            self._stop_holding(held)
+            return
+        if late:
+            self._stop_holding(held)
+
+    def _stop_holding(self, rest: list[events.Key]) -> None:
+        self._held = None
+        if self._held_timer is not None:
+            self._held_timer.stop()
+            self._held_timer = None
+        for key in rest:
+            self.post_message(key)
 
     def typed_ahead(self) -> list[events.Key]:
         """The keys kept since the form's key (for the form, once it is there)."""

@@ -461,6 +461,11 @@ class MainScreen(Screen[None]):
         q = self.engine.queue_path.name
         self.app.push_screen(JobForm(f"Add a job to {q}", submit), added)
 
+    def opens_filter(self, key: str) -> bool:
+        """Whether ``key``, pressed now, opens the filter line (``/`` on the queue; in a
+        focused log it searches the log instead)."""
+        return key == "slash" and isinstance(self.focused, JobTable)
+
     def opens_form(self, key: str) -> bool:
         """Whether ``key``, pressed now, opens the add / edit form (GtuiApp keeps the keys typed
         after it for the form)."""

@@ -8,6 +8,7 @@ never mistaken for the whole queue.
 
 from __future__ import annotations
 
+from textual import events
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import Input
@@ -64,6 +65,21 @@ class FilterBar(Input):
     def open(self) -> None:
         self.focus()
         self.cursor_position = len(self.value)
+
+    def type_ahead(self, key: events.Key) -> bool:
+        """A key typed after ``/`` before this line had the focus: done here as if focused
+        (True), or left to the screen (False: a key the line does not type)."""
+        if key.key == "enter":
+            self.post_message(self.Closed(keep=True))
+        elif key.key == "escape":
+            self.action_clear()
+        elif key.key == "backspace":
+            self.action_delete_left()
+        elif key.is_printable and key.character:
+            self.insert_text_at_cursor(key.character)
+        else:
+            return False
+        return True
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
