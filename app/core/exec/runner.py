@@ -617,22 +617,7 @@ def trees_rss_mib(roots: Mapping[str, int]) -> dict[str, int]:
     it runs at every GPU poll. Shared pages count in each process (an upper bound, as ``ps``
     shows it). A job with nothing left is left out."""
     uid = os.getuid()
-    procs: dict[int, _Proc] = {}
-    try:
-        entries = list(os.scandir("/proc"))
-    except OSError:
-        return {}
-    for entry in entries:
-        if not entry.name.isdigit():
-            continue
-        try:
-            if entry.stat().st_uid != uid:
-                continue
-        except OSError:
-            continue
-        p = _read_stat(int(entry.name))
-        if p is not None and p.state not in ("Z", "X", "x"):
-            procs[p.pid] = p
+    procs = _own_processes(uid)
     kids: dict[int, list[int]] = {}
     groups: dict[int, list[int]] = {}
     for p in procs.values():
@@ -655,17 +640,14 @@ def trees_rss_mib(roots: Mapping[str, int]) -> dict[str, int]:
     return out
 
 
-def _collect(pid: int, log: _LogFile | None = None) -> dict[int, _Proc]:
-    """Every live process of this user that belongs to the job rooted at ``pid``: its tree, its
-    process group and session, anything carrying its run id, and anything writing to its log
-    ``log`` (a daemon that left the session and dropped the run id with ``env -i``), with
-    their descendants. Zombies are left out: they are already dead."""
-    uid = os.getuid()
+def _own_processes(uid: int) -> dict[int, _Proc]:
+    """Every live process of user ``uid`` from /proc, zombies left out (they are already dead);
+    {} where /proc cannot be read."""
     procs: dict[int, _Proc] = {}
     try:
         entries = list(os.scandir("/proc"))
     except OSError:
-        entries = []
+        return procs
     for entry in entries:
         if not entry.name.isdigit():
             continue
@@ -677,6 +659,16 @@ def _collect(pid: int, log: _LogFile | None = None) -> dict[int, _Proc]:
         p = _read_stat(int(entry.name))
         if p is not None and p.state not in ("Z", "X", "x"):
             procs[p.pid] = p
+    return procs
+
+
+def _collect(pid: int, log: _LogFile | None = None) -> dict[int, _Proc]:
+    """Every live process of this user that belongs to the job rooted at ``pid``: its tree, its
+    process group and session, anything carrying its run id, and anything writing to its log
+    ``log`` (a daemon that left the session and dropped the run id with ``env -i``), with
+    their descendants. Zombies are left out: they are already dead."""
+    uid = os.getuid()
+    procs = _own_processes(uid)
     if not procs:  # no /proc: psutil's view of the tree is all we have
         found: dict[int, _Proc] = {}
         for q in process_tree(pid):
