@@ -73,6 +73,9 @@ class RecordingEngine:
     def status_json(self) -> dict[str, Any]:
         return {"jobs": [{"name": "a", "state": "running"}], "paused": False}
 
+    def status_text(self) -> str:
+        return json.dumps(self.status_json())
+
 
 @pytest.fixture
 def runtime(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:

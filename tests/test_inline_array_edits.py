@@ -281,3 +281,30 @@ async def test_the_dashboard_actions_through_the_scheduler_on_an_inline_queue(
     finally:
         await engine.shutdown(kill_jobs=True)
         task.cancel()
+
+
+@pytest.mark.parametrize(
+    ("text", "inline"),
+    [
+        ("jobs = [", True),
+        ("  jobs=[{cmd = 'true'}]", True),
+        ('"jobs" = [', True),
+        ("'jobs' = [", True),
+        ("a = 1\n\tjobs\t=\t[", True),
+        ("[settings]\n jobs = [\n", True),
+        ("'jobs\" = [", False),  # quotes that do not pair
+        ('"jobs = [', False),
+        ('jobs" = [', False),
+        ("xjobs = [", False),
+        ("myjobs = [", False),
+        ("# jobs = [", False),
+        ("jobs = 3", False),
+        ("[[jobs]]\nname = 'jobs = ['", False),
+    ],
+)
+def test_an_inline_jobs_array_is_found_only_at_a_lines_start(text: str, inline: bool) -> None:
+    """`gtui add` appends a [[jobs]] table only where no `jobs = [...]` array is (a table after
+    the array would break the file); the check is a literal search, not a line-anchored one."""
+    from gtui.core.queue.writeback import has_inline_jobs
+
+    assert has_inline_jobs(text) is inline

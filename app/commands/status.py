@@ -16,7 +16,8 @@ import time
 from typing import Any
 
 from gtui.commands.options import GlobalOptions
-from gtui.core.control.client import perform
+from gtui.core.control.client import TIMEOUT_S, perform
+from gtui.core.control.rpc import status_document
 from gtui.core.errors import GtuiError
 from gtui.core.gpus.snapshot import gpu_label
 from gtui.core.paths import queue_paths
@@ -203,6 +204,19 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     # A short-lived command that reads 100,000 jobs' dicts: the garbage collector's full passes
     # over them find nothing and took a third of its time.
     gc.disable()
+    if ns.json and states is None and not sys.stdout.isatty():
+        # Into a pipe, the running scheduler's document goes through as it came, not decoded
+        # and encoded again (at 100,000 jobs, 45 MiB: most of the client's time).
+        paths = queue_paths(ns.queue)
+        if not paths.queue.exists():
+            raise GtuiError(f"{ns.queue}: no such queue file")
+        doc = status_document(paths, timeout=TIMEOUT_S)
+        if doc is not None:
+            out = sys.stdout.buffer
+            out.write(doc)
+            out.write(b"\n")
+            out.flush()
+            return 0
     status = get_status(ns.queue)
     if ns.json:
         # Indented for a person; compact into a pipe, where 100,000 jobs' indentation is

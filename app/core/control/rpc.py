@@ -19,7 +19,7 @@ from gtui.core.errors import GtuiError
 from gtui.core.paths import QueuePaths, queue_paths
 
 MAX_LINE = 1 << 20  # bytes in one request line
-MAX_REPLY = 64 << 20  # bytes in one reply line (a status of 10,000 jobs is a few MiB)
+MAX_REPLY = 1 << 30  # bytes in one reply line (a status of 100,000 jobs is about 45 MiB)
 CONNECT_TIMEOUT_S = 2.0
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -55,6 +55,42 @@ def request(
     GtuiError when one listens but does not answer within ``timeout`` seconds (None: wait).
     """
     paths = queue if isinstance(queue, QueuePaths) else queue_paths(queue)
+    line = exchange(paths, op, timeout=timeout, **kw)
+    return None if line is None else _decode(line)
+
+
+def _decode(line: bytes) -> dict[str, Any]:
+    try:
+        reply = json.loads(line)
+    except ValueError:
+        raise GtuiError(f"the scheduler sent a reply gtui cannot read: {line[:80]!r}") from None
+    if not isinstance(reply, dict):
+        raise GtuiError(f"the scheduler sent a reply gtui cannot read: {line[:80]!r}")
+    return reply
+
+
+_STATUS_HEAD = b'{"ok":true,"status":'
+
+
+def status_document(paths: QueuePaths, timeout: float | None = DEFAULT_TIMEOUT_S) -> bytes | None:
+    """The running scheduler's ``status --json`` document as the JSON bytes it sent, not
+    decoded (a 100,000-job status is passed through to stdout as it came); None when no
+    scheduler listens."""
+    line = exchange(paths, "status", timeout=timeout)
+    if line is None:
+        return None
+    if line.startswith(_STATUS_HEAD) and line.endswith(b"}"):
+        return line[len(_STATUS_HEAD) : -1]
+    reply = _decode(line)  # an older scheduler's reply, or a refusal
+    if not reply.get("ok") or not isinstance(reply.get("status"), dict):
+        raise GtuiError(str(reply.get("error") or "the scheduler sent a status gtui cannot read"))
+    return json.dumps(reply["status"], separators=(",", ":")).encode()
+
+
+def exchange(
+    paths: QueuePaths, op: str, *, timeout: float | None = DEFAULT_TIMEOUT_S, **kw: Any
+) -> bytes | None:
+    """One request, and its reply line as bytes (see ``request``)."""
     path = paths.socket
     try:
         _check_owner(path)
@@ -93,27 +129,29 @@ def request(
                 f"the scheduler of {paths.queue.name} stopped before it answered; "
                 f"see `gtui status {paths.queue.name}`"
             )
-        try:
-            reply = json.loads(line)
-        except ValueError:
-            raise GtuiError(f"the scheduler sent a reply gtui cannot read: {line[:80]!r}") from None
-        if not isinstance(reply, dict):
-            raise GtuiError(f"the scheduler sent a reply gtui cannot read: {line[:80]!r}")
-        return reply
+        return line
     finally:
         s.close()
 
 
 def _read_line(s: socket.socket) -> bytes:
-    buf = bytearray()
-    while b"\n" not in buf:
-        chunk = s.recv(65536)
+    """Up to the first newline. Each chunk is searched alone: searching the whole buffer at
+    every chunk made a 45 MiB reply quadratic."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = s.recv(1 << 20)
         if not chunk:
             break
-        buf += chunk
-        if len(buf) > MAX_REPLY:
+        end = chunk.find(b"\n")
+        if end >= 0:
+            chunks.append(chunk[:end])
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_REPLY:
             raise GtuiError(f"the scheduler's reply is over {MAX_REPLY} bytes")
-    return bytes(buf.split(b"\n", 1)[0])
+    return b"".join(chunks)
 
 
 def call(queue: Path | QueuePaths, op: str, **kw: Any) -> dict[str, Any] | None:

@@ -107,6 +107,7 @@ class ControlledEngine(Protocol):
     async def move(self, name: str, where: Literal["up", "down", "top"]) -> None: ...
     async def stop(self, *, kill: bool = False) -> None: ...
     def status_json(self) -> dict[str, Any]: ...
+    def status_text(self) -> str: ...
 
     # What a watcher is sent (``watch``): the state now, then every event.
     def subscribe(self, sink: EventSink) -> Callable[[], None]: ...
@@ -152,7 +153,12 @@ def _is_watch(line: bytes) -> bool:
     return isinstance(req, dict) and req.get("op") == "watch"
 
 
-async def dispatch(engine: ControlledEngine, req: object) -> dict[str, Any]:
+class RawReply(str):
+    """A reply already written as JSON text (a status of 100,000 jobs: see
+    sched/statustext.py), sent as it is."""
+
+
+async def dispatch(engine: ControlledEngine, req: object) -> dict[str, Any] | RawReply:
     """Run one request on the engine and build its reply; never raises."""
     try:
         if not isinstance(req, dict) or not isinstance(req.get("op"), str):
@@ -196,7 +202,8 @@ async def dispatch(engine: ControlledEngine, req: object) -> dict[str, Any]:
         if op == "watch":
             raise GtuiError("bad request: watch takes over a connection of the socket server")
         if op == "status":
-            return {"ok": True, "status": engine.status_json()}
+            # The document as text: the client passes it through (`status --json`).
+            return RawReply(f'{{"ok":true,"status":{engine.status_text()}}}')
         if op == "clear_quarantine":
             gpus = req.get("gpus")
             if gpus is not None and (
@@ -407,10 +414,16 @@ class ControlServer:
                 try:
                     req = json.loads(line)
                 except ValueError:
-                    reply: dict[str, Any] = {"ok": False, "error": "bad request: not JSON"}
+                    reply: dict[str, Any] | RawReply = {
+                        "ok": False,
+                        "error": "bad request: not JSON",
+                    }
                 else:
                     reply = await dispatch(self._engine, req)
-                writer.write(_encode(reply))
+                if isinstance(reply, RawReply):
+                    writer.write(reply.encode() + b"\n")
+                else:
+                    writer.write(_encode(reply))
                 await writer.drain()
             finally:
                 if task is not None:

@@ -54,6 +54,7 @@ from gtui.core.sched.policy import pool_totals
 from gtui.core.sched.quarantine import Quarantine
 from gtui.core.sched.recovery import recover
 from gtui.core.sched.runs import UNISOLATED_WARNING, Runs
+from gtui.core.sched.statustext import status_text
 from gtui.core.state.book import JobBook, paused_gc
 from gtui.core.state.status import status_dict
 from gtui.core.state.store import Store, StoreError
@@ -176,15 +177,18 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
         log = self._started_book().require(name).log
         return Path(log) if log else None
 
-    def status_json(self) -> dict[str, Any]:
-        gpus = [g.to_json() for g in self._snapshot.gpus]
+    def _status_head(self) -> dict[str, Any]:
         scheduler = {"running": self._scheduler, "pid": os.getpid(), "since": self._started_at}
-        views = self._book.views(copies=False) if self._book is not None else []
-        with paused_gc():  # 100,000 dicts of jobs: see JobBook.views
-            doc = status_dict(self.queue_path, self._paused, gpus, views, scheduler)
-        if views:
-            self._add_estimates(doc["jobs"], views)  # progress, ETAs (issue 19.3)
-        # What is wrong right now, in words: a full disk, a broken queue file.
+        return {
+            "queue": str(self.queue_path),
+            "scheduler": scheduler,
+            "paused": self._paused,
+            "gpus": [g.to_json() for g in self._snapshot.gpus],
+        }
+
+    def _status_tail(self) -> dict[str, Any]:
+        """What is wrong right now, in words (a full disk, a broken queue file), and the GPUs
+        out of placement."""
         problems = []
         book = self._book
         if book is not None and book.unsaved and book.store_error:
@@ -194,9 +198,30 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
             )
         if self._source.error and self._source.problem:
             problems.append(self._source.problem)
-        doc["problems"] = problems
-        doc["quarantined"] = {str(g): why for g, why in sorted(self._quarantine.gpus.items())}
+        quarantined = {str(g): why for g, why in sorted(self._quarantine.gpus.items())}
+        return {"problems": problems, "quarantined": quarantined}
+
+    def status_json(self) -> dict[str, Any]:
+        head = self._status_head()
+        views = self._book.views(copies=False) if self._book is not None else []
+        with paused_gc():  # 100,000 dicts of jobs: see JobBook.views
+            doc = status_dict(
+                self.queue_path, self._paused, head["gpus"], views, head["scheduler"]
+            )
+        if views:
+            self._add_estimates(doc["jobs"], views)  # progress, ETAs (issue 19.3)
+        doc.update(self._status_tail())
         return doc
+
+    def status_text(self) -> str:
+        """``status_json`` as compact JSON text, made without a dict per never-run job (what
+        the control socket sends: sched/statustext.py)."""
+        views = self._book.views(copies=False) if self._book is not None else []
+        with paused_gc():
+            est = self._estimates(views) if views else {}
+            return status_text(
+                self._status_head(), views, self._status_tail(), est, time.time()
+            )
 
     async def status(self) -> dict[str, Any]:
         """The client API's status (gtui.core.control.client): here, in-process."""
