@@ -17,9 +17,9 @@ from typing import Any
 
 import psutil
 
-from gtui.core.engine import Engine
 from gtui.core.model import FINAL_STATES
 from gtui.core.paths import queue_paths
+from gtui.core.sched.engine import Engine
 from gtui.ui.app import GtuiApp
 from tests.reliability.mixed import (
     check_logs,

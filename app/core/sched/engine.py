@@ -10,7 +10,7 @@
 A placement pass runs whenever a job ends, the queue changes, or ``poll`` elapses. It never
 imports a UI. How a job's run goes is in ``runs``; the operations clients call, in ``commands``.
 
-Size: about 500 lines of lifecycle (start, loop, shutdown) and the wiring of the parts; each
+Size: about 600 lines of lifecycle (start, loop, shutdown) and the wiring of the parts; each
 part's logic lives in its own module.
 """
 

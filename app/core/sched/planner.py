@@ -5,7 +5,7 @@ A pass runs at every job end, so what it builds is kept while nothing it holds c
 waiting jobs' Candidates (building 2,000 of them was half of a pass: benchmarks/throughput.py),
 the check for jobs whose ``after`` failed, and the reasons last told.
 
-Size: just over 420 lines, as each of those caches is followed through commits, appends and
+Size: about 440 lines, as each of those caches is followed through commits, appends and
 one-job edits here, beside the walk it saves (at 100,000 jobs a walk costs ~0.4 s).
 """
 

@@ -9,7 +9,7 @@ The store is the one source of truth: a job that ended is kept in memory as its 
 once saved, and its record read back when asked (``gtui.core.state.records``); the objects here
 are the live jobs' (waiting, held, running, suspended).
 
-Size: just over 400 lines, as the queue-file side (apply, extend, edits of running jobs) and the
+Size: about 460 lines, as the queue-file side (apply, extend, edits of running jobs) and the
 saving side (commit, deferred, unsaved, reasons) share the same few structures and version.
 """
 
