@@ -4,6 +4,8 @@
 #   2. a foreign CUDA process (torch, ~3 GiB, sleeping) shows in `gtui gpus` as a holder;
 #   3. a small queue run headless (`gtui run`, no tmux) with a job allocating ~2 GiB through
 #      torch; the job's recorded peak GPU memory read back from `gtui status --json`.
+#   4. a job too big to fit beside the holder: its waiting reason names the holder;
+#   5. a `mem = "auto"` job run twice: the second run asks for the first run's peak + margin.
 #
 # Runs where python3 has torch, psutil and nvidia-ml-py; gtui's other dependencies (textual,
 # tomlkit, tomli-w) may come through PYTHONPATH. gtui itself is taken from this checkout (its
@@ -195,6 +197,57 @@ EOF
 
 step "3. gtui status (text)"
 gtui status "$WORK/q/check.toml"
+
+step "4. a job that cannot fit beside the foreign holder: its waiting reason names the holder"
+TOTAL_MIB=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["mem_total_mib"])' "$WORK/gpus.json")
+NEED_MIB=$((TOTAL_MIB - 2048))
+mkdir -p "$WORK/w"
+printf '[settings]\npoll = "0.5s"\nlog_dir = "logs"\nneighbours = false\n\n[[jobs]]\nname = "toobig"\ncmd = "true"\ngpus = 1\nmem = "%sM"\n' \
+    "$NEED_MIB" >"$WORK/w/wait.toml"
+if [ -n "$FOREIGN_PID" ] && kill -0 "$FOREIGN_PID" 2>/dev/null; then
+    GTUI_TIMEOUT=120 gtui run "$WORK/w/wait.toml" --no-tmux >"$WORK/w/run.log" 2>&1 &
+    WAIT_RUN=$!
+    reason=""
+    for _ in $(seq 1 60); do
+        reason=$(gtui status "$WORK/w/wait.toml" --json 2>/dev/null |
+            "$PY" -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["reason"])' 2>/dev/null)
+        case "$reason" in *held*) break ;; esac
+        sleep 0.5
+    done
+    echo "toobig (asks ${NEED_MIB} MiB of ${TOTAL_MIB}) waits: $reason"
+    case "$reason" in
+        *"held by"*) ok "the waiting reason names who holds the memory" ;;
+        *) bad "the waiting reason does not name the holder: '$reason'" ;;
+    esac
+    gtui stop "$WORK/w/wait.toml" || true
+    wait "$WAIT_RUN" 2>/dev/null
+else
+    bad "no foreign holder left for step 4"
+fi
+
+step "5. mem = auto: the second run asks for the first run's real peak plus a margin"
+if [ -n "$FOREIGN_PID" ]; then
+    kill "$FOREIGN_PID" 2>/dev/null
+    wait "$FOREIGN_PID" 2>/dev/null
+    FOREIGN_PID=""
+fi
+sed -e 's/^mem = "6G"/mem = "auto"/' -e 's/alloc2g/allocauto/' "$WORK/q/check.toml" >"$WORK/q/auto.toml"
+GTUI_TIMEOUT=300 gtui run "$WORK/q/auto.toml" --no-tmux | tail -n 3
+gtui retry "$WORK/q/auto.toml" allocauto
+GTUI_TIMEOUT=300 gtui run "$WORK/q/auto.toml" --no-tmux | tail -n 3
+gtui status "$WORK/q/auto.toml" --json >"$WORK/auto.json"
+"$PY" - "$WORK/auto.json" "$TOTAL_MIB" <<'EOF' || FAILED=1
+import json, sys
+job = json.load(open(sys.argv[1]))["jobs"][0]
+total = int(sys.argv[2])
+print(json.dumps({k: job[k] for k in ("state", "attempt", "mem_mib", "peak_mib", "host_peak_mib", "gpu_hours")}))
+mem, peak = job["mem_mib"], job["peak_mib"]
+if job["attempt"] != 2 or not mem or not peak:
+    print("CHECK FAILED: the second run or its figures are missing"); sys.exit(1)
+if mem >= total // 2:
+    print(f"CHECK FAILED: the second run asked {mem} MiB, not near the real peak"); sys.exit(1)
+print(f"CHECK OK: the second run asked {mem} MiB from a recorded peak of {peak} MiB (GPU: {total} MiB)")
+EOF
 
 step "result"
 if [ "$FAILED" -eq 0 ]; then echo "ALL CHECKS PASSED"; else echo "SOME CHECKS FAILED"; fi
