@@ -432,12 +432,15 @@ def tsp_server(work: Work, timeout: float = 10) -> psutil.Process:
 
 def tsp_clients_mib(work: Work, server: int) -> tuple[int, float]:
     """The waiting ``tsp`` client processes (one per queued job) and their summed RSS."""
-    procs = [p for p in marked(work.token) if p.pid != server and p.name() == "tsp"]
-    total = 0
-    for p in procs:
+    count, total = 0, 0
+    for p in marked(work.token):
+        # A client whose job was just taken exits between the listing and these reads (a
+        # NoSuchProcess here crashed the benchmark in a CI run): it is no longer waiting.
         with suppress(psutil.Error):
-            total += p.memory_info().rss
-    return len(procs), total / 2**20
+            if p.pid != server and p.name() == "tsp":
+                total += p.memory_info().rss
+                count += 1
+    return count, total / 2**20
 
 
 def tsp_batches(
