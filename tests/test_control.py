@@ -73,8 +73,14 @@ class RecordingEngine:
     def status_json(self) -> dict[str, Any]:
         return {"jobs": [{"name": "a", "state": "running"}], "paused": False}
 
-    def status_text(self) -> str:
-        return json.dumps(self.status_json())
+    broken_status = False
+
+    def status_chunks(self) -> Iterator[str]:
+        text = json.dumps(self.status_json())
+        yield text[:10]
+        if self.broken_status:
+            raise RuntimeError("a bug behind the status")
+        yield text[10:]
 
 
 @pytest.fixture
@@ -130,6 +136,20 @@ async def test_requests_map_onto_engine_commands(
     assert reply is not None and reply["status"]["jobs"][0]["name"] == "a"
     reply = await ask(queue, "ping")
     assert reply == {"ok": True, "pid": os.getpid()}
+
+
+async def test_a_status_that_breaks_halfway_is_no_reply_and_the_server_survives(
+    queue: Path, served: tuple[ControlServer, RecordingEngine]
+) -> None:
+    """The status is sent in pieces as they are made: one that cannot be made must not leave
+    the client with half a document taken for a whole one."""
+    _, engine = served
+    engine.broken_status = True
+    with pytest.raises(GtuiError, match="stopped before it answered"):
+        await ask(queue, "status")
+    engine.broken_status = False
+    reply = await ask(queue, "status")
+    assert reply is not None and reply["status"]["jobs"][0]["name"] == "a"
 
 
 async def test_errors_are_replies_and_the_server_survives(

@@ -26,7 +26,7 @@ from gtui.core.progress import Progress
 from gtui.core.sched.engine import Engine
 from gtui.core.sched.eta import Estimate
 from gtui.core.sched.forecast import estimate_json
-from gtui.core.sched.statustext import dumps, job_text, status_text
+from gtui.core.sched.statustext import dumps, job_text, status_chunks, status_text
 from gtui.core.state.status import job_dict
 from tests.conftest import write_queue
 from tests.waiting import until
@@ -118,6 +118,9 @@ def test_the_whole_document_keeps_its_keys_in_order() -> None:
     estimate_json(jobs[0], est["fresh"], NOW)
     assert text == dumps({**head, "jobs": jobs, **tail})
     assert status_text({}, [], {}, {}, NOW) == '{"jobs":[]}'
+    # In pieces of a few jobs, as the socket sends it: the same text.
+    for size in (1, 2, 3, len(views), len(views) + 1):
+        assert "".join(status_chunks(head, views, tail, est, NOW, size)) == text
 
 
 async def test_a_running_engine_says_the_same_in_both_forms(tmp_path: Path) -> None:

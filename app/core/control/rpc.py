@@ -135,23 +135,23 @@ def exchange(
 
 
 def _read_line(s: socket.socket) -> bytes:
-    """Up to the first newline. Each chunk is searched alone: searching the whole buffer at
-    every chunk made a 45 MiB reply quadratic."""
+    """Up to the first newline; b"" when the connection ends before one (a reply cut off is no
+    reply). Each chunk is searched alone: searching the whole buffer at every chunk made a
+    45 MiB reply quadratic."""
     chunks: list[bytes] = []
     size = 0
     while True:
         chunk = s.recv(1 << 20)
         if not chunk:
-            break
+            return b""
         end = chunk.find(b"\n")
         if end >= 0:
             chunks.append(chunk[:end])
-            break
+            return b"".join(chunks)
         chunks.append(chunk)
         size += len(chunk)
         if size > MAX_REPLY:
             raise GtuiError(f"the scheduler's reply is over {MAX_REPLY} bytes")
-    return b"".join(chunks)
 
 
 def call(queue: Path | QueuePaths, op: str, **kw: Any) -> dict[str, Any] | None:

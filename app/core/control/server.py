@@ -39,7 +39,7 @@ import logging
 import os
 import socket
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeAlias
@@ -107,7 +107,7 @@ class ControlledEngine(Protocol):
     async def move(self, name: str, where: Literal["up", "down", "top"]) -> None: ...
     async def stop(self, *, kill: bool = False) -> None: ...
     def status_json(self) -> dict[str, Any]: ...
-    def status_text(self) -> str: ...
+    def status_chunks(self) -> Iterator[str]: ...
 
     # What a watcher is sent (``watch``): the state now, then every event.
     def subscribe(self, sink: EventSink) -> Callable[[], None]: ...
@@ -153,9 +153,18 @@ def _is_watch(line: bytes) -> bool:
     return isinstance(req, dict) and req.get("op") == "watch"
 
 
-class RawReply(str):
-    """A reply already written as JSON text (a status of 100,000 jobs: see
-    sched/statustext.py), sent as it is."""
+class RawReply:
+    """A reply already written as JSON text, in pieces sent one at a time as they are made
+    (a status of 100,000 jobs: see sched/statustext.py)."""
+
+    def __init__(self, pieces: Iterable[str]) -> None:
+        self.pieces = pieces
+
+
+def _status_reply(engine: ControlledEngine) -> Iterator[str]:
+    yield '{"ok":true,"status":'
+    yield from engine.status_chunks()
+    yield "}"
 
 
 async def dispatch(engine: ControlledEngine, req: object) -> dict[str, Any] | RawReply:
@@ -203,7 +212,7 @@ async def dispatch(engine: ControlledEngine, req: object) -> dict[str, Any] | Ra
             raise GtuiError("bad request: watch takes over a connection of the socket server")
         if op == "status":
             # The document as text: the client passes it through (`status --json`).
-            return RawReply(f'{{"ok":true,"status":{engine.status_text()}}}')
+            return RawReply(_status_reply(engine))
         if op == "clear_quarantine":
             gpus = req.get("gpus")
             if gpus is not None and (
@@ -224,6 +233,26 @@ async def dispatch(engine: ControlledEngine, req: object) -> dict[str, Any] | Ra
         log.exception("control request failed: %r", req)
         text = str(e).splitlines()[0][:200] if str(e) else ""
         return {"ok": False, "error": f"internal error: {type(e).__name__}: {text}".rstrip(": ")}
+
+
+async def _send_pieces(writer: asyncio.StreamWriter, reply: RawReply) -> bool:
+    """Each piece as it is made, the loop free between them; False when a piece could not be
+    made (a bug behind it): the line is then left without its end and the connection closed,
+    which the client reports as a reply it did not get. Half a document is never taken for a
+    whole one."""
+    pieces = iter(reply.pieces)
+    while True:
+        try:
+            piece = next(pieces, None)
+        except Exception:
+            log.exception("control reply failed")
+            return False
+        if piece is None:
+            break
+        writer.write(piece.encode())
+        await writer.drain()
+    writer.write(b"\n")
+    return True
 
 
 def _answers(path: Path) -> bool:
@@ -421,7 +450,8 @@ class ControlServer:
                 else:
                     reply = await dispatch(self._engine, req)
                 if isinstance(reply, RawReply):
-                    writer.write(reply.encode() + b"\n")
+                    if not await _send_pieces(writer, reply):
+                        return
                 else:
                     writer.write(_encode(reply))
                 await writer.drain()

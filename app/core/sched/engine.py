@@ -21,7 +21,7 @@ import contextlib
 import gc
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,7 @@ from gtui.core.sched.policy import pool_totals
 from gtui.core.sched.quarantine import Quarantine
 from gtui.core.sched.recovery import recover
 from gtui.core.sched.runs import UNISOLATED_WARNING, Runs
-from gtui.core.sched.statustext import status_text
+from gtui.core.sched.statustext import status_chunks
 from gtui.core.state.book import JobBook, paused_gc
 from gtui.core.state.status import status_dict
 from gtui.core.state.store import Store, StoreError
@@ -214,14 +214,24 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
         return doc
 
     def status_text(self) -> str:
-        """``status_json`` as compact JSON text, made without a dict per never-run job (what
-        the control socket sends: sched/statustext.py)."""
+        """``status_json`` as compact JSON text (sched/statustext.py)."""
+        return "".join(self.status_chunks())
+
+    def status_chunks(self) -> Iterator[str]:
+        """``status_text`` in pieces, made as they are taken: what the control socket sends,
+        a piece at a time, letting the loop run between them. Every job's document is one
+        moment's; the jobs and their order are those of the moment it began."""
         views = self._book.views(copies=False) if self._book is not None else []
         with paused_gc():
             est = self._estimates(views) if views else {}
-            return status_text(
-                self._status_head(), views, self._status_tail(), est, time.time()
-            )
+        head, tail = self._status_head(), self._status_tail()
+        chunks = status_chunks(head, views, tail, est, time.time())
+        while True:
+            with paused_gc():  # thousands of strings a piece: see JobBook.views
+                piece = next(chunks, None)
+            if piece is None:
+                return
+            yield piece
 
     async def status(self) -> dict[str, Any]:
         """The client API's status (gtui.core.control.client): here, in-process."""

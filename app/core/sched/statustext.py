@@ -13,7 +13,7 @@ for every kind of record.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from json.encoder import encode_basestring_ascii as _quote  # what json.dumps uses for a str
 from typing import Any
 
@@ -23,7 +23,7 @@ from gtui.core.sched.eta import Estimate
 from gtui.core.sched.forecast import estimate_json
 from gtui.core.state.status import job_dict
 
-__all__ = ["dumps", "job_text", "status_text"]
+__all__ = ["dumps", "job_text", "status_chunks", "status_text"]
 
 
 def dumps(obj: object) -> str:
@@ -109,17 +109,33 @@ def job_text(view: JobView, est: Estimate | None, now: float, quoted: dict[str, 
     return dumps(doc)
 
 
+def status_chunks(
+    head: Mapping[str, Any],
+    views: Sequence[JobView],
+    tail: Mapping[str, Any],
+    estimates: Mapping[str, Estimate],
+    now: float,
+    size: int = 2000,
+) -> Iterator[str]:
+    """The whole document in pieces of ``size`` jobs: ``head``'s keys, then ``jobs``, then
+    ``tail``'s keys, in order. The control socket sends each piece as it is made, so that a
+    100,000-job status neither holds the scheduler's loop for its whole second nor leaves the
+    scheduler holding the memory of a 45 MiB string."""
+    quoted: dict[str, str] = {}
+    get = estimates.get
+    yield f'{dumps(dict(head))[:-1]}{"," if head else ""}"jobs":['
+    for i in range(0, len(views), size):
+        part = ",".join([job_text(v, get(v.record.name), now, quoted) for v in views[i : i + size]])
+        yield part if i == 0 else "," + part
+    yield f']{"," if tail else ""}{dumps(dict(tail))[1:]}'
+
+
 def status_text(
     head: Mapping[str, Any],
-    views: Iterable[JobView],
+    views: Sequence[JobView],
     tail: Mapping[str, Any],
     estimates: Mapping[str, Estimate],
     now: float,
 ) -> str:
-    """The whole document: ``head``'s keys, then ``jobs``, then ``tail``'s keys, in order."""
-    quoted: dict[str, str] = {}
-    get = estimates.get
-    jobs = ",".join([job_text(v, get(v.record.name), now, quoted) for v in views])
-    first = dumps(dict(head))[:-1]
-    rest = dumps(dict(tail))[1:]
-    return f'{first}{"," if head else ""}"jobs":[{jobs}]{"," if tail else ""}{rest}'
+    """The whole document as one string (see ``status_chunks``)."""
+    return "".join(status_chunks(head, views, tail, estimates, now))
