@@ -47,6 +47,9 @@ TARGETS = {  # at 100,000 jobs (issue 16)
     "status": 1.0,
     "edit": 0.5,
     "rss": 150.0,
+    "rss_peak": 150.0,
+    "restart": 2.0,
+    "rss_restart": 150.0,
     "first_screen": 1.0,
 }
 
@@ -121,6 +124,45 @@ def first_screen(queue: Path, n: int) -> float:
 
 def spread(values: list[float]) -> tuple[float, float]:
     return (min(values), max(values))
+
+
+def peak_rss_mib(pid: int) -> float:
+    """The process's highest resident memory so far (VmHWM), MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return psutil.Process(pid).memory_info().rss / 2**20
+
+
+def restart(root: Path) -> tuple[float, float]:
+    """A second `gtui run` on the queue's saved state: seconds until its socket answers, and
+    its RSS then (MiB)."""
+    with open(root / "run2.log", "w") as log:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            gtui("run", "q.toml", "--fake-gpus", "8x80G", cwd=root),
+            cwd=root,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            wait_until(lambda: _answers(root / "q.toml"), 120, "the restarted scheduler")
+            took = time.perf_counter() - t0
+            rss = psutil.Process(proc.pid).memory_info().rss / 2**20
+        finally:
+            stop(proc, root / "q.toml")
+    return took, rss
+
+
+def _answers(queue: Path) -> bool:
+    """Whether the queue's scheduler answers on its control socket (a ping)."""
+    from gtui.core.control.rpc import request
+    from gtui.core.errors import GtuiError
+
+    try:
+        return request(queue, "ping", timeout=5) is not None
+    except GtuiError:
+        return False
 
 
 def measure(n: int, adds: int, repeats: int) -> dict[str, float]:
@@ -198,9 +240,13 @@ def measure(n: int, adds: int, repeats: int) -> dict[str, float]:
                 lambda: (root / "run.log").read_text().count("reloaded") > before, 120, "reload"
             )
             out["edit"] = time.perf_counter() - t1
+            out["rss_peak"] = peak_rss_mib(proc.pid)
         finally:
             stop(proc, q)
             log.close()
+        # The same queue opened again, as a user who comes back finds it: every record is
+        # read back from the store (the first start made them from the file).
+        out["restart"], out["rss_restart"] = restart(root)
         runs = []
         for _ in range(max(1, repeats - 1)):
             shutil.rmtree(root / ".gtui", ignore_errors=True)  # each a first open of the queue
@@ -227,7 +273,10 @@ def run(quick: bool) -> Section:
             f"{adds}); scheduler up = spawn of `gtui run` to the first job's own stamp; live "
             "edit = the file replaced with one job's mem changed, until the scheduler's event "
             "log says reloaded; the first screen is GtuiApp in process until its table holds "
-            f"every job (median of {max(1, repeats - 1)}, a fresh state each). Growth is the "
+            f"every job (median of {max(1, repeats - 1)}, a fresh state each); peak memory is the "
+            "scheduler's VmHWM after the adds, statuses and the edit; opened again = a second "
+            "`gtui run` on the saved state (every record read back from the store) until its "
+            "socket answers a ping, and its RSS then. Growth is the "
             "figure at the larger size over the smaller (10x the jobs: at most 10 is linear); "
             "min-max over the repeats in the figures."
         ),
@@ -239,6 +288,9 @@ def run(quick: bool) -> Section:
         "status": ("`gtui status --json`", "s"),
         "edit": ("live edit of one job applied", "s"),
         "rss": ("scheduler memory (RSS)", "MB"),
+        "rss_peak": ("scheduler peak memory (VmHWM) after the adds, statuses and edit", "MB"),
+        "restart": ("scheduler opened again on its saved state, up and answering", "s"),
+        "rss_restart": ("scheduler memory (RSS) opened again on its saved state", "MB"),
         "first_screen": ("dashboard's first screen", "s"),
     }
     for key, (what, unit) in labels.items():
