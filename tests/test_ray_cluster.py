@@ -257,6 +257,13 @@ def test_a_killed_scheduler_leaves_jobs_running_and_the_next_one_readopts_them(
         run.wait(timeout=30)
         gate.touch()  # quick ends while no scheduler runs
         wait_for(lambda: not psutil.pid_exists(status_pid(q, "quick")), 30, "quick to end")
+        # Meanwhile a command sees no node: both stay as recorded (quick's end is for the next
+        # scheduler to record), and touching a running job is refused, saying what to do.
+        offline = jobs(q)
+        assert {n: j["state"] for n, j in offline.items()} == {"quick": "running", "slow": "running"}
+        assert all(j["node"] and j["diagnosis"] is None for j in offline.values()), offline
+        r = gtui("pause", str(q), "slow")
+        assert r.returncode == 2 and f"gtui run {q}`" in r.stderr, r.stderr
         run = start_run(q)
         wait_for(lambda: jobs(q)["quick"]["state"] == "done", 60, "quick recorded done")
         assert jobs(q)["slow"]["state"] == "running"

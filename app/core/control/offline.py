@@ -6,11 +6,16 @@ under the queue lock, the store's records are brought up to date (a job that end
 recorded, as the next scheduler would), the transition is applied by the very functions the
 scheduler uses (gtui.core.sched.transitions, .outcome), and the change is committed. A job that
 still runs is signalled through the local executor and left running unless it is killed.
+
+A job on a cluster's node (issue 23) is out of this machine's sight: with no scheduler it is shown
+as last recorded, with a note, never recorded ended nor put back in the queue (the next
+scheduler re-adopts it), and a command that would signal it is refused, saying to start one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -49,6 +54,8 @@ class StoreClient:
         self.paths = queue if isinstance(queue, QueuePaths) else queue_paths(queue)
         self.queue_path = self.paths.queue
         self._executor = executor or LocalExecutor()
+        # Known once _book has read the queue: it runs on a cluster; its file says so.
+        self._cluster = self._cluster_in_file = False
 
     # ------------------------------------------------------------------ reading
     async def status(self) -> dict[str, Any]:
@@ -58,6 +65,7 @@ class StoreClient:
     async def kill(self, names: Sequence[str], *, wait: bool = True) -> None:
         with self._book() as (book, settings):
             transitions.check_kill(book.require, names)
+            self._refuse_on_cluster(book, names, "kill")
             for name in names:
                 rec = book.records[name]
                 if not rec.active:
@@ -79,6 +87,7 @@ class StoreClient:
     async def _switch(self, names: Sequence[str], how: transitions.Switch) -> None:
         with self._book() as (book, _settings):
             transitions.check_switch(book.require, names, how)
+            self._refuse_on_cluster(book, names, "pause" if how is transitions.PAUSE else "resume")
             for name in names:
                 rec = book.records[name]
                 if transitions.switch(rec, how):
@@ -131,15 +140,37 @@ class StoreClient:
         lock.acquire()
         try:
             with Store(self.paths.db) as store:
+                self._cluster = on_a_cluster(queue, store.get_meta("backend"))
+                self._cluster_in_file = queue.settings.cluster_backend == "ray"
                 book = JobBook(store, EventBus(), self.queue_path.name)
                 book.apply(queue, initial=True)
-                # What a scheduler would record first: the jobs that ended meanwhile.
+                # What a scheduler would record first: the jobs that ended meanwhile (those on
+                # a cluster's nodes are left to the cluster's scheduler).
                 log_dir = self.paths.log_dir(queue.settings.log_dir)
-                for name, status in recover(book, self._executor, log_dir).ended:
+                leave = {
+                    n for n in book.active_names() if on_node(book.records[n], self._cluster)
+                }
+                for name, status in recover(book, self._executor, log_dir, leave).ended:
                     self._conclude(book, queue.settings, name, status, recovered=True)
                 yield book, queue.settings
         finally:
             lock.release()
+
+    def _refuse_on_cluster(self, book: JobBook, names: Sequence[str], verb: str) -> None:
+        """Before anything changes: a running job on a cluster's node is reached only through
+        the scheduler that runs the queue there."""
+        for name in names:
+            rec = book.records[name]
+            if on_node(rec, self._cluster):
+                where = rec.node or "a node"
+                run = f"gtui run {self.queue_path}"
+                if not self._cluster_in_file:
+                    run += " --backend ray"
+                raise GtuiError(
+                    f"{name} runs on {where} of the Ray cluster, which only the queue's "
+                    f"scheduler can reach: start it with `{run}` (it re-adopts the running "
+                    f"jobs), then {verb} {name} again"
+                )
 
     def _conclude(
         self,
@@ -179,6 +210,26 @@ def _refuse_node_names_offline(qf: QueueFile) -> None:
         refuse_node_names(qf.path, qf.settings)
 
 
+# What a command given with no scheduler says of a job on a cluster's node (issue 23).
+ON_CLUSTER = (
+    "as last recorded, on a cluster node: only the cluster's scheduler can tell how it stands "
+    "(gtui run re-adopts it)"
+)
+
+
+def on_a_cluster(qf: QueueFile, last_backend: str | None) -> bool:
+    """Whether the queue's jobs may run on a cluster: its file says so, or the last scheduler
+    ran them there (``gtui run --backend ray``, kept in the store). Either is enough: a local
+    job taken for a cluster's is only left as recorded, the converse would start one twice."""
+    return "ray" in (last_backend, qf.settings.cluster_backend)
+
+
+def on_node(rec: JobRecord, cluster: bool) -> bool:
+    """A job that runs, or may run, on a cluster's node: only the cluster's scheduler can tell
+    how it stands, never this machine's executor (a pid there means nothing here)."""
+    return rec.active and (cluster or rec.node is not None)
+
+
 def status_from_store(queue: Path) -> dict[str, Any]:
     """What the last scheduler left: the queue file's jobs with their stored records, each as
     it really stands (a job recorded as running whose process ended is shown ended)."""
@@ -196,6 +247,7 @@ def status_from_store(queue: Path) -> dict[str, Any]:
             "scheduler_since",
             "scheduler_stopped",
             "quarantined",
+            "backend",
         )
     }
     if store:
@@ -207,15 +259,25 @@ def status_from_store(queue: Path) -> dict[str, Any]:
         "since": _number(meta["scheduler_since"], float),
         "stopped": None if holder else _number(meta["scheduler_stopped"], float),
     }
+    cluster = on_a_cluster(qf, meta["backend"])
+
+    def shown(rec: JobRecord) -> JobRecord:
+        if holder:
+            return rec
+        if on_node(rec, cluster):
+            return dataclasses.replace(rec, warnings=[*rec.warnings, ON_CLUSTER])
+        return settled(rec)
+
     views = []
     for i, spec in enumerate(qf.jobs):
         rec = records.get(spec.name) or JobRecord(name=spec.name, mem_mib=spec.mem_mib)
-        views.append(JobView(spec=spec, record=rec if holder else settled(rec), order=i))
+        views.append(JobView(spec=spec, record=shown(rec), order=i))
     in_file = {s.name for s in qf.jobs}
     for name, rec in records.items():
         if rec.active and name not in in_file:
-            shown = rec if holder else settled(rec)
-            views.append(JobView(spec=JobSpec(name=name, cmd=""), record=shown, order=len(views)))
+            views.append(
+                JobView(spec=JobSpec(name=name, cmd=""), record=shown(rec), order=len(views))
+            )
     try:
         gpus = json.loads(meta["gpus"] or "[]")
     except ValueError:

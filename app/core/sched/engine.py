@@ -307,6 +307,9 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
             self._quarantine = Quarantine(store)
             self._paused = store.get_meta("paused") == "1"
             store.set_meta("scheduler_pid", str(os.getpid()))
+            # Which executor ran the jobs: a command given while no scheduler runs must not
+            # judge a cluster's jobs from this machine (gtui.core.control.offline).
+            store.set_meta("backend", "ray" if ray else "local")
             self._take_queue(queue, initial=True)
             self._source.taken(text)
             forget_cached()  # the two loads are done: the parse's ~1 KB a job can go

@@ -7,6 +7,7 @@ process carries the launch token); this module only reads records and says what 
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,12 +25,16 @@ class Recovered:
     ended: list[tuple[str, ExitStatus]] = field(default_factory=list)  # ended while down
 
 
-def recover(book: JobBook, executor: Executor, log_dir: Path) -> Recovered:
-    """Sort the active records of ``book``; requeues (and commits) jobs that never started."""
+def recover(
+    book: JobBook, executor: Executor, log_dir: Path, leave: Container[str] = ()
+) -> Recovered:
+    """Sort the active records of ``book``; requeues (and commits) jobs that never started.
+    The jobs named in ``leave`` are not looked at: only another executor can see them (a
+    cluster's jobs, from a command given with no scheduler)."""
     out = Recovered()
     for name in list(book.active_names()):
         rec = book.records[name]
-        if not rec.active:
+        if not rec.active or name in leave:
             continue
         if rec.pid is None:
             _unlaunched(book, executor, name, log_dir, out)
