@@ -121,6 +121,28 @@ def test_job_without_mem_takes_the_whole_remaining_gpu() -> None:
     assert g.processes[0].mem_mib == 64 * G
 
 
+def test_a_job_uses_what_gtui_fake_use_says_whatever_it_asked_for() -> None:
+    """GTUI_FAKE_USE (in the job's env, read by the engine into ``fake_use_mib``): a whole-GPU
+    job, one that asked for more, and one that asked for less all use what it says, within
+    what the GPU has left."""
+    from gtui.core.gpus.fake import fake_use_mib
+
+    assert fake_use_mib({"GTUI_FAKE_USE": "12G"}) == 12 * G
+    assert fake_use_mib({"GTUI_FAKE_USE": " 500M "}) == 500
+    assert fake_use_mib({"GTUI_FAKE_USE": "lots"}) is None and fake_use_mib({}) is None
+    whole = JobUsage(pid=1, gpus=(0,), mem_mib=None, fake_use_mib=12 * G)
+    (g,) = FakeBackend("80G").read([whole]).gpus
+    assert [(p.pid, p.mem_mib) for p in g.processes] == [(1, 12 * G)]
+    assert g.mem_used_mib == 12 * G
+    ours = [
+        JobUsage(pid=2, gpus=(0,), mem_mib=70 * G, fake_use_mib=12 * G),
+        JobUsage(pid=3, gpus=(0,), mem_mib=8 * G, fake_use_mib=10 * G),
+        JobUsage(pid=4, gpus=(0,), mem_mib=8 * G, fake_use_mib=90 * G),  # capped: 58G left
+    ]
+    (g,) = FakeBackend("80G").read(ours).gpus
+    assert [(p.pid, p.mem_mib) for p in g.processes] == [(2, 12 * G), (3, 10 * G), (4, 58 * G)]
+
+
 def test_packed_jobs_add_up_and_never_exceed_the_gpu() -> None:
     ours = [
         JobUsage(pid=1, gpus=(0,), mem_mib=30 * G),

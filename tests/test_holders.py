@@ -17,6 +17,7 @@ import pytest
 from gtui.core.errors import GtuiError
 from gtui.core.gpus.fake import FAKE_PID_BASE, FakeBackend, parse_fake_spec
 from gtui.core.gpus.holders import (
+    AGE_STEP_S,
     STALE_IDLE_S,
     HolderReader,
     coarse_age,
@@ -84,7 +85,10 @@ def test_stale_reasons_and_words() -> None:
     assert stale_reasons(gpu, fresh, now) == ["zombie", "parent gone"]  # idle 1 min: not yet
     busy = GpuInfo(0, "g", "u", 80 * G, 62 * G, 40, 30)
     assert stale_reasons(busy, alice, now) == []
-    assert coarse_age(59) == "<10 min" and coarse_age(45 * 60) == "40 min"
+    assert coarse_age(59) == "<5 min" and coarse_age(49 * 60) == "45 min"
+    # Never below the stale threshold once past it: a holder flagged at 15 min says 15 min.
+    assert STALE_IDLE_S % AGE_STEP_S == 0 and coarse_age(STALE_IDLE_S) == "15 min"
+    assert coarse_age(STALE_IDLE_S + 299) == "15 min" and coarse_age(STALE_IDLE_S + 300) == "20 min"
     assert coarse_age(3 * 3600 + 59) == "3 h" and coarse_age(3 * 86400) == "3 d"
     assert short_command(["/usr/bin/python3", "/home/a/train.py", "--lr", "0.1"]) == (
         "python3 train.py --lr 0.1"
@@ -104,7 +108,7 @@ def test_idle_is_tracked_across_readings_and_reset_by_work() -> None:
     assert s.gpus[0].idle_since == t0
     later = reader.describe(snap(0), t0 + STALE_IDLE_S)
     g = later.gpus[0]
-    assert stale_reasons(g, g.processes[0], t0 + STALE_IDLE_S) == ["idle at 0 % for 10 min"]
+    assert stale_reasons(g, g.processes[0], t0 + STALE_IDLE_S) == ["idle at 0 % for 15 min"]
     assert reader.describe(snap(5), t0 + STALE_IDLE_S + 1).gpus[0].idle_since is None
     again = reader.describe(snap(0), t0 + STALE_IDLE_S + 2).gpus[0]
     assert again.idle_since == t0 + STALE_IDLE_S + 2  # the count starts over

@@ -216,3 +216,73 @@ def test_the_edit_form_keeps_auto(tmp_path: Path) -> None:
     form = form_from_spec(job)
     assert form["mem"] == "auto"
     assert changed_fields(form, {**form, "priority": "3"}) == {"priority": 3}  # mem untouched
+
+
+def test_on_simulated_gpus_a_job_uses_what_gtui_fake_use_declares(tmp_path: Path) -> None:
+    """End to end on ``--fake-gpus`` (a real ``gtui run``, real jobs): a job whose env says
+    ``GTUI_FAKE_USE = "12G"`` is seen at 12G whatever it asked for. So a ``mem = "auto"`` job's
+    first run (the whole GPU) records a 12G peak and its second run asks 12G + 20 % = 15G, not
+    the GPU; and a job that asked 70G is pointed out, by the scheduler when it ends and by
+    ``gtui validate``, as far above the 12G it used."""
+    import json
+
+    from tests.reliability.live import start_live
+    from tests.waiting import wait_for
+
+    def jobs() -> dict[str, dict[str, object]]:
+        out = gtui("status", str(q), "--json")
+        assert out.returncode == 0, out.stderr
+        return {j["name"]: j for j in json.loads(out.stdout)["jobs"]}
+
+    def wait_rel(name: str) -> str:
+        return f"while [ ! -e release-{name} ]; do sleep 0.05; done"
+
+    q = write_queue(
+        tmp_path,
+        f"""
+        [settings]
+        poll = "0.1s"
+        [[jobs]]
+        name = "sweep"
+        mem = "auto"
+        retries = 1
+        cmd = "[ -e second ] && exit 0; {wait_rel("sweep")}; touch second; exit 1"
+        env = {{ GTUI_FAKE_USE = "12G" }}
+        [[jobs]]
+        name = "big"
+        mem = "70G"
+        after = ["sweep"]
+        cmd = "{wait_rel("big")}"
+        env = {{ GTUI_FAKE_USE = "12G" }}
+        """,
+    )
+    live = start_live("run", str(q), "--fake-gpus", "1x80G")
+    try:
+        first = live.wait_for("start sweep (attempt 1)")
+        assert "/GPU" not in first, first  # its first run: the whole GPU
+        wait_for(lambda: jobs()["sweep"]["peak_mib"] == 12 * G, what="sweep seen at 12G")
+        (tmp_path / "release-sweep").touch()
+        second = live.wait_for("start sweep (attempt 2)")
+        assert "on GPU 0, 15G/GPU" in second, second  # 12G * 1.2 = 14.4G, up to a whole GiB
+        live.wait_for("start big (attempt 1) on GPU 0, 70G/GPU")
+        wait_for(lambda: jobs()["big"]["peak_mib"] == 12 * G, what="big seen at 12G")
+        (tmp_path / "release-big").touch()
+        out = live.finish(60)
+    finally:
+        for name in ("sweep", "big"):
+            (tmp_path / f"release-{name}").touch()
+        if live.proc.poll() is None:
+            live.proc.kill()
+    assert live.proc.returncode == 0, out
+    far = "big: mem 70G is far above its last run's peak 12G; 15G would do"
+    assert far in out, out  # said when its run ended
+    r = gtui("validate", str(q), "--fake-gpus", "1x80G")
+    assert r.returncode == 0, r.stderr
+    notes = [ln for ln in r.stderr.splitlines() if ln.startswith("gtui: warning:")]
+    assert notes == [f'gtui: warning: {far} (or mem = "auto")'], r.stderr
+
+
+def test_gtui_fake_use_must_be_a_size(tmp_path: Path) -> None:
+    q = write_queue(tmp_path, '[[jobs]]\ncmd = "x"\nenv = { GTUI_FAKE_USE = "lots" }\n')
+    with pytest.raises(GtuiError, match=r"GTUI_FAKE_USE .*expected a size"):
+        load_queue(q)

@@ -20,8 +20,12 @@ How the simulation behaves, so that everything above it runs unchanged:
 - Other users' memory shows only in ``mem_used_mib`` unless holders are declared (above): then
   it shows as their processes too.
 - A running job of ours appears as a process with its pid on each of its GPUs, using its declared
-  memory, or, when it declared none, all the memory left on that GPU. Memory is capped at what
-  the GPU has left (a real job would hit CUDA OOM instead), so ``used`` never exceeds ``total``.
+  memory, or, when it declared none, all the memory left on that GPU. A job says what it really
+  uses per GPU with ``GTUI_FAKE_USE`` in its ``env`` (or ``[settings] env``), a size such as
+  ``"12G"`` (``FAKE_USE_ENV``): it then uses that, whatever it asked for, so its recorded peak,
+  ``mem = "auto"`` and the notes on a ``mem`` far from use can be seen (issue 19.2); NVML
+  ignores it. Memory is capped at what the GPU has left (a real job would hit CUDA OOM
+  instead), so ``used`` never exceeds ``total``.
 - A GPU with a running job of ours shows at least 90 % utilization; a suspended job keeps its
   memory at 0 % utilization. The temperature follows the utilization.
 """
@@ -49,6 +53,7 @@ GRAMMAR = (
 MAX_FAKE_GPUS = 256
 FAKE_PID_BASE = 1 << 23  # above any pid_max (2**22): a declared holder never names a real process
 OUR_UTIL = 90  # what a GPU shows while a job of ours runs on it
+FAKE_USE_ENV = "GTUI_FAKE_USE"  # in a job's env: what it really uses per GPU when simulated
 
 _ENTRY_RE = re.compile(
     r"^(?:(?P<count>\d+)\s*[xX*]\s*)?(?P<total>[^:@]+?)"
@@ -202,6 +207,18 @@ def read_spec_file(path: Path) -> str:
     return ",".join(lines)
 
 
+def fake_use_mib(env: dict[str, str]) -> int | None:
+    """``GTUI_FAKE_USE`` of a job's environment in MiB; None when absent or unreadable (the
+    queue file rejects an unreadable literal value; one made by a matrix is ignored)."""
+    text = env.get(FAKE_USE_ENV)
+    if text is None:
+        return None
+    try:
+        return parse_size_mib(text.strip())
+    except UnitError:
+        return None
+
+
 def fake_name(total_mib: int) -> str:
     """A readable name that says the GPU is simulated."""
     gib = total_mib / 1024
@@ -282,13 +299,15 @@ class FakeBackend:
         jobs = [j for j in ours if index in j.gpus]
         free = gpu.total_mib - gpu.others_mib
         mem: dict[int, int] = {}
-        # Jobs that declared memory take it first; whole-GPU jobs share what is left.
+        # Jobs that declared memory (or their real use, GTUI_FAKE_USE) take it first; whole-GPU
+        # jobs share what is left.
         for job in jobs:
-            if job.mem_mib is not None:
-                take = max(0, min(job.mem_mib, free))
+            use = job.fake_use_mib if job.fake_use_mib is not None else job.mem_mib
+            if use is not None:
+                take = max(0, min(use, free))
                 mem[job.pid] = mem.get(job.pid, 0) + take
                 free -= take
-        whole = [j for j in jobs if j.mem_mib is None]
+        whole = [j for j in jobs if j.mem_mib is None and j.fake_use_mib is None]
         for n, job in enumerate(whole):
             take = max(0, free // (len(whole) - n))
             mem[job.pid] = mem.get(job.pid, 0) + take

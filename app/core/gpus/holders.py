@@ -49,14 +49,20 @@ def short_command(argv: Iterable[str], limit: int = COMMAND_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+AGE_STEP_S = 5 * 60  # under an hour an age is said in these steps; STALE_IDLE_S is a whole one
+
+
 def coarse_age(seconds: float) -> str:
     """An age that changes seldom (a waiting reason made of it must not change every second):
-    ``<10 min``, ``40 min``, ``3 h``, ``2 d``."""
+    ``<5 min``, ``45 min``, ``3 h``, ``2 d``. Rounded down, never up, in steps that
+    ``STALE_IDLE_S`` is a multiple of: a holder flagged idle says at least that long
+    (``idle at 0 % for 15 min``), never less than what flagged it."""
     s = max(0.0, seconds)
-    if s < 600:
-        return "<10 min"
+    step = AGE_STEP_S // 60
+    if s < AGE_STEP_S:
+        return f"<{step} min"
     if s < 3600:
-        return f"{int(s // 600) * 10} min"
+        return f"{int(s // AGE_STEP_S) * step} min"
     if s < 48 * 3600:
         return f"{int(s // 3600)} h"
     return f"{int(s // 86400)} d"

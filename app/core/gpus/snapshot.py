@@ -149,6 +149,10 @@ class JobUsage:
     mem_mib: int | None  # declared per GPU; None = the whole GPU
     suspended: bool = False
     name: str | None = None  # the job's name: its pid on a GPU is ours, not a holder
+    # What the job says it really uses per GPU on simulated GPUs (GTUI_FAKE_USE in its env,
+    # fake.py); None: its request. NVML ignores it.
+    fake_use_mib: int | None = None
+
 
 @dataclass(frozen=True)
 class GpuStaticInfo:

@@ -358,6 +358,11 @@ def _env(w: _Where, key: str, value: Any) -> dict[str, str]:
             raise w.error(f"{name}: expected a string or a number, got {_kind(v)}", key)
         if "\0" in text:
             raise w.error(f"{name}: {_NUL}", key)
+        if name == "GTUI_FAKE_USE" and "{" not in text:  # fake.FAKE_USE_ENV; a matrix value
+            try:  # is read (or, unreadable, ignored) when the job runs
+                parse_size_mib(text.strip())
+            except UnitError as e:
+                raise w.error(f"{name} (what the job uses on simulated GPUs): {e}", key) from None
         out[name] = text
     return out
 

@@ -31,6 +31,7 @@ from gtui.core.gpus.claims import (
     judge,
     queue_id,
 )
+from gtui.core.gpus.fake import FAKE_USE_ENV, fake_use_mib
 from gtui.core.gpus.reader import GpuReader
 from gtui.core.gpus.snapshot import GpuSnapshot, JobUsage
 from gtui.core.model import JobRecord, JobState, Settings
@@ -94,6 +95,10 @@ class Occupancy:
         for name in self._book.active_names():
             rec = self._book.records[name]
             if rec.active and rec.pid and rec.gpus:
+                # Simulated GPUs only: the job's own env wins over [settings] env, as at start.
+                spec = self._book.specs.get(name)
+                env = spec.env if spec is not None and FAKE_USE_ENV in spec.env else None
+                use = fake_use_mib(env if env is not None else self._settings.env)
                 out.append(
                     JobUsage(
                         pid=rec.pid,
@@ -101,6 +106,7 @@ class Occupancy:
                         mem_mib=rec.mem_mib,
                         suspended=rec.state == JobState.SUSPENDED,
                         name=name,
+                        fake_use_mib=use,
                     )
                 )
         return out
