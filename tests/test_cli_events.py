@@ -121,7 +121,7 @@ def test_status_state_filter_and_watch(tmp_path: Path, procs: Procs) -> None:
     assert gtui("run", str(q), "--fake-gpus", FAKE).returncode == 1
     r = gtui("status", str(q), "--state", "failed,waiting")
     assert r.returncode == 0, r.stderr
-    assert "2 of 7 jobs are failed, held, queued" in r.stdout
+    assert "2 of 7 jobs in state failed, held, queued" in r.stdout
     rows = [line.split()[0] for line in r.stdout.splitlines() if line.startswith("  ")]
     assert [n for n in rows if n in ("a", "b", "c", "sweep-lr=1", "sweep-lr=2")] == [
         "c", "sweep-lr=2"
@@ -157,7 +157,7 @@ def test_globs_and_sweep_names_act_where_the_verb_applies(tmp_path: Path, procs:
     wait_for(lambda: live_state(q, "sweep-lr=3") == "done", what="sweep-lr=3 done")
 
     r = gtui("status", str(q), "--state", "failed")  # from the running scheduler
-    assert "scheduler: running" in r.stdout and "2 of 7 jobs are failed" in r.stdout
+    assert "scheduler: running" in r.stdout and "2 of 7 jobs in state failed" in r.stdout
     r = gtui("retry", str(q), "sweep", "c")  # the pattern takes what did not end done
     assert r.returncode == 0, r.stderr
     assert "skipped 2 jobs that retry does not apply to (done 2)" in r.stderr

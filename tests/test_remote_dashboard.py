@@ -540,6 +540,61 @@ async def test_the_remote_dashboard_says_where_it_is_and_q_never_kills(
         await remote.shutdown()
 
 
+async def test_two_dashboards_on_one_scheduler_see_each_others_actions_and_one_quits_alone(
+    queue: Path, scheduler: Scheduler
+) -> None:
+    """Two clients of one headless scheduler at once: what one does, the other shows (it comes
+    as the scheduler's event, not from the first client); quitting one leaves the scheduler,
+    its job and the other client working."""
+    one, two = RemoteEngine(queue), RemoteEngine(queue)
+    await one.start()
+    await two.start()
+    app1, app2 = remote_app(one, host="one"), remote_app(two, host="two")
+    try:
+        async with app1.run_test(size=(120, 30)) as p1, app2.run_test(size=(120, 30)) as p2:
+
+            def ready(app: GtuiApp) -> Callable[[], bool]:
+                return lambda: (
+                    app.main.ready
+                    and len(app.main.table) == 3
+                    and shown(app, "long") == JobState.RUNNING
+                )
+
+            await wait_ui(p1, ready(app1), "the jobs, in one")
+            await wait_ui(p2, ready(app2), "the jobs, in two")
+            pid = one.view("long").record.pid
+            assert pid is not None and two.view("long").record.pid == pid
+
+            # p in the first holds the waiting job: the second shows it held.
+            await wait_ui(p1, lambda: app1.main.table.select("waiting"), "waiting selected")
+            await p1.press("p")
+            await wait_ui(p1, lambda: live_state(queue, "waiting") == "held", "held there")
+            await wait_ui(p2, lambda: shown(app2, "waiting") == JobState.HELD, "held in two")
+            # P in the second pauses the queue: the first shows it paused.
+            await p2.press("P")
+            await wait_ui(p1, lambda: one.paused, "the pause, in one")
+            await wait_ui(p1, lambda: "PAUSED" in str(app1.main.query_one("#header").render()))
+
+            # The first quits: the scheduler, its job and the second go on.
+            await p1.press("q")
+            await wait_ui(p1, lambda: not app1.is_running, "the first's exit")
+            assert not one.connected and two.connected
+            assert scheduler.answers() and live_state(queue, "long") == "running" and alive(pid)
+            # The second still acts and still hears: P resumes, p releases the held job.
+            await p2.press("P")
+            await wait_ui(p2, lambda: not two.paused, "resumed, in two")
+            await wait_ui(p2, lambda: app2.main.table.select("waiting"), "waiting selected")
+            await p2.press("p")
+            await wait_ui(p2, lambda: live_state(queue, "waiting") == "queued", "released")
+            await wait_ui(p2, lambda: shown(app2, "waiting") == JobState.QUEUED, "shown queued")
+            await p2.press("q")
+            await wait_ui(p2, lambda: not app2.is_running, "the second's exit")
+        assert scheduler.answers() and live_state(queue, "long") == "running" and alive(pid)
+    finally:
+        await one.shutdown()
+        await two.shutdown()
+
+
 # -- the command line, in a real terminal (tmux panes with $TMUX unset) --------------------------
 
 
@@ -614,7 +669,8 @@ def test_gtui_queue_opens_the_dashboard_of_a_headless_scheduler(
     assert "rc=" not in screen(term)
     _tmux("send-keys", "-t", term, "q")
     assert "rc=0" in wait_screen(term, "rc=")
-    assert _tmux("has-session", "-t", "=gtui-q").returncode != 0  # no session was made
+    made = queue_paths(queue).tmux_session  # gtui-q-<hash>: what `gtui q.toml` would make
+    assert _tmux("has-session", "-t", f"={made}").returncode != 0  # no session was made
     assert scheduler.answers() and live_state(queue, "long") == "running" and alive(pid)
 
 

@@ -14,9 +14,11 @@ import pytest
 
 from gtui.core import tmux
 from gtui.core.paths import queue_paths
+from gtui.core.state.lock import QueueLock
 from tests.conftest import gtui, write_queue
 from tests.test_tmux import (
     PY,
+    capture,
     job_state,
     keys,
     outer,
@@ -264,5 +266,111 @@ def test_a_filter_typed_in_one_send_keys_filters_and_runs_no_key_of_its_own(
         wait_screen("=term:", "Quit gtui?")
         keys("=term:", "q")
         wait_screen("=term:", "rc=0")
+    finally:
+        (tmp_path / "release").touch()
+
+
+# -- issue 17.8: a second `gtui q.toml` where the queue already runs in some tmux window --------
+
+
+def _window(*args: str) -> str:
+    """Start a session or window (``new-session ...`` / ``new-window ...``); its window id."""
+    r = sh(*args[:1], "-P", "-F", "#{window_id}", *args[1:])
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("viewer", [False, True], ids=["no-client", "a-client"])
+def test_gtui_in_another_window_of_the_dashboards_own_session_opens_a_client_there(
+    tmp_path: Path, viewer: bool
+) -> None:
+    """A `--no-tmux` dashboard in window 0 of the user's session `work`, then `gtui q.toml` in a
+    second window of that session (with a terminal attached to `work`, or none): switching to
+    `work` would change nothing (it exited 0 showing nothing, or 1 saying nothing), so the
+    second window shows the dashboard itself, on the first one's scheduler, and quitting it
+    leaves that scheduler and its job running."""
+    queue = write_queue(tmp_path, LONG)
+    try:
+        first = _window(
+            "new-session", "-d", "-x", "100", "-y", "30", "-s", "work", "-c", str(tmp_path),
+            f"{PY} -m gtui --no-tmux --fake-gpus 1x80G q.toml; echo rc=$?; sleep 60",
+        )  # fmt: skip
+        wait(lambda: job_state(queue, "long") == "running", what="long running")
+        wait_screen(first, "running")
+        if viewer:  # a terminal that shows `work`
+            outer(tmp_path, "viewer", "tmux attach-session -t =work")
+            wait(lambda: sh("list-clients", "-t", "=work").stdout.strip(), what="a client")
+        holder = QueueLock(queue_paths(queue)).holder()
+        second = _window(
+            "new-window", "-d", "-t", "=work:", "-c", str(tmp_path),
+            f"{PY} -m gtui --fake-gpus 1x80G q.toml; echo rc=$?; sleep 60",
+        )  # fmt: skip
+        try:
+            shown = wait_screen(second, "attached to the")  # the notice: a toast for a while
+        except AssertionError as e:
+            raise AssertionError(f"{e}\nthe first window:\n{capture(first)}") from None
+        notice = " ".join(shown.replace("│", " ").replace("▌", " ").split())
+        assert f"(pid {holder})" in notice and "leaves it and its jobs" in notice, shown
+        assert "rc=" not in wait_screen(second, "running")
+        assert not tmux.has_session(queue_paths(queue).tmux_session)  # no session was made
+        # An action in the client reaches the scheduler of the first window.
+        keys(second, "P")
+        wait(lambda: status(queue).get("paused") is True, what="the queue paused from the client")
+        wait_screen(first, "PAUSED")
+        keys(second, "q")
+        assert "rc=0" in wait_screen(second, "rc=")
+        assert "rc=" not in capture(first) and job_state(queue, "long") == "running"
+    finally:
+        (tmp_path / "release").touch()
+
+
+@pytest.mark.slow
+def test_gtui_outside_tmux_opens_a_client_of_a_queue_run_in_the_users_own_session(
+    tmp_path: Path,
+) -> None:
+    """The queue runs in a window of the user's session `work` (not one gtui made): `gtui
+    q.toml` in a plain terminal opens the dashboard there, as a client, instead of attaching
+    the terminal to the user's session."""
+    queue = write_queue(tmp_path, LONG)
+    try:
+        sh(
+            "new-session", "-d", "-x", "100", "-y", "30", "-s", "work", "-c", str(tmp_path),
+            f"{PY} -m gtui --no-tmux --fake-gpus 1x80G q.toml; echo rc=$?; sleep 60",
+        )  # fmt: skip
+        wait(lambda: job_state(queue, "long") == "running", what="long running")
+        outer(tmp_path, "term", f"{PY} -m gtui --fake-gpus 1x80G q.toml", (100, 30))
+        wait_screen("=term:", "attached to the")
+        wait_screen("=term:", "running")
+        assert sh("list-clients").stdout.strip() == ""  # no terminal attached to `work`
+        keys("=term:", "q")
+        assert "rc=0" in wait_screen("=term:", "rc=")
+        assert "rc=" not in capture("=work:") and job_state(queue, "long") == "running"
+    finally:
+        (tmp_path / "release").touch()
+
+
+@pytest.mark.slow
+def test_a_switch_to_the_dashboards_session_that_tmux_refuses_is_said(tmp_path: Path) -> None:
+    """The queue's dashboard runs in the session gtui made for it; `gtui q.toml` in another
+    session that no terminal shows (so tmux has no client to switch): one sentence says so,
+    instead of an exit with nothing printed."""
+    queue = write_queue(tmp_path, LONG)
+    name = queue_paths(queue).tmux_session
+    try:
+        outer(tmp_path, "term", f"{PY} -m gtui --fake-gpus 1x80G q.toml", (100, 30))
+        wait(lambda: tmux.has_session(name), what=f"the session {name}")
+        wait(lambda: job_state(queue, "long") == "running", what="long running")
+        # The terminal goes (its `tmux attach` with it): the session runs on, with no client.
+        sh("kill-session", "-t", "=term")
+        wait(lambda: sh("list-clients").stdout.strip() == "", what="no client left")
+        sh(
+            "new-session", "-d", "-x", "100", "-y", "30", "-s", "work", "-c", str(tmp_path),
+            f"{PY} -m gtui --fake-gpus 1x80G q.toml; echo rc=$?; sleep 60",
+        )  # fmt: skip
+        shown = " ".join(wait_screen("=work:", "rc=").split())
+        assert f"could not switch this terminal to the tmux session {name}" in shown, shown
+        assert "rc=0" not in shown, shown
+        assert job_state(queue, "long") == "running"
     finally:
         (tmp_path / "release").touch()

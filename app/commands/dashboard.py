@@ -1,15 +1,18 @@
 """``gtui QUEUE.toml``: the dashboard, in a tmux session unless told otherwise (DESIGN.md 2, 5).
 
-Outside tmux (and tmux installed): start or re-attach the session ``gtui-<stem>`` that runs
+Outside tmux (and tmux installed): start or re-attach the session ``gtui-<stem>-<hash>`` that runs
 ``gtui --no-tmux QUEUE.toml``, so an SSH drop loses nothing. Inside tmux or with ``--no-tmux``:
 run in place.
 
-A queue already run by another gtui: in some tmux session, attach to that session. Outside tmux
-(a headless ``gtui run``, a ``--no-tmux`` dashboard in a plain terminal): open the dashboard here,
-in place, on that scheduler (gtui.core.control.remote: its control socket's ``watch`` and
-commands). It holds nothing of the queue, so it needs no tmux session of its own, and quitting
-it, with jobs running or not, leaves the scheduler and its jobs running: it asks nothing. Only a
-holder that does not answer on its socket still exits 3 naming its pid.
+A queue already run by another gtui: in the tmux session gtui made for it (and not the one this
+runs in), attach to that session (switch-client inside tmux; a switch tmux refuses is said).
+Anywhere else (a headless ``gtui run``, a ``--no-tmux`` dashboard in a plain terminal, in the
+user's own tmux session, or in another window of this very session, where a switch would change
+nothing): open the dashboard here, in place, on that scheduler (gtui.core.control.remote: its
+control socket's ``watch`` and commands). It holds nothing of the queue, so it needs no tmux
+session of its own, and quitting it, with jobs running or not, leaves the scheduler and its jobs
+running: it asks nothing. Only a holder that does not answer on its socket still exits 3 naming
+its pid.
 """
 
 from __future__ import annotations
@@ -79,6 +82,18 @@ def _holder(paths: QueuePaths) -> tuple[int, str | None] | None:
         return None
     session = tmux.session_of_pid(pid) if pid and tmux.available() else None
     return pid, session or None
+
+
+def _session_to_attach(paths: QueuePaths, session: str | None) -> str | None:
+    """The holder's tmux session to go to, or None to open the dashboard here as a client of its
+    scheduler: only a session gtui made for this queue, and not the one this runs in (a switch
+    there changes nothing). A session of the user's own is theirs to arrange: not switched."""
+    if session is None:
+        return None
+    made = session == paths.tmux_session or tmux.session_queue(session) == str(paths.queue)
+    if not made or (tmux.inside() and session == tmux.current_session()):
+        return None
+    return session
 
 
 async def _attach_remote(paths: QueuePaths, pid: int) -> RemoteEngine:
@@ -176,9 +191,11 @@ def _via_tmux(paths: QueuePaths, opts: GlobalOptions) -> int:
     holder = _holder(paths)
     if holder is not None:
         pid, session = holder
-        if session is not None:
-            return tmux.attach(session)
-        # Run by a gtui outside tmux: its dashboard, here (it holds nothing an SSH drop loses).
+        target = _session_to_attach(paths, session)
+        if target is not None:
+            return tmux.attach(target)
+        # Run by a gtui outside a session of gtui's: its dashboard, here (it holds nothing an
+        # SSH drop loses).
         return asyncio.run(_run_remote(paths, pid))
     _prevalidate(paths, opts)
     ensure_state_dir(paths)
@@ -209,14 +226,15 @@ async def _run_app(paths: QueuePaths, opts: GlobalOptions, note: str | None) -> 
     try:
         await engine.start()
     except LockedError:
-        # A second `gtui QUEUE.toml` (in tmux, or --no-tmux): go to the session that runs it,
-        # or, when it runs outside tmux, show it here.
+        # A second `gtui QUEUE.toml` (in tmux, or --no-tmux): go to the session gtui made for
+        # it, or, when it runs anywhere else (this very session included), show it here.
         holder = _holder(paths)
         if holder is None:
             raise
         pid, session = holder
-        if session is not None:
-            return session
+        target = _session_to_attach(paths, session)
+        if target is not None:
+            return target
         return await _run_remote(paths, pid)
     try:
         rc = await app.run_async()

@@ -22,7 +22,7 @@ from gtui.core.errors import GtuiError
 from gtui.core.gpus.snapshot import gpu_label
 from gtui.core.paths import queue_paths
 from gtui.core.sched.policy import format_wait
-from gtui.core.units import UnitError, format_duration, format_mib, parse_duration_s
+from gtui.core.units import UnitError, format_duration, format_mib, parse_duration_s, plural
 
 STATES = (
     "queued", "held", "running", "suspended", "done", "failed", "killed", "blocked", "unknown"
@@ -117,7 +117,10 @@ def render(status: dict[str, Any], states: frozenset[str] | None = None) -> list
     jobs = status["jobs"]
     if states is not None:
         shown = [j for j in jobs if j["state"] in states]
-        out.append(f"  {len(shown)} of {len(jobs)} jobs are {', '.join(sorted(states))}")
+        # "0 of 1 job in state failed", "2 of 7 jobs in state failed, held, queued": no verb
+        # to agree with a count (it read "0 of 1 jobs are failed").
+        total = plural(len(jobs), "job")
+        out.append(f"  {len(shown)} of {total} in state {', '.join(sorted(states))}")
         jobs = shown
     for j in jobs:
         gpus = ",".join(gpu_label(g, j.get("node")) for g in j["gpus"]) if j["gpus"] else "-"

@@ -1,6 +1,6 @@
 """tmux helpers for ``gtui QUEUE.toml``, ``gtui attach`` and ``gtui ls`` (DESIGN.md 2 and 5).
 
-The dashboard runs inside a tmux session named ``gtui-<queue stem>`` so an SSH drop loses
+The dashboard runs inside a tmux session named ``gtui-<queue stem>-<hash>`` so an SSH drop loses
 nothing. Each session records the queue it runs in the session option ``@gtui_queue``, which is
 how ``gtui ls`` names the queue and how a second ``gtui QUEUE.toml`` finds the session to attach
 to. Plain subprocess calls to the ``tmux`` binary; no Textual here.
@@ -145,6 +145,19 @@ def session_of_pid(pid: int) -> str | None:
     return None
 
 
+def current_session() -> str | None:
+    """The tmux session this process's pane belongs to (None outside tmux). Asked of the pane
+    ($TMUX_PANE), not of a client: a pane in a session that no terminal shows has none."""
+    if not inside():
+        return None
+    pane = os.environ.get("TMUX_PANE", "")
+    if pane:
+        result = _run(["display-message", "-p", "-t", pane, "#{session_name}"])
+        if result.returncode == 0 and result.stdout.strip():
+            return result.stdout.strip()
+    return session_of_pid(os.getpid())
+
+
 def launcher_script(argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> str:
     """A shell script that recreates this environment and runs ``argv`` in ``cwd``.
 
@@ -213,10 +226,19 @@ def attach_argv(name: str) -> list[str]:
 
 
 def attach(name: str) -> int:
-    """Attach to ``name``: replaces this process with tmux outside tmux; switches inside."""
+    """Attach to ``name``: replaces this process with tmux outside tmux; switches inside (a
+    GtuiError with tmux's reason when it cannot: no client shows this pane, say)."""
     argv = attach_argv(name)
     if inside():
-        return _run(argv[1:]).returncode
+        result = _run(argv[1:])
+        if result.returncode != 0:
+            msg = (result.stderr or result.stdout).strip().splitlines()
+            why = msg[-1] if msg else f"exit status {result.returncode}"
+            raise GtuiError(
+                f"could not switch this terminal to the tmux session {name} ({why}): "
+                f"attach to it from a terminal with `tmux attach -t {name}`"
+            )
+        return 0
     sys.stdout.flush()
     sys.stderr.flush()
     os.execvp(argv[0], argv)
