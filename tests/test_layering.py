@@ -152,3 +152,64 @@ def test_big_modules_say_why() -> None:
             if "Size:" not in head:
                 too_big.append(f"{path.relative_to(APP)}: {text.count(chr(10))} lines")
     assert not too_big, "\n".join(too_big)
+
+
+# The executor implementations: the interface (gtui.core.exec.base) must know none of them.
+EXECUTOR_IMPLEMENTATIONS = {
+    "gtui.core.exec.runner",
+    "gtui.core.exec.local",
+    "gtui.core.exec.memory",
+    "gtui.core.exec.ray",
+    "gtui.core.exec.ray.cluster",
+    "gtui.core.exec.ray.agent",
+}
+
+
+def test_executor_interface_imports_no_implementation() -> None:
+    """The executor interface owns its types (Handle, ExitStatus, LaunchRequest, ...): base.py
+    imports no executor, directly or through another module, so a new executor plugs in
+    without the interface being shaped by the local one (issue 15.1)."""
+    from tests.test_import_cycles import import_graph
+
+    graph, _lines, _files = import_graph()
+    assert "gtui.core.exec.runner" in graph  # the graph holds the exec package
+    seen: set[str] = set()
+    todo = ["gtui.core.exec.base"]
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        todo.extend(graph.get(module, ()))
+    assert not seen & EXECUTOR_IMPLEMENTATIONS, sorted(seen & EXECUTOR_IMPLEMENTATIONS)
+
+
+def test_every_executor_implements_the_whole_interface() -> None:
+    """Every executor has every method of the Protocol (host_memory_mib included: one that
+    cannot measure returns {}), so the scheduler calls them directly, never by getattr."""
+    from gtui.core.exec.base import Executor
+    from gtui.core.exec.local import LocalExecutor
+    from gtui.core.exec.memory import MemoryExecutor
+    from gtui.core.exec.ray.cluster import RayExecutor
+
+    wanted = {
+        name
+        for name, value in vars(Executor).items()
+        if callable(value) and not name.startswith("_")
+    }
+    assert {"launch", "wait", "kill", "host_memory_mib"} <= wanted
+    for cls in (LocalExecutor, MemoryExecutor, RayExecutor):
+        assert not wanted - set(dir(cls)), (cls.__name__, wanted - set(dir(cls)))
+    offenders = []
+    for path in (APP / "core").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in {"getattr", "hasattr"}
+                and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant)
+                and node.args[1].value in wanted
+            ):
+                offenders.append(f"{path.relative_to(APP)}:{node.lineno}")
+    assert not offenders, offenders

@@ -16,16 +16,13 @@ import os
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeAlias
+from typing import Protocol
 
-from gtui.core.exec.runner import ExitStatus, Launched, LaunchError, LaunchRequest
+from gtui.core.errors import GtuiError
 from gtui.core.model import JobRecord
 
-# A handle is what the executor hands back at launch; the record keeps its fields (pid, create
-# time, log, status file) so that it survives a restart of the scheduler.
-Handle: TypeAlias = Launched
-
 __all__ = [
+    "UNKNOWN",
     "Executor",
     "ExitStatus",
     "Found",
@@ -34,6 +31,61 @@ __all__ = [
     "LaunchRequest",
     "handle_of",
 ]
+
+
+class LaunchError(GtuiError):
+    """A job could not be started: missing cwd, unwritable log dir, full disk, no bash."""
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """What the scheduler asks an executor to start: one attempt of one job."""
+
+    name: str
+    attempt: int
+    cmd: str  # placeholders already substituted
+    cwd: Path
+    env: Mapping[str, str]  # added on top of os.environ
+    log_dir: Path
+    run_dir: Path  # where the exit-status file goes (QueuePaths.run_dir)
+    # The placement's GPUs (pool indices) and the cluster node they are on: a cluster executor
+    # launches there; the local executor needs neither.
+    gpus: tuple[int, ...] = ()
+    node: str | None = None
+
+
+@dataclass(frozen=True)
+class Handle:
+    """What an executor hands back at launch. The job's record keeps each field (pid, create
+    time, log, status file, node) so that a restarted scheduler can rebuild it (handle_of):
+    renaming one breaks the re-adoption of jobs saved by an earlier version."""
+
+    pid: int
+    create_time: float
+    log_path: Path
+    status_path: Path
+    node: str | None = None  # a cluster executor's node ("" / None: this machine)
+
+
+@dataclass(frozen=True)
+class ExitStatus:
+    """How a job ended. Both None: unknown (the process is gone and left no status file).
+    ``lost``: why nobody can know (its cluster node was declared dead): failed, retried."""
+
+    exit_code: int | None
+    signal: int | None
+    lost: str | None = None
+
+    @property
+    def unknown(self) -> bool:
+        return self.exit_code is None and self.signal is None and self.lost is None
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+UNKNOWN = ExitStatus(None, None)
 
 
 @dataclass(frozen=True)
@@ -101,6 +153,11 @@ class Executor(Protocol):
         job name -> [(pid, GPU, MiB)]. Gives each job's real memory and the isolation check."""
         ...
 
+    def host_memory_mib(self, handles: Mapping[str, Handle]) -> dict[str, int]:
+        """Resident host memory of each job's processes now, MiB (issue 19.2): job name ->
+        MiB. An executor that cannot measure it returns {} (no host peak is recorded)."""
+        ...
+
     def log_size(self, path: str) -> int | None:
         """The size of a job's log in bytes (None: not there)."""
         ...
@@ -120,7 +177,7 @@ class Executor(Protocol):
 
 def handle_of(rec: JobRecord) -> Handle:
     """The handle a record keeps, for the executor that launched it (after a restart too)."""
-    return Launched(
+    return Handle(
         pid=int(rec.pid or 0),
         create_time=float(rec.create_time or 0.0),
         log_path=Path(rec.log or os.devnull),

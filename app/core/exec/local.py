@@ -117,8 +117,7 @@ class LocalExecutor:
         return out
 
     def host_memory_mib(self, handles: Mapping[str, Handle]) -> dict[str, int]:
-        """Resident host memory of each job's processes now, MiB (issue 19.2). Not part of the
-        Executor protocol: an executor without it records no host peak."""
+        """Resident host memory of each job's process tree now, MiB (issue 19.2)."""
         return runner.trees_rss_mib({name: h.pid for name, h in handles.items() if h.pid})
 
     def log_size(self, path: str) -> int | None:

@@ -227,6 +227,10 @@ class MemoryExecutor:
             for name, h in handles.items()
         }
 
+    def host_memory_mib(self, handles: Mapping[str, Handle]) -> dict[str, int]:
+        """A memory job holds no host memory to measure: no host peak is recorded."""
+        return {}
+
     def log_size(self, path: str) -> int | None:
         return file_size(path)
 

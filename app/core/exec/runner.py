@@ -60,6 +60,7 @@ from pathlib import Path
 import psutil
 
 from gtui.core.errors import GtuiError
+from gtui.core.exec.base import UNKNOWN, ExitStatus, Handle, LaunchError, LaunchRequest
 from gtui.core.paths import ensure_private_dir
 
 RUN_ID_VAR = "GTUI_RUN_ID"
@@ -90,53 +91,9 @@ exit "$rc"
 """
 
 
-class LaunchError(GtuiError):
-    """A job could not be started: missing cwd, unwritable log dir, full disk, no bash."""
-
-
-@dataclass(frozen=True)
-class LaunchRequest:
-    name: str
-    attempt: int
-    cmd: str  # placeholders already substituted
-    cwd: Path
-    env: Mapping[str, str]  # added on top of os.environ
-    log_dir: Path
-    run_dir: Path  # where the exit-status file goes (QueuePaths.run_dir)
-    # The placement's GPUs (pool indices) and the cluster node they are on: a cluster executor
-    # launches there; the local executor needs neither.
-    gpus: tuple[int, ...] = ()
-    node: str | None = None
-
-
-@dataclass(frozen=True)
-class Launched:
-    pid: int
-    create_time: float
-    log_path: Path
-    status_path: Path
-    node: str | None = None  # a cluster executor's node ("" / None: this machine)
-
-
-@dataclass(frozen=True)
-class ExitStatus:
-    """How a job ended. Both None: unknown (the process is gone and left no status file).
-    ``lost``: why nobody can know (its cluster node was declared dead): failed, retried."""
-
-    exit_code: int | None
-    signal: int | None
-    lost: str | None = None
-
-    @property
-    def unknown(self) -> bool:
-        return self.exit_code is None and self.signal is None and self.lost is None
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0
-
-
-UNKNOWN = ExitStatus(None, None)
+# The executor interface's types, under the names this module has always given them (the Ray
+# agent and the tests use them from here).
+Launched = Handle
 
 # Our own children, kept referenced until reaped: a dropped Popen would be reaped by
 # subprocess's _cleanup() at the next Popen, stealing the wait status from us.

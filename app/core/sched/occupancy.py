@@ -148,10 +148,9 @@ class Occupancy:
     def _sample_host_memory(self) -> None:
         """Each running job's resident host memory, kept as its attempt's host peak (issue
         19.2); at most every HOST_SAMPLE_S (a walk of /proc), and only where the executor can
-        say (the local one)."""
+        say (the others return {})."""
         now = time.monotonic()
-        sample = getattr(self._executor, "host_memory_mib", None)
-        if sample is None or now - self._host_sampled_at < HOST_SAMPLE_S:
+        if now - self._host_sampled_at < HOST_SAMPLE_S:
             return
         self._host_sampled_at = now
         records = self._book.records
@@ -162,7 +161,7 @@ class Occupancy:
         }
         if not handles:
             return
-        for name, mib in sample(handles).items():
+        for name, mib in self._executor.host_memory_mib(handles).items():
             rec = records[name]
             if mib > (rec.host_peak_mib or 0):
                 rec.host_peak_mib = mib

@@ -517,6 +517,10 @@ class RayExecutor:
         job's memory counts as declared)."""
         return {}
 
+    def host_memory_mib(self, handles: Mapping[str, Handle]) -> dict[str, int]:
+        """Not measured on the nodes (yet): no host peak is recorded for a cluster's jobs."""
+        return {}
+
     def log_size(self, path: str) -> int | None:
         """On the shared file system the README asks for, a stat here (the engine asks for
         every running job's log twice a second: a remote call each would hold the loop);
