@@ -1,0 +1,76 @@
+"""``outcome.conclude`` alone (issue 15.2): a record, its spec, an exit status and the end of
+its log in; the record's next state out. No Engine, no executor, no process."""
+
+from __future__ import annotations
+
+import time
+
+from gtui.core.exec.base import ExitStatus
+from gtui.core.gpus.fake import FakeBackend
+from gtui.core.model import JobRecord, JobSpec, JobState, Settings
+from gtui.core.sched.outcome import Rules, conclude
+
+GIB = 1024
+OOM_TAIL = (
+    "epoch 3: loss 0.41\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB. GPU 0 has a "
+    "total capacity of 79.15 GiB of which 2.00 GiB is free. Including non-PyTorch memory, "
+    "this process has 22.00 GiB memory in use.\n"
+)
+SNAPSHOT = FakeBackend("1x80G").read()
+RULES = Rules(Settings())
+
+
+def running(mem_mib: int | None = 20 * GIB) -> JobRecord:
+    return JobRecord(
+        name="train",
+        state=JobState.RUNNING,
+        attempt=1,
+        gpus=(0,),
+        mem_mib=mem_mib,
+        started_at=time.time() - 3600,  # a long run: no retry back-off
+    )
+
+
+def spec(retries: int) -> JobSpec:
+    return JobSpec(name="train", cmd="python train.py", mem_mib=20 * GIB, retries=retries)
+
+
+def test_exit_0_is_done() -> None:
+    rec = running()
+    conclude(rec, spec(1), ExitStatus(0, None), "all good\n", RULES, SNAPSHOT)
+    assert rec.state is JobState.DONE
+    assert (rec.exit_code, rec.signal, rec.diagnosis) == (0, None, None)
+    assert rec.ended_at is not None and rec.mem_mib == 20 * GIB
+
+
+def test_a_cuda_oom_fails_with_its_diagnosis_and_retries_with_more_memory() -> None:
+    rec = running()
+    conclude(rec, spec(1), ExitStatus(1, None), OOM_TAIL, RULES, SNAPSHOT)
+    assert rec.diagnosis is not None and rec.diagnosis.kind == "cuda_oom"
+    assert "CUDA out of memory" in rec.diagnosis.line
+    # A retry is left: queued again, asking what it held plus what it tried (30 GiB) and 10 %,
+    # rounded up to a whole GiB (more than mem * oom_grow, 25 GiB).
+    assert rec.state is JobState.QUEUED
+    assert rec.mem_mib == 33 * GIB
+    assert rec.retry_at is None  # it ran an hour: no back-off
+    assert any("the retry asks 33792 MiB instead of 20480" in w for w in rec.warnings)
+
+
+def test_a_cuda_oom_with_no_retry_left_is_failed_as_it_was() -> None:
+    rec = running()
+    conclude(rec, spec(0), ExitStatus(1, None), OOM_TAIL, RULES, SNAPSHOT)
+    assert rec.state is JobState.FAILED
+    assert rec.diagnosis is not None and rec.diagnosis.kind == "cuda_oom"
+    assert rec.mem_mib == 20 * GIB
+
+
+def test_no_exit_status_is_unknown_and_a_kill_is_killed() -> None:
+    rec = running()
+    conclude(rec, spec(1), ExitStatus(None, None), "", RULES, SNAPSHOT, recovered=True)
+    assert rec.state is JobState.UNKNOWN  # never failed, never run again silently
+    assert "ended while gtui was not running" in rec.warnings
+    rec = running()
+    conclude(rec, spec(1), ExitStatus(None, 15), "", RULES, SNAPSHOT, killed=True)
+    assert rec.state is JobState.KILLED
+    assert rec.diagnosis is not None and rec.diagnosis.kind == "killed_by_user"

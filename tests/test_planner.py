@@ -1,0 +1,98 @@
+"""The planner alone (issue 15.2): a job book over a store in a temp dir, simulated GPUs, no
+Engine. A pass starts what fits, gives every other waiting job its reason in words, and
+blocks a job whose ``after`` failed; its caches follow the book's commits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gtui.core.api import Event, JobChanged, ReasonChanged, WaitingSummary
+from gtui.core.bus import EventBus
+from gtui.core.gpus.fake import FakeBackend
+from gtui.core.model import JobState
+from gtui.core.queue.queuefile import load_queue
+from gtui.core.sched.planner import Planner
+from gtui.core.sched.policy import Start
+from gtui.core.state.book import JobBook
+from gtui.core.state.store import Store
+from tests.conftest import write_queue
+
+QUEUE = """
+[[jobs]]
+name = "first"
+mem = "70G"
+cmd = "true"
+
+[[jobs]]
+name = "second"
+mem = "70G"
+cmd = "true"
+
+[[jobs]]
+name = "prep"
+gpus = 0
+cmd = "true"
+
+[[jobs]]
+name = "eval"
+gpus = 0
+after = ["prep"]
+cmd = "true"
+"""
+
+
+def make(tmp_path: Path) -> tuple[Planner, JobBook, list[Event]]:
+    path = write_queue(tmp_path, QUEUE)
+    bus = EventBus()
+    events: list[Event] = []
+
+    def sink(event: Event) -> None:
+        events.append(event)
+
+    bus.subscribe(sink)
+    book = JobBook(Store(tmp_path / "state.db"), bus, path.name)
+    planner = Planner(book, bus)
+    book.apply(load_queue(path), initial=True)
+    return planner, book, events
+
+
+def test_a_pass_starts_what_fits_and_says_why_the_rest_waits(tmp_path: Path) -> None:
+    planner, book, events = make(tmp_path)
+    settings = load_queue(tmp_path / "q.toml").settings
+    snapshot = FakeBackend("1x80G").read()
+    decision = planner.decide(snapshot, settings, {}, paused=False, now=0.0)
+    assert Start("first", (0,)) in decision.starts
+    assert "second" not in {s.name for s in decision.starts}
+    assert "70" in decision.reasons["second"]  # what it needs, in words
+    assert planner.last is decision
+    # The job starts (as the scheduler would commit it); the rest are explained.
+    first = book.records["first"]
+    first.state, first.gpus = JobState.RUNNING, (0,)
+    book.commit(first)
+    planner.explain(decision, now=True)
+    second = book.records["second"]
+    assert second.reason == decision.reasons["second"]
+    assert any(isinstance(e, ReasonChanged) and e.job.record.name == "second" for e in events)
+    # second and eval wait; prep starts in this pass (it needs no GPU)
+    assert planner.summary == f"3 waiting: {second.reason}; after prep (queued); starting"
+    assert events[-1] == WaitingSummary(planner.summary)
+    # The next pass sees the running job (its commit was followed): no second start on GPU 0.
+    again = planner.decide(snapshot, settings, {}, paused=False, now=0.0)
+    assert "first" not in again.reasons
+    assert "second" not in {s.name for s in again.starts}
+    # Paused: nothing starts.
+    paused = planner.decide(snapshot, settings, {}, paused=True, now=0.0)
+    assert paused.starts == ()
+
+
+def test_a_job_after_a_failed_one_is_blocked(tmp_path: Path) -> None:
+    planner, book, events = make(tmp_path)
+    prep = book.records["prep"]
+    prep.state = JobState.FAILED
+    book.commit(prep)
+    planner.block_dependents()
+    # Ended records are kept in the store, not as objects: ask the book for the state.
+    assert book.records.state("eval") is JobState.BLOCKED
+    changed = [e for e in events if type(e) is JobChanged]
+    assert [e.job.record.name for e in changed] == ["eval"]
+    assert "after prep (failed)" in changed[0].job.record.reason
