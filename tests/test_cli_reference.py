@@ -1,8 +1,9 @@
 """The command line behaves like the tools users know (issue 22.5), run as the real ``gtui``.
 
 ``--help`` lists the global options, the commands and the exit codes; a mistyped command or job
-name gets "did you mean"; ``gtui completion bash|zsh|fish`` prints a completion script, and the
-bash one, sourced by a real bash, completes commands, options, queue files and job names;
+name gets "did you mean"; ``gtui completion bash|zsh|fish`` prints a completion script, and each,
+installed as the README says in a real bash, zsh and fish (a test skips a shell that is not
+installed), completes commands, options, queue files and job names;
 ``NO_COLOR`` and a non-terminal stdout give plain output.
 """
 
@@ -13,6 +14,7 @@ import pty
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -106,10 +108,9 @@ def _bash_complete(line: str, cwd: Path) -> list[str]:
         "_python_argcomplete gtui\n"
         'printf "%s\\n" "${COMPREPLY[@]}"\n'
     )
-    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
     r = subprocess.run(
         ["bash", "--norc", "--noprofile", "-c", script],
-        capture_output=True, text=True, cwd=cwd, env=env, timeout=60,
+        capture_output=True, text=True, cwd=cwd, env=_env(), timeout=60,
         stdin=subprocess.DEVNULL,
     )
     assert r.returncode == 0, r.stderr
@@ -120,20 +121,142 @@ def _q(word: str) -> str:
     return "'" + word.replace("'", "'\\''") + "'"
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-def test_bash_completes_commands_options_queue_files_and_job_names(tmp_path: Path) -> None:
-    write_queue(tmp_path, QUEUE, name="exp.toml")
-    (tmp_path / "notes.txt").write_text("not a queue\n")
-    assert {"validate", "wait"} <= set(_bash_complete("gtui va", tmp_path) + _bash_complete("gtui wa", tmp_path))
-    assert "--json" in _bash_complete("gtui status exp.toml --j", tmp_path)
-    assert "exp.toml" in _bash_complete("gtui ex", tmp_path)  # `gtui QUEUE.toml`, the dashboard
-    files = _bash_complete("gtui run ", tmp_path)
-    assert "exp.toml" in files and "notes.txt" not in files, files
-    jobs = _bash_complete("gtui kill exp.toml ", tmp_path)
+def _env(**more: str) -> dict[str, str]:
+    return {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "TERM": "xterm", **more}
+
+
+# An interactive zsh on a pseudo-terminal (zpty) sources SETUP, then LINE is typed and TAB
+# pressed (complete-word): the completion system runs as it does for a person. Every match it
+# offers passes through compadd (argcomplete's _describe calls it), which is wrapped to append
+# the matches to $GTUI_CAPTURE; once the completion is over the shell writes
+# $GTUI_CAPTURE.done and exits.
+ZSH_DRIVER = r"""
+zmodload zsh/zpty || exit 3
+zpty z zsh -f -i
+zpty -w z "source ${(q)1}"
+zpty -w -n z "$2"$'\t'
+while zpty -r z chunk; do :; done
+zpty -d z
+"""
+ZSH_CAPTURE = r"""
+PROMPT='' RPROMPT=''
+bindkey '^I' complete-word
+compadd() {
+  # matches the completion system asks for itself (-O, -A, -D) are not offers
+  if [[ ${@[1,(i)(-|--)]} == *-(O|A|D)\ * ]]; then
+    builtin compadd "$@"
+    return
+  fi
+  local -a hits
+  builtin compadd -A hits "$@"
+  (( $#hits )) && print -rl -- $hits >> $GTUI_CAPTURE
+  builtin compadd "$@"
+}
+_gtui_capture_done() { : >> $GTUI_CAPTURE.done; exit }
+comppostfuncs=(_gtui_capture_done)
+"""
+
+
+def _zsh_complete(line: str, cwd: Path, shell_dir: Path, setup: str) -> list[str]:
+    """What a real zsh offers for ``line`` after ``setup`` (which loads gtui's script)."""
+    shell_dir.mkdir(exist_ok=True)
+    driver, inner, out = shell_dir / "driver.zsh", shell_dir / "inner.zsh", shell_dir / "offers"
+    driver.write_text(ZSH_DRIVER)
+    inner.write_text(setup + "\n" + ZSH_CAPTURE)
+    for f in (out, out.with_name("offers.done")):
+        f.unlink(missing_ok=True)
+    r = subprocess.run(
+        ["zsh", "-f", str(driver), str(inner), line],
+        capture_output=True, text=True, cwd=cwd, timeout=60, stdin=subprocess.DEVNULL,
+        env=_env(GTUI_CAPTURE=str(out), HOME=str(shell_dir)),
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert out.with_name("offers.done").exists(), f"zsh never completed {line!r}: {r.stdout}"
+    offers = out.read_text().splitlines() if out.exists() else []
+    return list(dict.fromkeys(w for w in offers if w.strip()))  # _describe adds each twice
+
+
+def _fish_complete(line: str, cwd: Path, shell_dir: Path) -> list[str]:
+    """What a real fish offers for ``line`` (``complete -C``), gtui's script installed where
+    the README says (~/.config/fish/completions/gtui.fish) under a home of its own."""
+    r = subprocess.run(
+        ["fish", "-c", "complete -C $GTUI_LINE"],
+        capture_output=True, text=True, cwd=cwd, timeout=60, stdin=subprocess.DEVNULL,
+        env=_env(
+            GTUI_LINE=line,
+            HOME=str(shell_dir),
+            XDG_CONFIG_HOME=str(shell_dir / "config"),
+            XDG_DATA_HOME=str(shell_dir / "data"),
+            XDG_CACHE_HOME=str(shell_dir / "cache"),
+        ),
+    )
+    assert r.returncode == 0, r.stderr
+    return list(dict.fromkeys(w.split("\t")[0] for w in r.stdout.splitlines() if w.strip()))
+
+
+def _printed(shell: str) -> str:
+    r = gtui("completion", shell)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def _completer(shell: str, tmp_path: Path, cwd: Path) -> Callable[[str], list[str]]:
+    """A real ``shell`` with gtui's completion installed as the README says."""
+    shell_dir = tmp_path / f"{shell}-home"
+    shell_dir.mkdir()
+    if shell == "bash":
+        return lambda line: _bash_complete(line, cwd)
+    if shell == "zsh":  # gtui completion zsh > "${fpath[1]}/_gtui", then compinit
+        functions = shell_dir / "functions"
+        functions.mkdir()
+        (functions / "_gtui").write_text(_printed("zsh"))
+        setup = f"fpath=({_q(str(functions))} $fpath); autoload -U compinit && compinit -u -D"
+        return lambda line: _zsh_complete(line, cwd, shell_dir, setup)
+    completions = shell_dir / "config" / "fish" / "completions"
+    completions.mkdir(parents=True)
+    (completions / "gtui.fish").write_text(_printed("fish"))
+    return lambda line: _fish_complete(line, cwd, shell_dir)
+
+
+def _needs(shell: str) -> pytest.MarkDecorator:
+    return pytest.mark.skipif(
+        shutil.which(shell) is None,
+        reason=f"{shell} is not installed here (.ci/run installs it): its real-shell completion is not tried",
+    )
+
+
+@pytest.mark.parametrize("shell", [pytest.param(s, marks=_needs(s)) for s in ("bash", "zsh", "fish")])
+def test_a_real_shell_completes_commands_options_queue_files_and_job_names(
+    tmp_path: Path, shell: str
+) -> None:
+    here = tmp_path / "here"
+    here.mkdir()
+    write_queue(here, QUEUE, name="exp.toml")
+    (here / "notes.txt").write_text("not a queue\n")
+    (here / "runs").mkdir()
+    complete = _completer(shell, tmp_path, here)
+    assert "validate" in complete("gtui va")
+    assert {"status", "stop"} <= set(complete("gtui st"))
+    assert "--json" in complete("gtui status exp.toml --j")
+    assert "exp.toml" in complete("gtui ex")  # `gtui QUEUE.toml`, the dashboard
+    files = complete("gtui run ")
+    assert {"exp.toml", "runs/"} <= set(files) and "notes.txt" not in files, files
+    jobs = complete("gtui kill exp.toml ")
     assert {"train-vit", "eval-cifar", "eval-imagenet", "eval"} <= set(jobs), jobs
-    assert _bash_complete("gtui log exp.toml tr", tmp_path) == ["train-vit"]
-    shells = _bash_complete("gtui completion ", tmp_path)
+    assert complete("gtui log exp.toml tr") == ["train-vit"]
+    assert complete("gtui kill exp.toml eval-i") == ["eval-imagenet"]
+    shells = complete("gtui completion ")
     assert set(shells) == {"bash", "zsh", "fish"}, shells
+
+
+@_needs("zsh")
+def test_zsh_completes_with_the_script_evaluated_in_zshrc(tmp_path: Path) -> None:
+    """The README's other zsh way: eval "$(gtui completion zsh)" after compinit."""
+    write_queue(tmp_path, QUEUE, name="exp.toml")
+    setup = 'autoload -U compinit && compinit -u -D && eval "$(gtui completion zsh)"'
+    shell_dir = tmp_path / ".zsh-home"
+    assert _zsh_complete("gtui va", tmp_path, shell_dir, setup) == ["validate"]
+    assert _zsh_complete("gtui log exp.toml tr", tmp_path, shell_dir, setup) == ["train-vit"]
 
 
 def _on_a_terminal(args: list[str], env: dict[str, str], cwd: Path) -> str:

@@ -28,7 +28,12 @@ Jobs expanded from a ``matrix`` entry share one table, so:
 - ``update_job`` splits the job out first when the matrix has one key: its value leaves the list
   and a standalone ``[[jobs]]`` with the job's concrete name, command and fields (plus the edit)
   is written right after the entry, so the edit applies to that job only and its name (its run
-  state) is kept. With several keys it refuses, as for remove.
+  state) is kept. The entry's last job is not split out: the entry itself becomes its table, in
+  place (``matrix`` goes, name, command, ``after``, ``cwd`` and ``env`` become the job's own), so
+  the entry's comments and unchanged lines stay. An edit that changes nothing splits nothing.
+  With several keys it refuses, as for remove; it refuses too when another job waits for every
+  job of the entry by the entry's name as written (``after = ["train-{ds}"]``): split out, the
+  job would silently leave what that job waits for.
 
 Size: every edit of the queue file (append, update, remove, move) shares the format-keeping
 parse and the atomic write; one module keeps them consistent.
@@ -56,6 +61,7 @@ from gtui.core.errors import GtuiError, QueueFileError
 from gtui.core.model import JobSpec, Settings
 from gtui.core.paths import ensure_state_dir, queue_paths
 from gtui.core.queue.inlinearray import InlineJobs, inline_jobs
+from gtui.core.queue.placeholders import substitute_matrix
 from gtui.core.queue.queuefile import (
     JOB_KEYS,
     QueueFile,
@@ -285,6 +291,36 @@ def _standalone(raw: Mapping[str, Any], job: JobSpec) -> dict[str, Any]:
         out["cwd"] = job.cwd
     if job.env:
         out["env"] = dict(job.env)
+    return out
+
+
+def _set_keys(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys a job table written from ``fields`` holds, with their plain values."""
+    return {
+        k: _unwrap(_plain(v))
+        for k, v in fields.items()
+        if not (v is None or (k == "after" and v in ([], ())))
+    }
+
+
+def _waiting_for_entry(ctx: _Ctx, job: JobSpec) -> list[str]:
+    """The jobs that wait for ``job`` only through its matrix entry's name as written (an
+    ``after`` that names ``train-{ds}``, not ``train-a``)."""
+    template = ctx.data["jobs"][job.entry].get("name")
+    if not isinstance(template, str) or "{" not in template:
+        return []
+    out: list[str] = []
+    for other in ctx.queue.jobs:
+        if job.name not in other.after:
+            continue
+        after = ctx.data["jobs"][other.entry].get("after", [])
+        written = {
+            substitute_matrix(a, other.matrix, escape=False)
+            for a in ([after] if isinstance(after, str) else after)
+            if isinstance(a, str)
+        }
+        if job.name not in written and template in written:
+            out.append(other.name)
     return out
 
 
@@ -547,14 +583,40 @@ def update_job(
         if len(job.matrix) > 1:
             raise _refuse_matrix(ctx, job, "edited")
         raw = ctx.data["jobs"][job.entry]
+        own = _standalone(raw, job)
+        target = _set_keys({**own, **fields})
+        if target == _set_keys(own):
+            return ctx.text  # nothing changes: the entry stays whole
+        waiters = _waiting_for_entry(ctx, job)
+        if waiters:
+            shown = ", ".join(waiters[:3]) + (
+                f" and {len(waiters) - 3} more" if len(waiters) > 3 else ""
+            )
+            raise QueueFileError(
+                str(ctx.path),
+                f"{job.name} cannot be edited alone: {shown} wait"
+                f"{'s' if len(waiters) == 1 else ''} for every job of {raw['name']} (after), "
+                "and split out of that entry it would no longer be one of them; edit the entry "
+                "(gtui edit), or name its jobs in that after",
+                job.line or None,
+                "after",
+            )
+        if len(ctx.siblings(job)) == 1:
+
+            def in_place(table: _Container) -> None:
+                del table["matrix"]
+                for k in list(table.keys()):
+                    if k not in target:
+                        del table[k]
+                _apply(table, target)
+
+            return _entry_edit(ctx, job.entry, in_place)
         key, value = next(iter(job.matrix.items()))
 
         def split(table: _Container) -> _Container:
             _drop_matrix_value(table, key, value)
-            own = _standalone(raw, job)
-            own.update({k: v for k, v in fields.items()})
             inline = isinstance(table, InlineTable)
-            return _new_table(own, inline=inline)
+            return _new_table(target, inline=inline)
 
         return _entry_edit(ctx, job.entry, split)
 
