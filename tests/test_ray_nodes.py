@@ -267,3 +267,12 @@ def test_the_node_book_appends_new_names_and_never_renumbers() -> None:
     again = NodeBook(book.dump())
     assert again.slot("c") == 2 and again.slot("a") == 1
     assert NodeBook("not json").slot("x") == 0  # a damaged value: numbered afresh
+
+
+def test_nodes_first_seen_together_are_numbered_by_name() -> None:
+    """As the GPUs are listed (`gtui gpus`): node1's first, whatever Ray's ids."""
+    ray = FakeRay()
+    agents = {"r1": FakeAgent("node2"), "r2": FakeAgent("node1")}
+    ray.node("r1")
+    ray.node("r2")
+    assert bases(cluster_of(ray, agents, None)) == {"node1": 0, "node2": S}

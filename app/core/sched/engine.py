@@ -350,8 +350,8 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
             self._bus.notice(
                 "warning",
                 f"simulated GPUs {fake!r} (fake_gpus, --fake-gpus) are for this machine only "
-                "and not used on a Ray cluster: each node's come from the GTUI_FAKE_GPUS its "
-                "`ray start` had (README: Several servers)",
+                "and not used on a Ray cluster: a node's GPUs are simulated by the "
+                "GTUI_FAKE_GPUS of its own `ray start` (README: Several servers)",
             )
         return backend or gpus
 

@@ -6,7 +6,9 @@ finds or starts one agent per node (:mod:`gtui.core.exec.ray.agent`), a detached
 after its Ray node id, so a scheduler started after a crash finds the same agents, and with
 them the jobs, in a few ms. :class:`RayExecutor` is the executor interface over the agents;
 :class:`RayGpus` the GPU backend: every node's GPUs as one pool, numbered across nodes, each
-GPU carrying its node and its index there (``node2:3``).
+GPU carrying its node and its index there (``node2:3``). Each node's name and number are kept
+in the queue's store (:mod:`gtui.core.exec.ray.nodes`): the records keep those numbers, so the
+next scheduler must give them the same.
 
 A node whose agent stops answering is not given up at once: Ray takes ~15 s to declare a dead
 raylet dead, and detached jobs on a node that is only slow may still run. Its jobs are counted
@@ -279,21 +281,23 @@ class Cluster:
             node = known.get(ray_id)
             if node is not None and node.dead is None:
                 node.dead = _lost_words(node.name, why)
-        new = set(alive) - set(known)
+        new = sorted(set(alive) - set(known))
         if new:
-            # Nodes seen before first (they keep their names), then by name, then by id.
+            agents = {ray_id: self._agent(ray_id) for ray_id in new}
+            infos = ray.get([agents[i].info.remote() for i in new], timeout=60)
+            given = {i: str(info["node"]) for i, info in zip(new, infos, strict=True)}
             book = self._book
-            order = sorted(new, key=lambda i: (book.name_of(i) is None, book.name_of(i) or "", i))
-            agents = {ray_id: self._agent(ray_id) for ray_id in order}
-            infos = ray.get([a.info.remote() for a in agents.values()], timeout=60)
+            # Nodes seen before first (they keep their names), then by name: new nodes seen
+            # together are numbered in the order their GPUs are listed.
+            new.sort(key=lambda i: (book.name_of(i) is None, book.name_of(i) or given[i]))
             with self._lock:
                 # A dead node's name goes to the node that comes back under it (a restarted
                 # server's raylet has a new id); two live nodes of one host name get a suffix.
                 names = {node.name for node in self.nodes.values() if node.dead is None}
-                for (ray_id, agent), info in zip(agents.items(), infos, strict=True):
-                    name = book.name_node(ray_id, str(info["node"]), names)
+                for ray_id in new:
+                    name = book.name_node(ray_id, given[ray_id], names)
                     names.add(name)
-                    self.nodes[name] = _Node(ray_id, name, agent, self._base(name))
+                    self.nodes[name] = _Node(ray_id, name, agents[ray_id], self._base(name))
         with self._lock:
             for ray_id, why in dead.items():
                 had = self._book.name_of(ray_id)
