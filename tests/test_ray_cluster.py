@@ -321,6 +321,88 @@ def test_a_node_removed_mid_run_loses_its_job_once_ray_declares_it_dead_and_it_r
     assert (tmp_path / "big.runs").read_text() == "1\n2\n"
 
 
+def test_a_scheduler_restarted_after_nodes_came_and_went_counts_each_job_on_its_own_gpu(
+    tmp_path: Path, cluster: Any
+) -> None:
+    """"a" holds node3's GPU 1 and "c" node9's GPU; the scheduler is killed; node0 joins (its
+    name sorts first, so numbering nodes by the names alive would shift every node) and node9
+    dies. The next scheduler counts "a" on node3:1, so "b", which needs that GPU too, waits
+    while the CPU job "d" behind it starts; "c" is lost with its node, saying its process may
+    still run (it does), never "unknown". The file's fake_gpus is said to be unused here."""
+    node9 = cluster.add_node(
+        num_cpus=1, env_vars={"GTUI_FAKE_GPUS": "1x16G", "GTUI_NODE_NAME": "node9"}
+    )
+    cluster.wait_for_nodes()
+    node0 = None
+    gate = tmp_path / "gate"
+    hold = f"while [ ! -e {gate} ]; do sleep 0.05; done"
+    jobs_ac = f"""
+        [[jobs]]
+        name = "a"
+        cmd = "echo run >> a.runs; {hold}"
+        mem = "20G"
+
+        [[jobs]]
+        name = "c"
+        cmd = "{hold}"
+        mem = "10G"
+        """
+    settings = 'gpus = ["node3:1", "node9"]\nfake_gpus = "4x24G"'
+    q = queue(tmp_path, cluster, jobs_ac, settings)
+    run = start_run(q)
+    c_pid = 0
+    try:
+        wait_for(
+            lambda: {n: (j["state"], j["node"]) for n, j in jobs(q).items()}
+            == {"a": ("running", "node3"), "c": ("running", "node9")},
+            60,
+            "a on node3 and c on node9",
+        )
+        c_pid = status_pid(q, "c")
+        run.send_signal(signal.SIGKILL)
+        run.wait(timeout=30)
+        node0 = cluster.add_node(
+            num_cpus=1, env_vars={"GTUI_FAKE_GPUS": "2x24G", "GTUI_NODE_NAME": "node0"}
+        )
+        cluster.remove_node(node9, allow_graceful=False)
+        cluster.wait_for_nodes()  # node0 joined, node9 declared dead
+        more = """
+        [[jobs]]
+        name = "b"
+        cmd = "echo run >> b.runs"
+        mem = "20G"
+
+        [[jobs]]
+        name = "d"
+        cmd = "true"
+        gpus = 0
+        """
+        queue(tmp_path, cluster, jobs_ac + more, settings)
+        run = start_run(q)
+        wait_for(lambda: jobs(q)["d"]["state"] == "done", 60, "d done")
+        js = jobs(q)
+        assert js["a"]["state"] == "running" and js["b"]["state"] == "queued", js
+        assert js["c"]["state"] == "failed" and js["c"]["diagnosis"]["kind"] == "node_lost"
+        assert "node node9 declared dead by Ray" in js["c"]["diagnosis"]["line"]
+        assert "may still run" in js["c"]["diagnosis"]["line"]
+        assert psutil.pid_exists(c_pid)  # as said: a dead raylet's detached job lives on
+        gate.touch()
+        wait_for(lambda: jobs(q)["b"]["state"] == "done", 60, "b done after a")
+        assert run.wait(timeout=60) == 1  # c failed
+        said = run.stdout.read() if run.stdout else ""
+    finally:
+        gate.touch()
+        stop(run)
+        if node0 is not None:
+            cluster.remove_node(node0)  # the other tests' nodes are node1-3
+        if c_pid:
+            wait_for(lambda: not psutil.pid_exists(c_pid), 30, "c's process to end")
+    assert jobs(q)["a"]["state"] == "done" and jobs(q)["b"]["node"] == "node3"
+    assert (tmp_path / "a.runs").read_text() == "run\n"
+    assert (tmp_path / "b.runs").read_text() == "run\n"
+    assert "'4x24G' (fake_gpus, --fake-gpus) are for this machine only" in said, said
+
+
 def test_an_address_where_nothing_listens_is_one_sentence_not_a_minute_of_retries(
     tmp_path: Path,
 ) -> None:

@@ -94,6 +94,7 @@ class Found:
 
     pid: int
     create_time: float
+    node: str | None = None  # the node that runs it (a cluster), None on one server
 
 
 class Executor(Protocol):
@@ -137,7 +138,9 @@ class Executor(Protocol):
         ...
 
     def find(self, token: str) -> Found | None:
-        """The job launched with ``token`` (GTUI_TOKEN), if it still runs."""
+        """The job launched with ``token`` (GTUI_TOKEN), if it still runs. Raises GtuiError
+        where a place that may run it cannot be asked (a cluster node that does not answer):
+        the job must then not be taken for never started."""
         ...
 
     def leftovers(self, tokens: Collection[str]) -> dict[str, list[int]]:

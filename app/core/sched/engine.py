@@ -293,16 +293,23 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
             if self._control_wanted:
                 refuse_if_served(self.paths)
             backend = self._backend_given
-            if ray:
-                backend = self._open_ray(queue.settings.cluster_address, backend)
-            if backend is None:
-                spec = self._fake_opt or queue.settings.fake_gpus
-                backend = open_backend(spec, self.queue_path.parent)
-            self._reader = GpuReader(backend, self._bus)
-            snapshot = backend.read(())
-            queue, text = self._source.first(pool_totals(queue.settings, snapshot))
-            store = Store(self.paths.db)
-            self._book = JobBook(store, self._bus, self.queue_path.name)
+            spec = self._fake_opt or queue.settings.fake_gpus
+            store: Store | None = None
+            try:
+                if ray:  # the store first: it keeps the nodes' GPU numbers (the records')
+                    store = Store(self.paths.db)
+                    backend = self._open_ray(queue.settings.cluster_address, backend, store, spec)
+                if backend is None:
+                    backend = open_backend(spec, self.queue_path.parent)
+                self._reader = GpuReader(backend, self._bus)
+                snapshot = backend.read(())
+                queue, text = self._source.first(pool_totals(queue.settings, snapshot))
+                store = store or Store(self.paths.db)
+                self._book = JobBook(store, self._bus, self.queue_path.name)
+            except BaseException:
+                if store is not None:
+                    store.close()
+                raise
             self._planner = Planner(self._book, self._bus)
             self._quarantine = Quarantine(store)
             self._paused = store.get_meta("paused") == "1"
@@ -327,14 +334,25 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
             raise
         return snapshot
 
-    def _open_ray(self, address: str, backend: GpuBackend | None) -> GpuBackend:
-        """Jobs on a Ray cluster (issue 23): Ray is imported here and only here."""
+    def _open_ray(
+        self, address: str, backend: GpuBackend | None, store: Store, fake: str | None
+    ) -> GpuBackend:
+        """Jobs on a Ray cluster (issue 23): Ray is imported here and only here. ``store``
+        keeps the nodes' names and GPU numbers for the next scheduler."""
         from gtui.core.exec.ray import open_cluster
 
-        executor, gpus = open_cluster(address)
+        executor, gpus = open_cluster(address, store)
         if not self._executor_given:
             self._executor = executor
-        self._bus.notice("info", f"Ray cluster at {address}: {len(executor.cluster.nodes)} node(s)")
+        nodes = len(executor.cluster.live())
+        self._bus.notice("info", f"Ray cluster at {address}: {nodes} node(s)")
+        if fake and backend is None:
+            self._bus.notice(
+                "warning",
+                f"simulated GPUs {fake!r} (fake_gpus, --fake-gpus) are for this machine only "
+                "and not used on a Ray cluster: a node's GPUs are simulated by the "
+                "GTUI_FAKE_GPUS of its own `ray start` (README: Several servers)",
+            )
         return backend or gpus
 
     async def run(self, *, exit_when_idle: bool = False) -> int:

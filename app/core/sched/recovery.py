@@ -11,6 +11,7 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gtui.core.errors import GtuiError
 from gtui.core.exec.base import Executor, ExitStatus, Handle, handle_of
 from gtui.core.exec.runner import safe_name
 from gtui.core.model import JobState
@@ -52,10 +53,17 @@ def _unlaunched(
 ) -> None:
     """The scheduler died between committing a start and recording the pid."""
     rec = book.records[name]
-    found = executor.find(rec.token) if rec.token else None
+    try:
+        found = executor.find(rec.token) if rec.token else None
+    except GtuiError as e:
+        # It may run where nobody answered: never started again, nor taken for running.
+        rec.warnings.append(f"not known whether it started: {e}")
+        out.ended.append((name, UNKNOWN))
+        return
     if found is not None:
         rec.pid = found.pid
         rec.create_time = found.create_time
+        rec.node = found.node or rec.node
         rec.log = find_log(log_dir, name, rec.attempt)
         book.commit(rec)
         out.adopt.append((name, handle_of(rec)))

@@ -10,14 +10,17 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gtui.core.exec.ray.cluster import RayExecutor, RayGpus
+    from gtui.core.exec.ray.nodes import Meta
 
 
-def open_cluster(address: str) -> tuple[RayExecutor, RayGpus]:
+def open_cluster(address: str, meta: Meta | None = None) -> tuple[RayExecutor, RayGpus]:
     """Join the Ray cluster at ``address`` ("auto", "host:port", "ray://..."): its executor and
-    its GPU backend. Raises ClusterError (a GtuiError) with one sentence when it cannot."""
+    its GPU backend. ``meta`` (the queue's store) keeps the nodes' names and GPU numbers from
+    one scheduler to the next. Raises ClusterError (a GtuiError) with one sentence when it
+    cannot."""
     from gtui.core.exec.ray.cluster import open_cluster as _open
 
-    return _open(address)
+    return _open(address, meta)
 
 
 __all__: list[Any] = ["open_cluster"]

@@ -6,7 +6,9 @@ finds or starts one agent per node (:mod:`gtui.core.exec.ray.agent`), a detached
 after its Ray node id, so a scheduler started after a crash finds the same agents, and with
 them the jobs, in a few ms. :class:`RayExecutor` is the executor interface over the agents;
 :class:`RayGpus` the GPU backend: every node's GPUs as one pool, numbered across nodes, each
-GPU carrying its node and its index there (``node2:3``).
+GPU carrying its node and its index there (``node2:3``). Each node's name and number are kept
+in the queue's store (:mod:`gtui.core.exec.ray.nodes`): the records keep those numbers, so the
+next scheduler must give them the same.
 
 A node whose agent stops answering is not given up at once: Ray takes ~15 s to declare a dead
 raylet dead, and detached jobs on a node that is only slow may still run. Its jobs are counted
@@ -44,6 +46,7 @@ from gtui.core.exec.base import (
     file_size,
     read_file_range,
 )
+from gtui.core.exec.ray.nodes import Meta, NodeBook
 from gtui.core.gpus.snapshot import NODE_GPU_STRIDE, GpuInfo, GpuSnapshot, JobUsage
 
 NAMESPACE = "gtui"
@@ -199,13 +202,20 @@ def connect(address: str) -> Any:
     return ray
 
 
+def _lost_words(name: str, why: str) -> str:
+    """Why a dead node's jobs are lost. A dead raylet's detached jobs can live on: say so."""
+    return (
+        f"node {name} declared dead by Ray ({why}); its processes there may still run"
+    )
+
+
 @dataclass
 class _Node:
     """One node as the scheduler knows it."""
 
     ray_id: str
     name: str
-    agent: Any
+    agent: Any  # None: a node that died before this scheduler saw it
     base: int  # its GPU 0 is the pool's GPU ``base``
     gpus: int = 0
     dead: str | None = None  # Ray declared it dead: why
@@ -228,12 +238,16 @@ class Cluster:
 
     GPU_STRIDE = NODE_GPU_STRIDE  # node k's GPUs are numbered from k * GPU_STRIDE in the pool
 
-    def __init__(self, address: str = "auto") -> None:
+    def __init__(self, address: str = "auto", meta: Meta | None = None, ray: Any = None) -> None:
+        """``meta``: the queue's store, which keeps each node's name and number across
+        schedulers (none: numbered afresh, as `gtui gpus` may). ``ray``: Ray already joined
+        (a stand-in, in tests); else ``connect(address)``."""
         self.address = address
-        self.ray = connect(address)
+        self.ray = ray if ray is not None else connect(address)
         self._lock = threading.Lock()
         self.nodes: dict[str, _Node] = {}  # by gtui name
-        self._order: list[str] = []  # ray ids in the order first seen: fixes each one's base
+        self._meta = meta
+        self._book = NodeBook.kept_in(meta)  # names and numbers, kept in the store
         self.refresh()
 
     @staticmethod
@@ -250,7 +264,9 @@ class Cluster:
         return self.ray.remote(NodeAgent)
 
     def refresh(self) -> None:
-        """Look at Ray's node list: agents for new nodes, dead ones marked (with Ray's word)."""
+        """Look at Ray's node list: agents for new nodes, dead ones marked (with Ray's word).
+        A node Ray lists as dead that this scheduler never saw alive is known by the name a
+        scheduler before it saw (the store's book): its jobs are lost, not "unknown"."""
         ray = self.ray
         alive = {}
         dead = {}
@@ -264,27 +280,44 @@ class Cluster:
         for ray_id, why in dead.items():
             node = known.get(ray_id)
             if node is not None and node.dead is None:
-                node.dead = f"node {node.name} declared dead by Ray ({why})"
+                node.dead = _lost_words(node.name, why)
         new = sorted(set(alive) - set(known))
-        if not new:
-            return
-        agents = {ray_id: self._agent(ray_id) for ray_id in new}
-        infos = ray.get([a.info.remote() for a in agents.values()], timeout=60)
+        if new:
+            agents = {ray_id: self._agent(ray_id) for ray_id in new}
+            infos = ray.get([agents[i].info.remote() for i in new], timeout=60)
+            given = {i: str(info["node"]) for i, info in zip(new, infos, strict=True)}
+            book = self._book
+            # Nodes seen before first (they keep their names), then by name: new nodes seen
+            # together are numbered in the order their GPUs are listed.
+            new.sort(key=lambda i: (book.name_of(i) is None, book.name_of(i) or given[i]))
+            with self._lock:
+                # A dead node's name goes to the node that comes back under it (a restarted
+                # server's raylet has a new id); two live nodes of one host name get a suffix.
+                names = {node.name for node in self.nodes.values() if node.dead is None}
+                for ray_id in new:
+                    name = book.name_node(ray_id, given[ray_id], names)
+                    names.add(name)
+                    self.nodes[name] = _Node(ray_id, name, agents[ray_id], self._base(name))
         with self._lock:
-            # A dead node's name goes to the node that comes back under it (a restarted
-            # server's raylet has a new id); two live nodes of one host name get a suffix.
-            names = {node.name for node in self.nodes.values() if node.dead is None}
-            for (ray_id, agent), info in sorted(
-                zip(agents.items(), infos, strict=True), key=lambda x: x[1]["node"]
-            ):
-                name = str(info["node"])
-                if name in names:
-                    name = f"{name}-{ray_id[:6]}"  # two nodes of one host name
-                names.add(name)
-                if ray_id not in self._order:
-                    self._order.append(ray_id)
-                base = self._order.index(ray_id) * self.GPU_STRIDE
-                self.nodes[name] = _Node(ray_id, name, agent, base)
+            for ray_id, why in dead.items():
+                had = self._book.name_of(ray_id)
+                if ray_id not in known and had is not None and had not in self.nodes:
+                    # Died while no scheduler ran: no agent to call, its jobs lost.
+                    self.nodes[had] = _Node(
+                        ray_id, had, None, self._base(had), dead=_lost_words(had, why)
+                    )
+            self._save()
+
+    def _base(self, name: str) -> int:
+        return self._book.slot(name) * self.GPU_STRIDE
+
+    def _save(self) -> None:
+        """Keep the book before any job is placed by its numbers; a store that refuses now
+        (locked, full) is tried again at the next refresh."""
+        try:
+            self._book.save(self._meta)
+        except Exception as e:
+            logging.getLogger("gtui").warning("the Ray nodes' numbers were not saved: %s", e)
 
     def _agent(self, ray_id: str) -> Any:
         """The node's agent: found by its name, or started there (detached, pinned, no GPUs
@@ -329,12 +362,14 @@ class Cluster:
         for n in self.ray.nodes():
             if n["NodeID"] == node.ray_id and not n.get("Alive"):
                 why = n.get("DeathReasonMessage") or "its raylet stopped answering"
-                node.dead = node.dead or f"node {node.name} declared dead by Ray ({why})"
+                node.dead = node.dead or _lost_words(node.name, why)
                 return True
         return False
 
     def call(self, node: _Node, method: str, *args: Any, timeout: float = CALL_TIMEOUT_S) -> Any:
         """A blocking call of an agent method (the executor's synchronous methods)."""
+        if node.agent is None:
+            raise GtuiError(node.dead or f"node {node.name} has no agent")
         try:
             return self.ray.get(getattr(node.agent, method).remote(*args), timeout=timeout)
         except self.ray.exceptions.RayActorError:
@@ -450,6 +485,8 @@ class RayExecutor:
         on_signalled: Callable[[], None] | None = None,
     ) -> None:
         node = self.cluster.node(handle.node)
+        if node.agent is None:  # died before this scheduler saw it: nobody to ask
+            return
         log = str(handle.log_path) if str(handle.log_path) != os.devnull else None
         ref = node.agent.kill.remote(handle.pid, handle.create_time, log, grace_s)
         if on_signalled is not None:
@@ -480,6 +517,8 @@ class RayExecutor:
             return True
 
     def exit_status(self, handle: Handle) -> ExitStatus | None:
+        if handle.node is None:
+            return self._exit_status_anywhere(handle)
         try:
             node = self.cluster.node(handle.node)
         except GtuiError:
@@ -492,12 +531,38 @@ class RayExecutor:
             return None
         return got
 
-    def find(self, token: str) -> Found | None:
+    def _exit_status_anywhere(self, handle: Handle) -> ExitStatus | None:
+        """A job whose node was not recorded (the driver died between committing its start
+        and recording its pid): its exit status from whichever node has the file."""
+        if str(handle.status_path) == os.devnull:
+            return None
         for node in self.cluster.live():
             with contextlib.suppress(Exception):
-                got = self.cluster.call(node, "find", token)
+                got: ExitStatus | None = self.cluster.call(
+                    node, "exit_status", str(handle.status_path)
+                )
                 if got is not None:
-                    return Found(int(got[0]), float(got[1]))
+                    return got
+        return None
+
+    def find(self, token: str) -> Found | None:
+        """Every live node is asked (a job whose start was committed may run on any); one that
+        does not answer, and is not declared dead, may run it: raises, so that recovery never
+        starts it again."""
+        silent = []
+        for node in self.cluster.live():
+            try:
+                got = self.cluster.call(node, "find", token)
+            except Exception as e:
+                if not self.cluster.is_dead(node):
+                    silent.append(f"{node.name} ({type(e).__name__})")
+                continue
+            if got is not None:
+                return Found(int(got[0]), float(got[1]), node=node.name)
+        if silent:
+            raise GtuiError(
+                f"node {', '.join(silent)} did not answer whether it runs the job"
+            )
         return None
 
     def leftovers(self, tokens: Collection[str]) -> dict[str, list[int]]:
@@ -628,7 +693,7 @@ class RayGpus:
         """Nothing to close: the agents stay (detached) for the next scheduler."""
 
 
-def open_cluster(address: str) -> tuple[RayExecutor, RayGpus]:
+def open_cluster(address: str, meta: Meta | None = None) -> tuple[RayExecutor, RayGpus]:
     """The executor and the GPU backend for the Ray cluster at ``address``."""
-    cluster = Cluster(address)
+    cluster = Cluster(address, meta)
     return RayExecutor(cluster), RayGpus(cluster)
