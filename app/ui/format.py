@@ -154,14 +154,21 @@ def mem_request(view: JobView) -> str:
     return each if spec.gpus == 1 else f"{each}x{spec.gpus}"
 
 
+def gpus_label(gpus: Iterable[int], node: str | None = None) -> str:
+    """GPUs as people name them: ``0,1``, ``0:1`` for MIG instance 1 of GPU 0, and on a
+    cluster (issue 23) the node once, then each GPU as its node numbers it: ``node2:0,1`` for
+    pool GPUs 1000000 and 1000001."""
+    prefix = f"{node}:" if node else ""
+    return prefix + ",".join(gpu_label(g % NODE_GPU_STRIDE) for g in gpus)
+
+
 def gpu_cell(view: JobView) -> str:
     """The GPUs it holds (or held last), ``cpu`` for a CPU job, ``-`` while it waits."""
     spec, rec = view.spec, view.record
     if spec.gpus == 0:
         return f"{rec.node}:cpu" if rec.node and (rec.active or rec.final) else "cpu"
     if rec.gpus and (rec.active or rec.final):
-        prefix = f"{rec.node}:" if rec.node else ""  # a cluster (issue 23): node2:0,1
-        return prefix + ",".join(gpu_label(g % NODE_GPU_STRIDE) for g in rec.gpus)
+        return gpus_label(rec.gpus, rec.node)
     return "-"
 
 
