@@ -11,12 +11,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from gtui.core.model import JobState
+from gtui.core.sched.eta import Estimate
 from gtui.ui.format import cut_middle, reason_key
 from gtui.ui.screens.confirm import ConfirmScreen
 from gtui.ui.screens.job_form import JobForm
@@ -98,6 +100,79 @@ async def test_at_80_columns_sweep_members_differ_on_screen(queue: Path) -> None
     finally:
         (queue.parent / "release").touch()
 
+
+# As in the demo (sample_queues/demo.toml): a 2-GPU job waits for 70G on each, beside names of
+# 13 letters, so at 80 columns its note has 23 cells.
+TWO_BIG = """
+[settings]
+poll = "0.2s"
+mode = "shared"
+
+[[jobs]]
+name = "sweep-lr0.001"
+gpus = 0
+cmd = "true"
+
+[[jobs]]
+name = "train-vit"
+gpus = 2
+mem = "70G"
+cmd = "true"
+"""
+TWO_BIG_GPUS = "80G:30G@20,80G"  # GPU0 has 50G free: "needs 2 GPUs with 70G: 1 eligible (...)"
+TWO_BIG_KEY = "needs 2x70G, 1 eligible"
+
+
+async def test_at_80_columns_the_reasons_key_part_comes_before_the_start_estimate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a start estimate and no room for the progress column, the note leads with what the
+    user acts on; the estimate follows only where it fits whole (the demo showed
+    `starts ~4s · needs 2x7…`)."""
+    queue = write_queue(tmp_path, TWO_BIG)
+    async with dashboard(queue, size=(80, 24), fake=TWO_BIG_GPUS) as (app, pilot, engine):
+        def starts_in_4_s(views: object, now: float | None = None) -> dict[str, Estimate]:
+            return {"train-vit": Estimate(start_at=(now or time.time()) + 4)}
+
+        monkeypatch.setattr(app.main.forecast, "update", starts_in_4_s)
+
+        def row() -> str:
+            return next((r for r in rows(app) if "train-vit" in r), "")
+
+        await until(pilot, lambda: "train-vit" in app.main.table.estimates, what="its estimate")
+        await until(pilot, lambda: TWO_BIG_KEY in row(), what=f"{TWO_BIG_KEY!r} in its row")
+        assert "eligible (" in engine.view("train-vit").record.reason  # the full one is longer
+        note = row().split("train-vit", 1)[1]
+        assert "starts" not in note.split(TWO_BIG_KEY)[0], row()  # nothing before the key
+        assert "…" not in note, row()  # nothing cut: an estimate that does not fit is left out
+
+
+async def test_a_waiting_jobs_start_estimate_follows_its_reason_where_it_fits() -> None:
+    from gtui.core.api import JobView
+    from gtui.core.model import JobRecord, JobSpec
+    from gtui.ui.widgets.job_table import PROGRESS_COLUMN_FROM, JobTable
+    from tests.test_ui_widgets import Harness, line_text
+
+    table = JobTable(clock=lambda: 1000.0)
+    rec = JobRecord(name="eval", reason="after prep (running)")
+    async with Harness(table).run_test(size=(PROGRESS_COLUMN_FROM - 6, 5)) as pilot:
+        table.set_jobs([JobView(JobSpec(name="eval", cmd="true"), rec, 0)])
+        table.set_estimates({"eval": Estimate(start_at=1004.0)})
+        said = "after prep (running) · starts ~4s"
+        await until(pilot, lambda: said in line_text(table, 1), what=repr(said))
+
+
+async def test_at_80_columns_the_queue_boxs_bottom_line_gives_the_reasons_key_part(
+    tmp_path: Path,
+) -> None:
+    """The queue box's bottom line counts what waits and why, in the key part's words: the
+    full reason (GPU by GPU) is one key away, in the job's details."""
+    queue = write_queue(tmp_path, TWO_BIG)
+    async with dashboard(queue, size=(80, 24), fake=TWO_BIG_GPUS) as (app, pilot, _engine):
+        line = f"1 waiting: {TWO_BIG_KEY}"
+        await until(pilot, lambda: line in screen_text(app), what=repr(line))
+        assert "eligible (GPU0" not in screen_text(app)
+        assert str(app.main.query_one("#queue-box").border_subtitle) == line
 
 
 # -- the job filter (17.4) -----------------------------------------------------------------------

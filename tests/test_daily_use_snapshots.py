@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gtui.ui.app import GtuiApp
+from gtui.ui.screens.help import HelpScreen
 from tests.test_ui_snapshots import Until, make_app, settled  # noqa: F401  (a fixture)
 
 SIZES = pytest.mark.parametrize("size", [(80, 24), (120, 30)], ids=["80x24", "120x30"])
@@ -76,4 +77,27 @@ def test_the_add_form_says_enter_moves_on_and_ctrl_s_adds(  # type: ignore[no-un
         return getattr(app.focused, "id", None) == "field-gpus"
 
     steps = ["a", *"python train.py --lr 0.1", "enter", Until("the cursor in gpus", in_gpus)]
+    assert snap_compare(make_app(), terminal_size=size, run_before=settled(*steps))
+
+
+@SIZES
+def test_the_main_screen_shows_gpus_queue_log_and_what_waits(  # type: ignore[no-untyped-def]
+    snap_compare, make_app, size  # noqa: F811
+) -> None:
+    """The dashboard as it opens: the header's counts, the GPU bars, the queue (done, failed,
+    blocked, held, waiting, each with its note), the first job's log, the keys in the footer,
+    and the queue box's bottom line saying what waits in the reason's key part."""
+    assert snap_compare(make_app(), terminal_size=size, run_before=settled())
+
+
+@SIZES
+def test_the_help_screen_lists_the_keys_of_every_screen(  # type: ignore[no-untyped-def]
+    snap_compare, make_app, size  # noqa: F811
+) -> None:
+    """? on the dashboard: the help screen over the whole terminal, the keys listed."""
+
+    def shown(app: GtuiApp) -> bool:
+        return isinstance(app.screen, HelpScreen) and bool(app.screen.query("#help-body"))
+
+    steps = ["question_mark", Until("the help screen", shown)]
     assert snap_compare(make_app(), terminal_size=size, run_before=settled(*steps))

@@ -792,6 +792,10 @@ EVENTS: list[Event] = [
     QueuePaused(True),
     QueuePaused(False),
     WaitingSummary("3 waiting: reserve 1"),
+    WaitingSummary(
+        "2 waiting: 2 needs 1 GPU with 40G: none eligible (GPU0 31G < 40G)",
+        "2 waiting: 2 needs 40G, best GPU has 31G free",
+    ),
 ]
 
 

@@ -93,7 +93,13 @@ class QueuePaused:
 
 @dataclass(frozen=True)
 class WaitingSummary:
+    """``3 waiting: 2 needs 1 GPU with 40G: none eligible (GPU0 31G < 40G); 1 after prep``:
+    what waits and why, the most common reasons first (the headless run's log). ``key``: the
+    same counted by the reasons' key parts (``2 needs 40G, best GPU has 31G free``), for a line
+    too short for the whole (the dashboard's queue box); "" from a gtui before it."""
+
     text: str
+    key: str = ""
 
 
 Event = (

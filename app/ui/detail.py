@@ -1,10 +1,12 @@
 """What the job detail view says about one job: pure functions from engine values to Rich text.
 
-Everything ``gtui status --json`` knows about a job is here (state, GPUs, memory, attempt, exit
-status, times, log, waiting reason and since when, diagnosis, warnings), and what the table has
-no room for: the command after its placeholders, the working directory, the environment gtui
-sets, every attempt (from the attempts history, gtui.core.state.history), the jobs it runs after
-and the jobs that wait on it. Values wrap; nothing is cut.
+Everything ``gtui status --json`` knows about a job is here (state, GPUs and node, memory,
+attempt, exit status, times, log, waiting reason and since when, diagnosis, warnings, estimates,
+what it used; tests/test_ui_detail_gpus.py checks each key), and what the table has no room
+for: the command after its placeholders, the working directory, the environment gtui sets (by
+the engine's own rule, gtui.core.sched.jobenv), every attempt (from the attempts history,
+gtui.core.state.history), the jobs it runs after and the jobs that wait on it. Values wrap;
+nothing is cut.
 """
 
 from __future__ import annotations
@@ -20,15 +22,16 @@ from rich.table import Table
 from rich.text import Text
 
 from gtui.core.api import JobView
-from gtui.core.gpus.snapshot import gpu_label
+from gtui.core.gpus.snapshot import NODE_GPU_STRIDE, GpuInfo
 from gtui.core.model import JobRecord, JobSpec, JobState, Settings
 from gtui.core.queue.placeholders import substitute
 from gtui.core.queue.queuefile import isolated
 from gtui.core.sched.eta import Estimate
+from gtui.core.sched.jobenv import job_env, on_node
 from gtui.core.state.history import Attempt, attempt_of, gpu_hours
 from gtui.core.units import format_duration, format_mib
 from gtui.ui.forecast import detail_lines
-from gtui.ui.format import STATE_GLYPH, STATE_STYLE, display_path, kind_label
+from gtui.ui.format import STATE_GLYPH, STATE_STYLE, display_path, gpus_label, kind_label
 
 
 def signal_name(num: int) -> str:
@@ -56,34 +59,43 @@ def how_it_ended(exit_code: int | None, sig: int | None) -> str:
     return "exit status unknown"
 
 
-def gtui_env(spec: JobSpec, rec: JobRecord, settings: Settings, queue_path: Path) -> dict[str, str]:
-    """The environment gtui gives the job's current (or last) attempt on top of the user's: what
-    gtui.core.sched.runs sets (tests/test_ui_detail.py checks the two agree). For a job that has
-    not started, what it will get, its GPUs not known yet."""
-    env = dict(settings.env)
-    env.update(spec.env)
-    env["PYTHONUNBUFFERED"] = "1"
-    env["GTUI_JOB"] = spec.name
+def gtui_env(
+    spec: JobSpec,
+    rec: JobRecord,
+    settings: Settings,
+    queue_path: Path,
+    gpus: Sequence[GpuInfo] = (),
+) -> dict[str, str]:
+    """The environment gtui gives the job's current (or last) attempt on top of the user's:
+    gtui.core.sched.jobenv's, the rule the engine starts it by, its GPUs looked up in ``gpus``
+    (a GPU read: a node's own numbers, a MIG instance's UUID). For a job that has not started,
+    what it will get, its GPUs not known yet."""
+    env = job_env(spec, rec, settings, queue_path, rec.gpus, gpus)
     env["GTUI_ATTEMPT"] = str(rec.attempt or 1)
-    env["GTUI_QUEUE"] = str(queue_path)
-    if rec.attempt:
-        env["GTUI_TOKEN"] = str(rec.token)
-    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    if isolated(spec, settings):
-        env["CUDA_VISIBLE_DEVICES"] = (
-            ",".join(str(g) for g in rec.gpus) if rec.attempt or spec.gpus == 0 else "<its GPUs>"
-        )
-    if rec.port is not None:
-        env["GTUI_PORT"] = str(rec.port)
+    if not rec.attempt:
+        del env["GTUI_TOKEN"]
+        if spec.gpus and "CUDA_VISIBLE_DEVICES" in env:
+            env["CUDA_VISIBLE_DEVICES"] = "<its GPUs>"
     return env
 
 
-def command_of(spec: JobSpec, rec: JobRecord) -> str:
-    """The command as the current (or last) attempt ran it; before its start, with the
-    placeholders known then filled (GPUs and port come with the start)."""
+def node_of(gpus: Sequence[int], rec: JobRecord, infos: Sequence[GpuInfo] = ()) -> str | None:
+    """The cluster node ``gpus`` are on: as the GPU read says, else the record's own node when
+    they lie in its node's block of the pool (an attempt on another node, not read now: None)."""
+    node = on_node(gpus, infos)[0]
+    same_block = bool(gpus and rec.gpus) and (
+        gpus[0] // NODE_GPU_STRIDE == rec.gpus[0] // NODE_GPU_STRIDE
+    )
+    return node if node is not None or not same_block else rec.node
+
+
+def command_of(spec: JobSpec, rec: JobRecord, gpus: Sequence[GpuInfo] = ()) -> str:
+    """The command as the current (or last) attempt ran it (its GPUs as its node numbers them,
+    as the engine fills them in); before its start, with the placeholders known then filled
+    (GPUs and port come with the start)."""
     return substitute(
         spec.cmd,
-        gpus=rec.gpus if rec.attempt else (),
+        gpus=on_node(rec.gpus, gpus)[1] if rec.attempt else (),
         name=spec.name,
         attempt=rec.attempt or 1,
         port=rec.port,
@@ -135,13 +147,17 @@ def usage_text(
     peaks: tuple[int, ...] | list[int],
     host_peak_mib: int | None,
     hours: float | None,
+    node: str | None = None,
 ) -> str:
     """`` · peaks GPU0 12G, GPU1 9.5G · host 3.1G · 0.42 GPU-h``: what an attempt really used
-    (issue 19.2); "" where nothing was measured."""
+    (issue 19.2); "" where nothing was measured. On a cluster node: ``peaks node2:0 12G, ...``."""
     out = ""
     if len(gpus) > 1 and len(peaks) == len(gpus) and any(peaks):
         pairs = zip(gpus, peaks, strict=True)
-        out += " · peaks " + ", ".join(f"GPU{g} {format_mib(m)}" for g, m in pairs)
+        names = [gpus_label((g,), node) if node else f"GPU{gpus_label((g,))}" for g in gpus]
+        out += " · peaks " + ", ".join(
+            f"{n} {format_mib(m)}" for n, (_, m) in zip(names, pairs, strict=True)
+        )
     if host_peak_mib:
         out += f" · host {format_mib(host_peak_mib)}"
     if hours and hours >= 0.005:  # shorter reads as 0.00
@@ -149,7 +165,7 @@ def usage_text(
     return out
 
 
-def _attempt_text(a: Attempt, now: float) -> Text:
+def _attempt_text(a: Attempt, now: float, node: str | None) -> Text:
     t = Text()
     t.append(when(a.started_at))
     if a.state in (JobState.RUNNING.value, JobState.SUSPENDED.value):
@@ -165,10 +181,10 @@ def _attempt_text(a: Attempt, now: float) -> Text:
             t.append(" · retried", style="yellow")
     if a.peak_mib:
         t.append(f" · peak {format_mib(a.peak_mib)}")
-    t.append(" · " + (("GPU " + ",".join(map(gpu_label, a.gpus))) if a.gpus else "CPU"))
+    t.append(" · " + ("GPU " + gpus_label(a.gpus, node) if a.gpus else "CPU"))
     if a.log:
         t.append(" · " + Path(a.log).name, style="dim")
-    t.append(usage_text(a.gpus, a.peak_gpu_mib, a.host_peak_mib, a.gpu_hours))
+    t.append(usage_text(a.gpus, a.peak_gpu_mib, a.host_peak_mib, a.gpu_hours, node))
     if a.diag_kind:
         t.append("\n")
         t.append(kind_label(a.diag_kind), style="bold red")
@@ -208,10 +224,13 @@ def detail_renderable(
     now: float,
     estimate: Estimate | None = None,
     backfill: str = "",
+    gpus: Sequence[GpuInfo] = (),
 ) -> RenderableType:
     """The detail view's text for ``view``: what happened (state, diagnosis, waiting reason),
-    every attempt, what it runs (command, cwd, GPUs, memory, dependencies), the environment.
-    Sections of labelled values; every value wraps, nothing is cut."""
+    every attempt, what it runs (command, cwd, GPUs and node, memory, dependencies), the
+    environment. ``gpus``: the latest GPU read, where the job's GPUs are looked up (their node,
+    a MIG instance's UUID), as the engine does when it starts the job. Sections of labelled
+    values; every value wraps, nothing is cut."""
     spec, rec = view.spec, view.record
     views = {v.spec.name: v for v in jobs}
     parts: list[RenderableType] = []
@@ -267,14 +286,14 @@ def detail_renderable(
         parts.append(_heading("attempts"))
         grid = _grid()
         for a in tries:
-            _row(grid, f"#{a.attempt}", _attempt_text(a, now))
+            _row(grid, f"#{a.attempt}", _attempt_text(a, now, node_of(a.gpus, rec, gpus)))
         parts.append(grid)
 
     # What it runs, where, with what; whom it waits for, who waits for it.
     parts.append(_heading("job"))
     grid = _grid()
     started = bool(rec.attempt)
-    command = command_of(spec, rec)
+    command = command_of(spec, rec, gpus)
     _row(grid, "command", Text(command, style="bold"))
     if spec.cmd != command:
         if started:
@@ -283,16 +302,19 @@ def detail_renderable(
             _row(grid, "", "its GPUs and port are filled in when it starts", "dim")
     cwd = (queue_path.parent / os.path.expanduser(spec.cwd)).resolve()
     _row(grid, "cwd", display_path(cwd))
-    gpus = Text("asked " + ("none (a CPU job)" if spec.gpus == 0 else f"{spec.gpus}"))
+    node = node_of(rec.gpus, rec, gpus) if started else None
+    asked = Text("asked " + ("none (a CPU job)" if spec.gpus == 0 else f"{spec.gpus}"))
     if spec.gpus:
         if rec.gpus and started:
-            given = ",".join(map(gpu_label, rec.gpus))
-            gpus.append(f" · {'given' if rec.active else 'last given'} GPU {given}")
+            given = gpus_label(rec.gpus, node)  # as the table's gpu column: node2:3, 0:1
+            asked.append(f" · {'given' if rec.active else 'last given'} GPU {given}")
         elif not started:
-            gpus.append(" · none given yet", style="dim")
+            asked.append(" · none given yet", style="dim")
         if not isolated(spec, settings):
-            gpus.append(" · unisolated (isolate = false): it sees every GPU", style="yellow")
-    _row(grid, "gpus", gpus)
+            asked.append(" · unisolated (isolate = false): it sees every GPU", style="yellow")
+    _row(grid, "gpus", asked)
+    if started and rec.node:  # a cluster (issue 23): where it runs, or ran last
+        _row(grid, "node", Text(rec.node).append("" if rec.active else "  (its last run)", "dim"))
     if spec.gpus:
         mem = Text("asked " + (f"{format_mib(spec.mem_mib)} per GPU" if spec.mem_mib else "whole"))
         if spec.mem_auto:
@@ -307,7 +329,7 @@ def detail_renderable(
         ran_for = gpu_hours(
             len(rec.gpus), rec.started_at, rec.ended_at or (time.time() if rec.active else None)
         )
-        mem.append(usage_text(rec.gpus, rec.peak_gpu_mib, rec.host_peak_mib, ran_for))
+        mem.append(usage_text(rec.gpus, rec.peak_gpu_mib, rec.host_peak_mib, ran_for, node))
         _row(grid, "memory", mem)
     extra = [f"priority {spec.priority}"]
     if spec.timeout_s is not None:
@@ -331,7 +353,7 @@ def detail_renderable(
     title = "environment" if started else "environment when it starts"
     parts.append(_heading(title, "set by gtui on top of yours"))
     grid = _grid(0)
-    for k, v in gtui_env(spec, rec, settings, queue_path).items():
+    for k, v in gtui_env(spec, rec, settings, queue_path, gpus).items():
         if k == "GTUI_QUEUE":
             v = display_path(Path(v))
         elif k == "CUDA_VISIBLE_DEVICES" and not v:

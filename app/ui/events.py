@@ -75,7 +75,7 @@ class EventBuffer:
         elif isinstance(event, QueuePaused):
             b.paused = event.paused
         elif isinstance(event, WaitingSummary):
-            b.summary = event.text
+            b.summary = event.key or event.text  # the key parts: the queue box's line is short
         return first
 
     def __bool__(self) -> bool:

@@ -22,8 +22,9 @@ from rich.text import Text
 from gtui.core.api import JobView
 from gtui.core.gpus.snapshot import NODE_GPU_STRIDE, GpuInfo, gpu_label
 from gtui.core.model import JobState, Settings
+from gtui.core.sched.reasonkey import reason_key
 from gtui.core.state.history import gpu_hours
-from gtui.core.units import format_duration, format_mib, parse_size_mib
+from gtui.core.units import format_duration, format_mib
 
 # Thresholds that colours stand for (percent). The help screen prints the same numbers.
 MEM_WARN, MEM_CRIT = 70, 90  # used memory of a GPU
@@ -154,14 +155,21 @@ def mem_request(view: JobView) -> str:
     return each if spec.gpus == 1 else f"{each}x{spec.gpus}"
 
 
+def gpus_label(gpus: Iterable[int], node: str | None = None) -> str:
+    """GPUs as people name them: ``0,1``, ``0:1`` for MIG instance 1 of GPU 0, and on a
+    cluster (issue 23) the node once, then each GPU as its node numbers it: ``node2:0,1`` for
+    pool GPUs 1000000 and 1000001."""
+    prefix = f"{node}:" if node else ""
+    return prefix + ",".join(gpu_label(g % NODE_GPU_STRIDE) for g in gpus)
+
+
 def gpu_cell(view: JobView) -> str:
     """The GPUs it holds (or held last), ``cpu`` for a CPU job, ``-`` while it waits."""
     spec, rec = view.spec, view.record
     if spec.gpus == 0:
         return f"{rec.node}:cpu" if rec.node and (rec.active or rec.final) else "cpu"
     if rec.gpus and (rec.active or rec.final):
-        prefix = f"{rec.node}:" if rec.node else ""  # a cluster (issue 23): node2:0,1
-        return prefix + ",".join(gpu_label(g % NODE_GPU_STRIDE) for g in rec.gpus)
+        return gpus_label(rec.gpus, rec.node)
     return "-"
 
 
@@ -222,33 +230,6 @@ def cut_middle(name: str, width: int) -> str:
             break
     tail = budget - head
     return f"{name[:head]}…{name[len(name) - tail :]}"
-
-
-_NEEDS = re.compile(
-    r"^needs (?P<n>\d+) GPUs?(?P<idle> idle \((?:exclusive|no mem set)\))?"
-    r"(?: with (?P<mem>\S+))?: (?P<eligible>none|\d+) eligible(?: \((?P<details>[^)]*)\))?"
-)
-_SHORT = re.compile(r"GPU[\d,]+ (?P<avail>[\d.]+[KMGT]?) < ")
-
-
-def reason_key(reason: str) -> str:
-    """The part of a waiting reason a person acts on, first: ``needs 40G, best GPU has 31G
-    free`` for the planner's ``needs 1 GPU with 40G: none eligible (GPU0 31G < 40G, ...)``.
-    The full reason stays in the job's details (enter). Other reasons are short already."""
-    m = _NEEDS.match(reason)
-    if m is None:
-        return reason
-    n, mem, details = int(m["n"]), m["mem"], m["details"] or ""
-    what = mem or "an idle GPU"
-    if m["idle"] and mem:
-        what = f"an idle GPU with {mem}"
-    if n > 1:
-        what = f"{n}x{mem}" if mem and not m["idle"] else f"{n} idle GPUs"
-        return f"needs {what}, {m['eligible']} eligible"
-    avails = [parse_size_mib(a["avail"]) for a in _SHORT.finditer(details)]
-    if avails and mem:
-        return f"needs {mem}, best GPU has {format_mib(max(avails))} free"
-    return f"needs {what}: {details}" if details else f"needs {what}: none eligible"
 
 
 def kind_label(kind: str) -> str:

@@ -23,6 +23,7 @@ from gtui.core.gpus.snapshot import GpuSnapshot
 from gtui.core.model import JobRecord, JobSpec, JobState, Settings
 from gtui.core.sched.outcome import backoff_reason
 from gtui.core.sched.policy import Allocation, Candidate, Decision, Reasons, place
+from gtui.core.sched.reasonkey import reason_key
 from gtui.core.state.book import JobBook
 from gtui.core.state.records import Records
 
@@ -47,6 +48,7 @@ class Planner:
         self._blocked_at = -1
         self._said: tuple[int, Mapping[str, str]] = (-1, {})  # (version, reasons) last told
         self.summary = ""
+        self.summary_key = ""  # the summary in the reasons' key parts (WaitingSummary.key)
         self._groups: dict[str, int] = {}  # the last summary's counts, for _summarize_tail
         self._waiting = 0
         self._explained = 0
@@ -372,21 +374,25 @@ class Planner:
 
     def _summarize_counts(self, groups: dict[str, int], waiting: int, explained: int) -> None:
         if not waiting:
-            text = ""
+            text = key = ""
         else:
             if waiting > explained:
                 groups["starting"] = groups.get("starting", 0) + waiting - explained
-            top = sorted(groups.items(), key=lambda kv: -kv[1])[:3]
-            parts = [f"{count} {reason}" if count > 1 else reason for reason, count in top]
-            text = f"{waiting} waiting: " + "; ".join(parts)
+            text = _counted(waiting, groups)
+            keys: dict[str, int] = {}  # the same reasons by their key parts (issue 17.5)
+            for reason, count in groups.items():
+                k = reason_key(reason)
+                keys[k] = keys.get(k, 0) + count
+            key = _counted(waiting, keys)
         groups.pop("starting", None)
         self._groups, self._waiting, self._explained = groups, waiting, explained
-        self._tell_summary(text)
+        self._tell_summary(text, key)
 
-    def _tell_summary(self, text: str) -> None:
-        if text != self.summary:
-            self.summary = text
-            self._bus.publish(WaitingSummary(text))  # "" once nothing waits: the old is stale
+    def _tell_summary(self, text: str, key: str) -> None:
+        if (text, key) != (self.summary, self.summary_key):
+            self.summary, self.summary_key = text, key
+            # "" once nothing waits: the old is stale
+            self._bus.publish(WaitingSummary(text, key))
 
     def block_dependents(self) -> None:
         """A waiting job whose ``after`` failed or was killed can never run: blocked."""
@@ -440,3 +446,10 @@ class _StateView(Mapping[str, str]):
 
     def __len__(self) -> int:
         return len(self._records)
+
+
+def _counted(waiting: int, groups: dict[str, int]) -> str:
+    """``12 waiting: 8 <reason>; 4 <reason>; <reason>``: the three most common reasons."""
+    top = sorted(groups.items(), key=lambda kv: -kv[1])[:3]
+    parts = [f"{count} {reason}" if count > 1 else reason for reason, count in top]
+    return f"{waiting} waiting: " + "; ".join(parts)

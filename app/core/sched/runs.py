@@ -26,12 +26,14 @@ from gtui.core.bus import EventBus
 from gtui.core.errors import GtuiError
 from gtui.core.exec.base import Executor, ExitStatus, Handle, LaunchRequest, handle_of
 from gtui.core.gpus.reader import GpuReader
+from gtui.core.gpus.snapshot import GpuInfo
 from gtui.core.model import JobRecord, JobSpec, JobState, Settings
 from gtui.core.paths import QueuePaths
 from gtui.core.queue.placeholders import placeholders_used, substitute
 from gtui.core.queue.queuefile import isolated
 from gtui.core.sched import outcome
 from gtui.core.sched.faults import crash_point
+from gtui.core.sched.jobenv import job_env, on_node
 from gtui.core.sched.quarantine import Quarantine, faulty_gpus
 from gtui.core.state.book import JobBook
 from gtui.core.state.history import attempt_of, attempts, record_attempt
@@ -87,44 +89,19 @@ class Runs:
         self._leftover_checking = False
 
     # ------------------------------------------------------------------ start
-    def _job_env(self, spec: JobSpec, rec: JobRecord, gpus: tuple[int, ...]) -> dict[str, str]:
-        env = dict(self._settings.env)
-        env.update(spec.env)
-        env["PYTHONUNBUFFERED"] = "1"
-        env["GTUI_JOB"] = spec.name
-        env["GTUI_ATTEMPT"] = str(rec.attempt)
-        env["GTUI_QUEUE"] = str(self.queue_path)
-        env["GTUI_TOKEN"] = str(rec.token)
-        # Always: CUDA then numbers GPUs as NVML and nvidia-smi do, so `--gpu 1` in an
-        # unisolated job names the GPU gtui gave it (seed 004).
-        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-        if isolated(spec, self._settings):
-            env["CUDA_VISIBLE_DEVICES"] = self._cuda_devices(gpus)
-        if rec.port is not None:
-            env["GTUI_PORT"] = str(rec.port)
-        return env
-
-    def _cuda_devices(self, gpus: tuple[int, ...]) -> str:
-        """CUDA_VISIBLE_DEVICES for ``gpus``: the indices the job's node knows them by (issue
-        23), and a MIG instance by its ``MIG-...`` UUID (issue 19.6: CUDA names MIG instances
-        no other way)."""
+    def _infos(self) -> tuple[GpuInfo, ...]:
         reader = self._reader
-        infos = reader.snapshot.gpus if reader is not None else ()
-        mig = {g.index: g.uuid for g in infos if g.mig_parent is not None}
-        local = self._on_node(gpus)[1]
-        return ",".join(mig.get(g) or str(n) for g, n in zip(gpus, local, strict=True))
+        return reader.snapshot.gpus if reader is not None else ()
+
+    def _job_env(self, spec: JobSpec, rec: JobRecord, gpus: tuple[int, ...]) -> dict[str, str]:
+        """The environment on top of the user's: gtui.core.sched.jobenv, the rule the job
+        detail view shows too."""
+        return job_env(spec, rec, self._settings, self.queue_path, gpus, self._infos())
 
     def _on_node(self, gpus: tuple[int, ...]) -> tuple[str | None, tuple[int, ...]]:
         """The node of a placement and the GPUs' indices there (issue 23): a cluster's pool
         numbers GPUs across nodes, a job sees its node's numbers. One server: (None, gpus)."""
-        reader = self._reader
-        if not gpus or reader is None:
-            return None, gpus
-        by_index = reader.snapshot.by_index()
-        infos = [by_index.get(g) for g in gpus]
-        if any(i is None or i.node is None or i.node_index is None for i in infos):
-            return None, gpus
-        return infos[0].node, tuple(i.node_index for i in infos)  # type: ignore[union-attr,misc]
+        return on_node(gpus, self._infos())
 
     def _start_job(self, name: str, gpus: tuple[int, ...]) -> None:
         book = self._book

@@ -124,6 +124,7 @@ class DetailScreen(Screen[None]):
             now=self.clock(),
             estimate=self._estimate(),
             backfill=self._backfill(view),
+            gpus=read.snapshot.gpus if (read := self.engine.gpus) is not None else (),
         )
         self.query_one("#detail-body", Static).update(body)
         self.query_one("#detail-header", Static).update(detail_title(view))

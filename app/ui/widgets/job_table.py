@@ -44,7 +44,7 @@ _FIXED = (
     ("note", "note", 0, "left"),
 )
 # Shown before "note" once some job has progress or an estimate (issue 19.3), where the table
-# is this wide; narrower, the progress leads the job's note instead (a running job has none).
+# is this wide; narrower, it goes in the note instead (see _with_progress).
 _PROGRESS = ("progress", "progress", 14, "left")
 PROGRESS_COLUMN_FROM = 96
 
@@ -85,6 +85,21 @@ def column_widths(
             w = gpu_w
         out.append((key, title, w, justify))
     return out
+
+
+def _with_progress(
+    note: Text, progress: Text, waiting: bool, cols: list[tuple[str, str, int, str]]
+) -> Text:
+    """The note with the progress or estimate where the table has no column for it. A running
+    job's bar leads (its note is what it used, if anything); a waiting job's reason leads with
+    its key part (issue 17.5) and its start estimate follows only where it fits whole."""
+    if not note.plain:
+        return progress
+    if not waiting:
+        return progress + Text(" · ") + note
+    width = next(w for key, _, w, _ in cols if key == "note")
+    both = note + Text(" · ") + progress
+    return both if both.cell_len <= width else note
 
 
 def _cell(text: Text, width: int, justify: str) -> Text:
@@ -451,9 +466,8 @@ class JobTable(ScrollView, can_focus=True):
                 self.estimates.get(name) if rec.active or rec.waiting else None, self.clock()
             ),
         }
-        if not column and by_key["progress"].plain:  # no room for the column: note it first
-            lead, note = by_key["progress"], by_key["note"]
-            by_key["note"] = lead + Text(" · ") + note if note.plain else lead
+        if not column and by_key["progress"].plain:  # no room for the column: in the note
+            by_key["note"] = _with_progress(by_key["note"], by_key["progress"], rec.waiting, cols)
         line = Text(no_wrap=True, end="")
         for i, (key, _, w, justify) in enumerate(cols):
             if i:

@@ -1,0 +1,68 @@
+"""What a job is started with on top of the user's environment, and how its GPUs are numbered
+for it: the one rule the engine launches by (gtui.core.sched.runs) and the job detail view shows
+(gtui.ui.detail), so the two never disagree.
+
+Pure functions of the queue's values and a GPU snapshot: a cluster's pool numbers node k's GPU
+i as ``k * NODE_GPU_STRIDE + i`` and the job sees ``i`` (issue 23); a MIG instance is named by its
+``MIG-...`` UUID, the only way CUDA takes it (issue 19.6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from gtui.core.gpus.snapshot import NODE_GPU_STRIDE, GpuInfo
+from gtui.core.model import JobRecord, JobSpec, Settings
+from gtui.core.queue.queuefile import isolated
+
+
+def on_node(
+    gpus: Sequence[int], infos: Sequence[GpuInfo]
+) -> tuple[str | None, tuple[int, ...]]:
+    """The node of a placement and the GPUs' indices there. One server (or GPUs not in
+    ``infos``): no node, and each GPU's number within its node's block of the pool, which on one
+    server is the index itself."""
+    gpus = tuple(gpus)
+    if not gpus:
+        return None, gpus
+    by_index = {g.index: g for g in infos}
+    found = [by_index.get(g) for g in gpus]
+    if any(i is None or i.node is None or i.node_index is None for i in found):
+        return None, tuple(g % NODE_GPU_STRIDE for g in gpus)
+    return found[0].node, tuple(i.node_index for i in found)  # type: ignore[union-attr,misc]
+
+
+def cuda_visible_devices(gpus: Sequence[int], infos: Sequence[GpuInfo]) -> str:
+    """CUDA_VISIBLE_DEVICES for ``gpus``: the indices the job's node knows them by, and a MIG
+    instance by its ``MIG-...`` UUID."""
+    mig = {g.index: g.uuid for g in infos if g.mig_parent is not None}
+    local = on_node(gpus, infos)[1]
+    return ",".join(mig.get(g) or str(n) for g, n in zip(gpus, local, strict=True))
+
+
+def job_env(
+    spec: JobSpec,
+    rec: JobRecord,
+    settings: Settings,
+    queue_path: Path,
+    gpus: Sequence[int],
+    infos: Sequence[GpuInfo],
+) -> dict[str, str]:
+    """The environment gtui gives attempt ``rec.attempt`` of ``spec`` on ``gpus`` (read in
+    ``infos``), on top of the user's own."""
+    env = dict(settings.env)
+    env.update(spec.env)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["GTUI_JOB"] = spec.name
+    env["GTUI_ATTEMPT"] = str(rec.attempt)
+    env["GTUI_QUEUE"] = str(queue_path)
+    env["GTUI_TOKEN"] = str(rec.token)
+    # Always: CUDA then numbers GPUs as NVML and nvidia-smi do, so `--gpu 1` in an
+    # unisolated job names the GPU gtui gave it (seed 004).
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    if isolated(spec, settings):
+        env["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices(gpus, infos)
+    if rec.port is not None:
+        env["GTUI_PORT"] = str(rec.port)
+    return env
