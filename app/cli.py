@@ -118,8 +118,9 @@ def _epilog() -> str:
     return (
         "`gtui QUEUE.toml` opens the dashboard (in tmux when it is installed).\n"
         "Global options stand anywhere on the line, before or after the command.\n"
-        "NO_COLOR=1 drops colours; into a pipe gtui writes no escape of its own (a log goes\n"
-        "out as the job wrote it). `gtui completion bash|zsh|fish` prints shell completion.\n\n"
+        "NO_COLOR=1 drops colours, a log's own too, into a pipe as well. Into a pipe gtui\n"
+        "writes no escape of its own (without NO_COLOR a log goes out as the job wrote it).\n"
+        "`gtui completion bash|zsh|fish` prints shell completion.\n\n"
         f"exit codes:\n{codes}\n\n"
         "example:\n  gtui run q.toml --fake-gpus 4x80G"
     )

@@ -4,6 +4,7 @@ headless scheduler, and with none running."""
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -79,6 +80,42 @@ def test_log_latest_attempt_and_older_ones_raw_into_a_pipe(tmp_path: Path) -> No
     assert r.returncode == 2 and "a has no attempt 3: it has 2 attempts" in r.stderr
     r = gtui("log", str(q), "nope")
     assert r.returncode == 2 and "no job named 'nope'" in r.stderr
+
+
+def _piped(*args: str, no_color: str | None) -> bytes:
+    """``gtui ARGS`` into a pipe (as ``| cat``), with NO_COLOR as given (None: unset)."""
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    if no_color is not None:
+        env["NO_COLOR"] = no_color
+    r = subprocess.run(
+        [sys.executable, "-m", "gtui", *args], capture_output=True, timeout=60, env=env
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_no_color_drops_the_logs_colours_in_a_pipe_too(tmp_path: Path) -> None:
+    """NO_COLOR (no-color.org) asks for no colour wherever it goes: `NO_COLOR=1 gtui log q a |
+    less` shows none. Only the colours go; every other byte stays as the job wrote it. Without
+    NO_COLOR (or with it empty, which no-color.org reads as unset) a pipe gets the exact bytes."""
+    q = two_tries_queue(tmp_path)
+    assert gtui("run", str(q), "--fake-gpus", FAKE).returncode == 1
+    exact = b"attempt 2\ntitle\x1b]0;pwned\x07 \x1b[31mred\x1b[0m\n10%\r50%\r100%\n"
+    uncoloured = b"attempt 2\ntitle\x1b]0;pwned\x07 red\n10%\r50%\r100%\n"
+    for command in ("log", "follow"):
+        assert _piped(command, str(q), "a", no_color="1") == uncoloured, command
+        assert _piped(command, str(q), "a", no_color=None) == exact, command
+        assert _piped(command, str(q), "a", no_color="") == exact, command
+
+
+def test_a_colour_cut_between_two_reads_is_dropped_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    p = LogPrinter(out, terminal=False)
+    for chunk in (b"a\x1b", b"[3", b"1;1mred\x1b[", b"0m \x1b[2Kkept\n", b"cut at the end\x1b["):
+        p.feed(chunk)
+    p.close()
+    assert out.buffer.getvalue() == b"ared \x1b[2Kkept\ncut at the end\x1b["  # type: ignore[attr-defined]
 
 
 def test_log_to_a_terminal_is_made_safe_as_in_the_dashboard(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from gtui.core.api import JobView
 from gtui.core.model import JobRecord, JobSpec, JobState
 from gtui.core.progress import Progress
 from gtui.core.sched.eta import ProgressBook, estimate, runtimes_by_sweep, short_duration
+from tests.waiting import until
 
 NOW = 10_000.0
 
@@ -171,18 +172,21 @@ def _logs(tmp_path: Path, n: int) -> list[JobView]:
     return views
 
 
-def test_the_dashboard_reads_a_bounded_number_of_logs_per_update(tmp_path: Path) -> None:
+async def test_the_dashboard_reads_a_bounded_number_of_logs_per_update(tmp_path: Path) -> None:
     from gtui.ui.forecast import PARSES_PER_UPDATE, UiForecast
 
     views = _logs(tmp_path, PARSES_PER_UPDATE + 10)
     fc = UiForecast(tmp_path / "none.db")
     fc.update(views, NOW)
+    assert not fc.book.tracks  # an update reads no log: that is `read`, in a thread
+    await fc.read(views, NOW)
     assert len(fc.book.tracks) == PARSES_PER_UPDATE
-    fc.update(views, NOW + 2)  # the ones not read yet come first
+    await fc.read(views, NOW + 2)  # the ones not read yet come first
     assert len(fc.book.tracks) == PARSES_PER_UPDATE + 10
+    assert len(fc.update(views, NOW + 2)) == PARSES_PER_UPDATE + 10
 
 
-def test_the_scheduler_parses_a_bounded_number_of_logs_per_second(tmp_path: Path) -> None:
+async def test_the_scheduler_parses_a_bounded_number_of_logs_per_second(tmp_path: Path) -> None:
     from gtui.core.sched.engine import Engine
     from gtui.core.sched.forecast import PARSES_PER_S
 
@@ -192,4 +196,5 @@ def test_the_scheduler_parses_a_bounded_number_of_logs_per_second(tmp_path: Path
     views = _logs(tmp_path, PARSES_PER_S + 5)
     for v in views:
         engine._read_progress(v.spec.name, v.record, os.path.getsize(str(v.record.log)))
+    await until(lambda: not engine._progress_reading, what="the reads, in their threads")
     assert len(engine._progress.tracks) == PARSES_PER_S

@@ -229,3 +229,44 @@ def test_import_isolates_every_job_that_passes_no_gpu_numbers(tmp_path: Path) ->
     assert shown.returncode == 0, shown.stderr
     flagged = [line for line in shown.stdout.splitlines() if "UNISOLATED" in line]
     assert len(flagged) == 1 and qf.jobs[0].name in flagged[0], shown.stdout
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["python a.py\npython b.py\n", 'COMMANDS=(\n  "python a.py | 10 | 1"\n  "python b.py | 10 | 1"\n)\n'],
+)
+def test_a_utf8_byte_order_mark_is_dropped(tmp_path: Path, body: str) -> None:
+    """Notepad on Windows starts a UTF-8 file with a BOM: it is not part of the first command."""
+    src = tmp_path / "cmds.txt"
+    src.write_bytes(b"\xef\xbb\xbf" + body.encode())
+    out = gtui("import", str(src))
+    assert out.returncode == 0, out.stderr
+    q = tmp_path / "q.toml"
+    q.write_text(out.stdout)
+    cmds = [j.cmd for j in load_queue(q).jobs]
+    assert len(cmds) == 2 and cmds[0].startswith("python a.py"), cmds
+    assert "\ufeff" not in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("encoding", "said"),
+    [
+        ("utf-16", "a UTF-16 text file; save it as UTF-8"),
+        ("utf-32", "a UTF-32 text file; save it as UTF-8"),
+        ("latin-1", "not a UTF-8 text file (byte 10 is not UTF-8"),
+    ],
+)
+def test_another_encoding_is_named_in_the_line_a_queue_file_gets(
+    tmp_path: Path, encoding: str, said: str
+) -> None:
+    """`gtui import` says what `gtui validate` says of a queue file in that encoding."""
+    src = tmp_path / "cmds.txt"
+    src.write_bytes("python café.py\n".encode(encoding))
+    out = gtui("import", str(src))
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and said in out.stderr, out.stderr
+    assert "NUL" not in out.stderr and "Traceback" not in out.stderr
+    q = tmp_path / "q.toml"
+    q.write_bytes('[[jobs]]\ncmd = "python café.py"\n'.encode(encoding))
+    check = gtui("validate", str(q))
+    assert check.returncode != 0 and said.split(" (byte")[0] in check.stderr + check.stdout

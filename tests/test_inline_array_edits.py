@@ -641,3 +641,87 @@ def test_an_inline_jobs_array_is_found_only_at_a_lines_start(text: str, inline: 
     from gtui.core.queue.writeback import has_inline_jobs
 
     assert has_inline_jobs(text) is inline
+
+
+BOM = b"\xef\xbb\xbf"
+TABLES = """\
+# A queue kept as [[jobs]] tables.
+[[jobs]]
+name = "prep"  # CPU only
+cmd = "python prep.py"
+gpus = 0
+
+[[jobs]]
+name = "train"
+cmd = "python train.py"
+mem = "20G"
+after = ["prep"]
+
+[[jobs]]
+name = "eval"
+cmd = "python eval.py"
+"""
+TABLES_ONLY = {"add-fast", "edit-text"}  # the fast append and the text edit take no inline array
+
+
+def _add_known(p: Path, _name: str) -> None:
+    q = load_queue(p)
+    added = writeback.append_known(
+        p,
+        {"name": "added-one", "cmd": "echo added", "gpus": 0},
+        runs=lambda text: True,
+        settings=q.settings,
+        known=[j.name for j in q.jobs],
+        entry=max(j.entry for j in q.jobs) + 1,
+    )
+    assert added is not None  # the fast path itself, not append_job behind it
+
+
+def _edit_text(p: Path, name: str) -> None:
+    old = writeback.job_text(p, name)
+    writeback.replace_job_text(p, name, old, old.text.replace("python train.py", "python t2.py"))
+
+
+Action = Callable[[Path, str], None]
+
+
+def _dashboard_action(action: str) -> Action:
+    """One of ACTIONS as a callable on (file, job name), with the fields the form would send."""
+
+    def run(p: Path, name: str) -> None:
+        tables = _raw(p.read_text(encoding="utf-8-sig"))
+        table = next((t for t in tables if t.get("name") == name), {})
+        _act(p, name, action, EDITS[action](table, name) if action in EDITS else {})
+
+    return run
+
+
+BOM_ACTIONS: dict[str, Action] = {
+    **{action: _dashboard_action(action) for action in ACTIONS},
+    "add": lambda p, n: writeback.append_job(p, {"name": "added-one", "cmd": "echo a", "gpus": 0})
+    and None,
+    "add-fast": _add_known,
+    "edit-text": _edit_text,
+}
+
+
+@pytest.mark.parametrize("action", sorted(BOM_ACTIONS))
+@pytest.mark.parametrize("text", [TABLES, INLINE], ids=["tables", "inline"])
+def test_an_edit_keeps_the_files_byte_order_mark(tmp_path: Path, action: str, text: str) -> None:
+    """A queue saved with a UTF-8 BOM (Notepad) keeps it through every write-back: the edit
+    writes what it writes to the same file without one, the mark in front (dropping it would
+    change the file outside the edited job)."""
+    if text is INLINE and action in TABLES_ONLY:
+        pytest.skip("[[jobs]] tables only")
+    plain, marked = tmp_path / "plain", tmp_path / "marked"
+    plain.mkdir()
+    marked.mkdir()
+    (plain / "q.toml").write_bytes(text.encode())
+    (marked / "q.toml").write_bytes(BOM + text.encode())
+    for d in (plain, marked):
+        BOM_ACTIONS[action](d / "q.toml", "train")
+    before = BOM + text.encode()
+    after = (marked / "q.toml").read_bytes()
+    assert after != before, "nothing was edited"
+    assert after == BOM + (plain / "q.toml").read_bytes()
+    assert "prep" in [j.name for j in load_queue(marked / "q.toml").jobs]  # read as before

@@ -11,24 +11,36 @@ stuck does not pile up others behind it.
 If the screen did freeze, the event loop would never come back to the test: a watchdog thread
 then feeds the FIFO's reader (which unblocks it) and the test fails saying so, instead of
 hanging the suite.
+
+A running job's log is read by more than the log panel: the dashboard's progress column and the
+in-process scheduler (which shares the loop) read its tail as it grows, and the scheduler reads
+it once more when the job fails. A FIFO cannot stand in there (its size is 0, so nobody reads
+it): the stand-in is a regular file under a write lease (fcntl F_SETLEASE) held by another
+process, which keeps its size and blocks every open() until the lease goes, as a hung network
+mount does.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from gtui.core.model import JobState
+from gtui.core.sched import runs
 from gtui.ui.logtail import LogTail, SearchQuery
 from gtui.ui.screens.detail import DetailScreen
 from gtui.ui.screens.help import HelpScreen
 from gtui.ui.widgets.log_view import LogView
 from tests.conftest import write_queue
-from tests.test_ui_app import dashboard, select, state, until
+from tests.test_ui_app import dashboard, screen_text, select, state, until
 
 QUEUE = """
 [settings]
@@ -168,3 +180,161 @@ async def test_the_aiofiles_reader_gives_the_lines_the_block_reader_gives(
     missing = LogTail(tmp_path / "missing.log")
     assert await missing.last_lines_async(5) == [] and await missing.size_async() == 0
     assert not await missing.exists_async() and await tail.exists_async()
+
+
+RUNNING_QUEUE = """
+[settings]
+poll = "0.2s"
+
+[[jobs]]
+name = "stalled"
+cmd = "echo started; while [ ! -e {end} ]; do sleep 0.05; done; exit 3"
+gpus = 0
+
+[[jobs]]
+name = "shown"
+cmd = "echo shown-output"
+gpus = 0
+
+[[jobs]]
+name = "gate"
+cmd = "while [ ! -e {go} ]; do sleep 0.05; done"
+gpus = 0
+
+[[jobs]]
+name = "next"
+after = ["gate"]
+cmd = "echo next-output"
+gpus = 0
+"""
+
+LEASE_HOLDER = """
+import fcntl, os, signal, sys
+signal.signal(signal.SIGIO, lambda *_: print("broken", flush=True))
+fd = os.open(sys.argv[1], os.O_WRONLY)
+try:
+    fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
+except OSError as e:
+    print(f"no lease: {e}", flush=True)
+    sys.exit(0)
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+class Lease:
+    """A lease-holding process on a file; ``broken`` is set once someone tried to open it."""
+
+    def __init__(self, path: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", LEASE_HOLDER, str(path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        self.first = self.proc.stdout.readline().strip()
+        self.broken = threading.Event()
+        threading.Thread(target=self._listen, daemon=True).start()
+
+    def _listen(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.strip() == "broken":
+                self.broken.set()
+
+    def release(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def still_stalled(path: Path) -> bool:
+    """An open() of ``path`` would still block (the lease holds)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except BlockingIOError:
+        return True
+    os.close(fd)
+    return False
+
+
+@contextmanager
+def leased_file(path: Path, content: bytes, watchdog_s: float) -> Iterator[tuple[Lease, threading.Event]]:
+    """``path`` replaced by a file of ``content`` that nobody can open until the lease goes;
+    yields the lease and the event the watchdog sets if it had to end a frozen screen's wait
+    (the kernel ends a lease by itself after /proc/sys/fs/lease-break-time, 45 s by default:
+    the watchdog must come first)."""
+    stand_in = path.with_name(path.name + ".stall")
+    stand_in.write_bytes(content)
+    lease = Lease(stand_in)
+    if lease.first != "held":
+        lease.release()
+        pytest.skip(f"this kernel gives no file lease here ({lease.first})")
+    os.replace(stand_in, path)  # a rename keeps the lease
+    done, fired = threading.Event(), threading.Event()
+
+    def watchdog() -> None:
+        if not done.wait(watchdog_s):
+            fired.set()
+            lease.release()
+
+    t = threading.Thread(target=watchdog, daemon=True)
+    t.start()
+    try:
+        yield lease, fired
+    finally:
+        done.set()
+        t.join()
+        lease.release()
+
+
+async def test_a_stalled_running_log_leaves_the_dashboard_and_the_scheduler_working(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The running job "stalled" is not selected; its log stops answering. The progress column
+    and the scheduler try to read it, and again when it fails: keys still answer, another job
+    starts and ends meanwhile, and "stalled" ends failed (without its log's tail) though its
+    log never answers."""
+    monkeypatch.setattr(runs, "TAIL_WAIT_S", 1.0)  # how long an end waits for the log's tail
+    try:
+        break_s = float(Path("/proc/sys/fs/lease-break-time").read_text())
+    except OSError:
+        pytest.skip("no /proc/sys/fs/lease-break-time: no file leases here")
+    if break_s < 30:
+        pytest.skip(f"file leases end after {break_s:.0f} s here: too soon to hold a stall")
+    end, go = tmp_path / "end", tmp_path / "go"
+    q = write_queue(tmp_path, RUNNING_QUEUE.format(end=end, go=go))
+    async with dashboard(q) as (app, pilot, engine):
+        await until(pilot, lambda: state(engine, "stalled") is JobState.RUNNING, what="running")
+        await until(pilot, lambda: state(engine, "gate") is JobState.RUNNING, what="gate runs")
+        await until(pilot, lambda: state(engine, "shown") is JobState.DONE, what="shown done")
+        await select(pilot, app, "shown")
+        log = engine.log_path("stalled")
+        assert log is not None
+        await until(pilot, lambda: b"started" in log.read_bytes(), what="the log written")
+        bar = b" 42%|####  | 420/1000 [00:10<00:14]\r" * 4  # a new size: read again
+        with leased_file(log, bar, watchdog_s=break_s * 0.6) as (lease, fired):
+            # The progress column or the scheduler has tried to open it and waits.
+            await until(pilot, lease.broken.is_set, timeout=30, what="a read of the log")
+            await pilot.press("j")
+            await until(pilot, lambda: app.main.table.selected != "shown", what="j moved")
+            await pilot.press("question_mark")
+            await until(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
+            await pilot.press("escape")
+            await until(pilot, lambda: not isinstance(app.screen, HelpScreen), what="back")
+            # The scheduler ends one job and starts and ends the next meanwhile.
+            go.touch()
+            await until(pilot, lambda: state(engine, "gate") is JobState.DONE, what="gate done")
+            await until(pilot, lambda: state(engine, "next") is JobState.DONE, what="next done")
+            await until(pilot, lambda: app.main.table.view("next").record.state is JobState.DONE)
+            # The stalled job fails: its tail cannot be read, its end is recorded anyway.
+            end.touch()
+            await select(pilot, app, "next")
+            await until(pilot, lambda: "next-output" in app.main.log_view.text().plain)
+            await until(pilot, lambda: state(engine, "stalled") is JobState.FAILED, what="failed")
+            assert engine.view("stalled").record.exit_code == 3
+            assert "stalled" in screen_text(app)
+            assert not fired.is_set(), "the screen or the scheduler froze on the stalled log"
+            assert still_stalled(log), "the stand-in stopped stalling: the test proved nothing"

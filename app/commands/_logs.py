@@ -4,8 +4,10 @@ start, and how its bytes reach the user's screen.
 To a terminal, a log is shown as the dashboard shows it (gtui.core.termtext): colours (SGR) kept,
 every other escape sequence and control character dropped, and of a line redrawn with carriage
 returns (tqdm) only the last redraw. The line still being written is shown and redrawn in place
-until its newline comes. With ``NO_COLOR`` set (https://no-color.org), colours go too. Piped or
-redirected, the bytes go out as the job wrote them (as ``cat`` would: a log is the job's data).
+until its newline comes. Piped or redirected, the bytes go out as the job wrote them (as ``cat``
+would: a log is the job's data). With ``NO_COLOR`` set (https://no-color.org), the colours go,
+on a terminal and into a pipe alike: whoever sets it asked to see none, wherever the text lands
+(``NO_COLOR=1 gtui log q.toml job | less``); in a pipe every other byte stays.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any, BinaryIO
 
 from gtui.core.errors import GtuiError
 from gtui.core.paths import QueuePaths
-from gtui.core.termtext import plain_text, safe_text
+from gtui.core.termtext import plain_text, safe_text, strip_sgr_bytes
 
 BLOCK = 64 * 1024
 _CLEAR_LINE = "\r\x1b[K"  # back to the line's start, erase it: gtui's own, not the log's
@@ -87,19 +89,15 @@ class LogPrinter:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._pending = ""  # the line being written, not yet ended by a newline
         self._shown = False  # whether that line is on the screen (to be redrawn)
+        self._held = b""  # piped with NO_COLOR: a colour sequence the next read may end
 
     def feed(self, data: bytes) -> None:
         if not data:
             return
         if not self.terminal:
-            buffer: BinaryIO | None = getattr(self.out, "buffer", None)
-            if buffer is not None:
-                self.out.flush()
-                buffer.write(data)
-                buffer.flush()
-            else:
-                self.out.write(data.decode("utf-8", errors="replace"))
-                self.out.flush()
+            if not self.colour:
+                data, self._held = strip_sgr_bytes(self._held + data)
+            self._write_raw(data)
             return
         text = self._pending + self._decoder.decode(data)
         lines = text.split("\n")
@@ -119,9 +117,22 @@ class LogPrinter:
         self.out.write("".join(parts))
         self.out.flush()
 
+    def _write_raw(self, data: bytes) -> None:
+        buffer: BinaryIO | None = getattr(self.out, "buffer", None)
+        if buffer is not None:
+            self.out.flush()
+            buffer.write(data)
+            buffer.flush()
+        elif data:
+            self.out.write(data.decode("utf-8", errors="replace"))
+            self.out.flush()
+
     def close(self) -> None:
         """The log ended: end its last line."""
         if not self.terminal:
+            held, self._held = self._held, b""
+            if held:  # a sequence the log never ended: as written
+                self._write_raw(held)
             return
         rest = self._pending + self._decoder.decode(b"", final=True)
         self._pending = ""

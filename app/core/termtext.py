@@ -30,7 +30,10 @@ _C1_FORMS = (
 _ESCAPE = re.compile(_ESC_FORMS + _C1_FORMS)
 _ESCAPE_B = re.compile(_ESC_FORMS.encode("ascii"))
 _START = re.compile(r"[\x1b\x90\x98\x9b\x9d-\x9f]")
-_SGR = re.compile(r"\x1b\[[0-9;:]*m")
+_SGR_FORM = r"\x1b\[[0-9;:]*m"
+_SGR = re.compile(_SGR_FORM)
+_SGR_B = re.compile(_SGR_FORM.encode("ascii"))
+_SGR_CUT_B = re.compile(rb"\x1b(?:\[[0-9;:]*)?\Z")  # the start of one, cut by the end of a read
 # C0 controls but tab, DEL, and C1 controls (U+0080-U+009F: some terminals read U+009B as CSI).
 # ESC is not here: after _ESCAPE, every ESC left starts a kept SGR.
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1a\x1c-\x1f\x7f-\x9f]")
@@ -62,3 +65,14 @@ def strip_escapes_bytes(data: bytes) -> bytes:
     """``data`` less every ESC-led escape sequence, colours included: the same pattern as
     :func:`safe_text`, for a prefilter that looks at raw log bytes without decoding them."""
     return _ESCAPE_B.sub(b"", data) if b"\x1b" in data else data
+
+
+def strip_sgr_bytes(data: bytes) -> tuple[bytes, bytes]:
+    """``data`` less its colour sequences (SGR), every other byte kept, for a log piped with
+    NO_COLOR set; and the bytes at its end that may begin a colour sequence the next read
+    ends (put them in front of it)."""
+    if b"\x1b" not in data:
+        return data, b""
+    cut = _SGR_CUT_B.search(data)
+    head, rest = (data[: cut.start()], data[cut.start() :]) if cut else (data, b"")
+    return _SGR_B.sub(b"", head), rest

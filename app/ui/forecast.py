@@ -1,6 +1,8 @@
 """The dashboard's progress and estimates (issue 19.3): it reads running jobs' logs itself (the
 same files the log panel reads, in process or attached to a scheduler elsewhere) and runs the
-core's estimator (gtui.core.sched.eta), so no event has to carry them."""
+core's estimator (gtui.core.sched.eta), so no event has to carry them. The reads run in a
+thread, never on the event loop (issue 22.1): a log on a stalled disk must not freeze the
+screen."""
 
 from __future__ import annotations
 
@@ -12,8 +14,9 @@ from pathlib import Path
 from rich.text import Text
 
 from gtui.core.api import JobView
+from gtui.core.exec.base import off_loop
 from gtui.core.model import JobState
-from gtui.core.progress import read_progress
+from gtui.core.progress import Progress, read_progress
 from gtui.core.sched.eta import (
     Estimate,
     ProgressBook,
@@ -42,6 +45,8 @@ class UiForecast:
         self._read_at: dict[str, float] = {}
 
     def update(self, views: Iterable[JobView], now: float | None = None) -> dict[str, Estimate]:
+        """The estimates from the progress read so far. No log is read here (see ``read``):
+        this runs on the event loop, where a log on a stalled disk would freeze the screen."""
         now = time.time() if now is None else now
         views = list(views)
         done = sum(1 for v in views if v.record.state == JobState.DONE)
@@ -55,33 +60,54 @@ class UiForecast:
             entry_of = {v.spec.name: v.spec.entry for v in views}
             self._runtimes = runtimes_by_sweep(done_runtimes(self.db), entry_of)
             self._runtimes_at = now
-        live: set[str] = set()
-        grown: list[tuple[float, str, str, int, int]] = []  # (last read, name, log, size, try)
-        for v in views:
-            rec = v.record
-            if not rec.active or not rec.log:
-                continue
-            name = v.spec.name
-            live.add(name)
-            try:
-                size = os.stat(rec.log).st_size
-            except OSError:
-                continue
-            if self._sizes.get(name) != size:
-                grown.append((self._read_at.get(name, 0.0), name, rec.log, size, rec.attempt))
-        # The least recently read first, PARSES_PER_UPDATE at most: the screen stays quick
-        # with a thousand jobs printing.
-        for _, name, log, size, attempt in sorted(grown)[:PARSES_PER_UPDATE]:
-            self._sizes[name] = size
-            self._read_at[name] = now
-            p = read_progress(_reader(log), size)
-            if p is not None:
-                self.book.observe(name, attempt, p, now)
+        live = {name for name, _, _ in _running(views)}
         for gone in set(self._sizes) - live:
             self.book.forget(gone)
             self._sizes.pop(gone, None)
             self._read_at.pop(gone, None)
         return estimate(views, self.book, self._runtimes, now)
+
+    async def read(self, views: Iterable[JobView], now: float | None = None) -> None:
+        """Read the progress of the running jobs whose log grew, in a thread: a log on a
+        stalled disk blocks that thread, not the screen (the caller starts no other read
+        while one is out, so a stuck one piles up nothing)."""
+        now = time.time() if now is None else now
+        jobs = _running(views)
+        sizes, read_at = dict(self._sizes), dict(self._read_at)
+        got = await off_loop(lambda: _read_grown(jobs, sizes, read_at))
+        for name, attempt, size, p in got:  # a job that ended meanwhile: the next update drops it
+            self._sizes[name] = size
+            self._read_at[name] = now
+            if p is not None:
+                self.book.observe(name, attempt, p, now)
+
+
+def _running(views: Iterable[JobView]) -> list[tuple[str, str, int]]:
+    """(name, log, attempt) of the jobs whose log may grow."""
+    return [
+        (v.spec.name, v.record.log, v.record.attempt)
+        for v in views
+        if v.record.active and v.record.log
+    ]
+
+
+def _read_grown(
+    jobs: list[tuple[str, str, int]], sizes: dict[str, int], read_at: dict[str, float]
+) -> list[tuple[str, int, int, Progress | None]]:
+    """(name, attempt, size, progress) of the logs whose size changed. The least recently read
+    first, PARSES_PER_UPDATE at most: the screen stays quick with a thousand jobs printing."""
+    grown: list[tuple[float, str, str, int, int]] = []  # (last read, name, log, size, try)
+    for name, log, attempt in jobs:
+        try:
+            size = os.stat(log).st_size
+        except OSError:
+            continue
+        if sizes.get(name) != size:
+            grown.append((read_at.get(name, 0.0), name, log, size, attempt))
+    return [
+        (name, attempt, size, read_progress(_reader(log), size))
+        for _, name, log, size, attempt in sorted(grown)[:PARSES_PER_UPDATE]
+    ]
 
 
 def _reader(path: str) -> Callable[[int, int], bytes]:

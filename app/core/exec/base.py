@@ -12,11 +12,14 @@ event loop, for the tests and the simulator). A cluster executor (Ray) plugs in 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import threading
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from gtui.core.errors import GtuiError
 from gtui.core.model import JobRecord
@@ -195,6 +198,39 @@ def file_size(path: str) -> int | None:
         return os.stat(path).st_size
     except OSError:
         return None
+
+
+T = TypeVar("T")
+
+
+def off_loop(fn: Callable[[], T]) -> asyncio.Future[T]:
+    """``fn()`` (a log read that a hung disk may block for ever) in a daemon thread of its own,
+    its result a future of the running loop. Not ``asyncio.to_thread``: the default executor
+    has a few threads (CPU count + 4) that stuck reads would fill, leaving every other
+    ``to_thread`` waiting, and its threads are joined at exit, so gtui could not quit."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[T] = loop.create_future()
+
+    def settle(value: T | None, error: BaseException | None) -> None:
+        if fut.done():  # cancelled: whoever waited has gone on
+            return
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(value)  # type: ignore[arg-type]
+
+    def run() -> None:
+        value: T | None = None
+        error: BaseException | None = None
+        try:
+            value = fn()
+        except BaseException as e:  # handed to the awaiting side, as to_thread does
+            error = e
+        with contextlib.suppress(RuntimeError):  # the loop closed while the read was stuck
+            loop.call_soon_threadsafe(settle, value, error)
+
+    threading.Thread(target=run, name="gtui-read", daemon=True).start()
+    return fut
 
 
 def read_file_range(path: str, offset: int, limit: int) -> bytes:

@@ -31,7 +31,14 @@ from pathlib import Path
 import tomli_w
 
 from gtui.core.errors import GtuiError
-from gtui.core.queue.queuefile import cmd_slug, name_problem, passes_gpu_numbers
+from gtui.core.queue.queuefile import (
+    EncodingProblem,
+    cmd_slug,
+    decode_utf8,
+    name_problem,
+    passes_gpu_numbers,
+    wide_encoding,
+)
 from gtui.core.units import UnitError, parse_size_mib
 
 SCRIPT_VARS = (
@@ -500,10 +507,10 @@ def import_file(path: Path) -> tuple[str, list[str]]:
         raise ImportFailed(f"{path}: is a directory; give a script or a command list") from None
     except OSError as e:
         raise ImportFailed(f"{path}: cannot read it: {e.strerror or e}") from None
-    if b"\x00" in data:
+    if b"\x00" in data and wide_encoding(data) is None:  # UTF-16 holds NULs: named below
         raise ImportFailed(f"{path}: not a text file (it holds NUL bytes)")
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ImportFailed(f"{path}: not a UTF-8 text file (byte {e.start})") from None
+        text = decode_utf8(data)  # the queue file's own decoder: the same BOM, the same line
+    except EncodingProblem as e:
+        raise ImportFailed(f"{path}: {e}") from None
     return import_text(text, str(path))

@@ -67,7 +67,9 @@ from gtui.core.queue.queuefile import (
     QueueFile,
     _scan_and_parse,
     check_new_entry,
+    decode_queue,
     load_queue,
+    read_queue_bytes,
     read_queue_text,
     scalar_text,
 )
@@ -123,6 +125,16 @@ def _locked(queue: Path) -> Iterator[None]:
 class _Block:
     start: int  # 0-based index of its first line (attached comments included)
     end: int  # 0-based index after its last line of data
+
+
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def _read(p: Path) -> tuple[str, bytes]:
+    """The file's text, and the UTF-8 byte-order mark it starts with (b"" if none): the
+    write puts the mark back, as it keeps all of the file outside the edited job."""
+    data = read_queue_bytes(p)
+    return decode_queue(p, data), UTF8_BOM if data.startswith(UTF8_BOM) else b""
 
 
 def _blocks(sc: Scan) -> list[_Block] | None:
@@ -379,7 +391,7 @@ def _edit(
 ) -> QueueFile:
     p = Path(path)
     with _locked(p):
-        text = read_queue_text(p)
+        text, mark = _read(p)
         try:
             queue = load_queue(p, text=text)
         except QueueFileError as e:
@@ -399,7 +411,7 @@ def _edit(
             line = None if adding else e.line
             raise QueueFileError(e.path, f"{e.detail} ({what})", line, e.key) from None
         if new_text != text:
-            write_atomically(p, new_text)
+            write_atomically(p, mark + new_text.encode())
         return result
 
 
@@ -543,7 +555,7 @@ def append_known(
     assert isinstance(table, Table)
     plain = tomllib.loads(_table_text(table))["jobs"][0]  # the values as a load reads them
     with _locked(p):
-        text = read_queue_text(p)
+        text, mark = _read(p)
         if not runs(text) or has_inline_jobs(text):
             # An inline ``jobs = [...]`` takes no [[jobs]] table after it: append_job adds an
             # element to the array.
@@ -560,7 +572,7 @@ def append_known(
         if checked is None:
             return None
         new_text = body + gap + _table_text(table).replace("\n", nl)
-        write_atomically(p, new_text)
+        write_atomically(p, mark + new_text.encode())
     jobs, warnings = checked
     return Appended(jobs, warnings, new_text)
 

@@ -3,15 +3,16 @@ puts the estimates into ``gtui status --json``. The arithmetic is in ``eta`` (pu
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from gtui.core.api import JobView
-from gtui.core.exec.base import Executor
+from gtui.core.exec.base import Executor, off_loop
 from gtui.core.model import JobRecord
 from gtui.core.paths import QueuePaths
-from gtui.core.progress import read_progress
+from gtui.core.progress import Progress, read_progress
 from gtui.core.sched.eta import Estimate, ProgressBook, estimate, runtimes_by_sweep
 from gtui.core.state.book import JobBook
 from gtui.core.state.history import done_runtimes
@@ -37,10 +38,15 @@ class Forecast:
         self._runtimes_stale = True
         self._parse_window = 0.0
         self._parses = 0
+        self._progress_reading: set[str] = set()  # jobs whose log is being read now
 
     def _read_progress(self, name: str, rec: JobRecord, size: int) -> None:
         """The log of running job ``name`` grew to ``size``: read its progress (throttled per
-        job, and to :data:`PARSES_PER_S` in all: 1,000 chatty jobs must not take the loop)."""
+        job, and to :data:`PARSES_PER_S` in all: 1,000 chatty jobs must not take the loop).
+        The read runs in a thread (a log on a stalled disk must not freeze the scheduler, nor a
+        dashboard on the same loop), one per job at a time: a stuck one piles up nothing."""
+        if name in self._progress_reading:
+            return
         now = time.monotonic()
         if now - self._progress_at.get(name, -PROGRESS_EVERY_S) < PROGRESS_EVERY_S:
             return
@@ -53,9 +59,25 @@ class Forecast:
         log = rec.log
         if not log:
             return
-        p = read_progress(lambda off, n: self._executor.read_log(log, off, n), size)
-        if p is not None:
-            self._progress.observe(name, rec.attempt, p, time.time())
+        executor, attempt = self._executor, rec.attempt
+        self._progress_reading.add(name)
+        read = off_loop(lambda: read_progress(lambda off, n: executor.read_log(log, off, n), size))
+        read.add_done_callback(lambda f: self._progress_read(name, rec, log, attempt, f))
+
+    def _progress_read(
+        self,
+        name: str,
+        rec: JobRecord,
+        log: str,
+        attempt: int,
+        read: asyncio.Future[Progress | None],
+    ) -> None:
+        self._progress_reading.discard(name)
+        if read.cancelled() or read.exception() is not None:
+            return
+        p = read.result()
+        if p is not None and rec.active and rec.log == log and rec.attempt == attempt:
+            self._progress.observe(name, attempt, p, time.time())  # not ended meanwhile
 
     def _forget_progress(self, name: str, *, ended_done: bool) -> None:
         self._progress.forget(name)

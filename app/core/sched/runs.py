@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import os
 import time
 import uuid
@@ -24,7 +25,14 @@ from typing import TYPE_CHECKING, Any
 from gtui.core.api import JobChanged, LogGrew, Notice
 from gtui.core.bus import EventBus
 from gtui.core.errors import GtuiError
-from gtui.core.exec.base import Executor, ExitStatus, Handle, LaunchRequest, handle_of
+from gtui.core.exec.base import (
+    Executor,
+    ExitStatus,
+    Handle,
+    LaunchRequest,
+    handle_of,
+    off_loop,
+)
 from gtui.core.gpus.reader import GpuReader
 from gtui.core.gpus.snapshot import GpuInfo
 from gtui.core.model import JobRecord, JobSpec, JobState, Settings
@@ -43,6 +51,7 @@ from gtui.core.state.usage import auto_mem, mem_note, mem_notes, peaks_by_job
 UNISOLATED_WARNING = "runs unisolated (isolate = false): no CUDA_VISIBLE_DEVICES, it sees every GPU"
 LOG_WATCH_S = 0.5  # how often running jobs' logs are checked for growth
 LEFTOVER_BATCH_S = 0.1  # job ends this close together share one scan for leftovers
+TAIL_WAIT_S = 10.0  # a failed job's end waits this long for its log's tail, then goes without
 
 
 class Runs:
@@ -215,7 +224,12 @@ class Runs:
         if self._stopping:
             return
         crash_point("after_exit")
-        self._finish(name, status)
+        tail = None
+        if name in self._killing or not (status.exit_code == 0 and status.signal is None):
+            tail = await self._end_tail(name)
+            if self._stopping:
+                return
+        self._finish(name, status, tail=tail)
         crash_point("after_finish")
         rec = self._book.records.get(name)
         if rec is not None and rec.token and rec.final:
@@ -223,8 +237,22 @@ class Runs:
         await self._after_end(name)
         self._check_queue_done(self._idle)
 
-    def _finish(self, name: str, status: ExitStatus, *, recovered: bool = False) -> None:
-        """A job's run ended: decide its state, diagnose, maybe retry; commit; publish."""
+    async def _end_tail(self, name: str) -> str:
+        """The tail of a job's log that the diagnosis reads, read in a thread: a log on a
+        stalled disk must not freeze the scheduler. Given up after :data:`TAIL_WAIT_S` (the
+        end is recorded without a diagnosis; the stuck read stays in its own thread)."""
+        executor, log = self._executor, self._book.records[name].log
+        with contextlib.suppress(TimeoutError):
+            return await asyncio.wait_for(
+                off_loop(lambda: outcome.log_tail(executor, log)), TAIL_WAIT_S
+            )
+        return ""
+
+    def _finish(
+        self, name: str, status: ExitStatus, *, recovered: bool = False, tail: str | None = None
+    ) -> None:
+        """A job's run ended: decide its state, diagnose, maybe retry; commit; publish.
+        ``tail``: its log's tail, read already (else read here, when it is needed)."""
         book = self._book
         rec = book.records[name]
         if name in book.pending_specs:
@@ -240,7 +268,10 @@ class Runs:
         self._killing.discard(name)
         self._timed_out.discard(name)
         failed = not killed and not (status.exit_code == 0 and status.signal is None)
-        tail = outcome.log_tail(self._executor, rec.log) if killed or failed else ""
+        if not (killed or failed):
+            tail = ""
+        elif tail is None:  # at a restart (recovered): before the loop serves anyone
+            tail = outcome.log_tail(self._executor, rec.log)
         snapshot = self._reader.snapshot if self._reader is not None else None
         before_mem = rec.mem_mib
         outcome.conclude(
@@ -350,16 +381,22 @@ class Runs:
         self._bus.publish(JobChanged(self._book.view(name)))
 
     async def _watch_logs(self) -> None:
+        """Tell of each running job's log growth, and read its progress. The sizes are asked
+        in a thread, one sweep at a time: a stat on a hung disk must not freeze the loop."""
         while True:
             await asyncio.sleep(LOG_WATCH_S)
-            for name in self._book.active_names():
-                rec = self._book.records[name]
-                if not rec.active or not rec.log:
-                    continue
-                size = self._executor.log_size(rec.log)
+            records = self._book.records
+            logs = [(n, log) for n in self._book.active_names() if (log := _active_log(records[n]))]
+            if not logs:
+                continue
+            sizes = await off_loop(functools.partial(_log_sizes, self._executor, logs))
+            for (name, log), size in zip(logs, sizes, strict=True):
+                rec = self._book.records.get(name)
+                if rec is None or _active_log(rec) != log:
+                    continue  # ended (or started again) meanwhile
                 if size is not None and self._log_sizes.get(name) != size:
                     self._log_sizes[name] = size
-                    self._bus.publish(LogGrew(name, rec.log, size))
+                    self._bus.publish(LogGrew(name, log, size))
                     self._read_progress(name, rec, size)
 
     # ------------------------------------------------------------------ kill
@@ -382,6 +419,14 @@ class Runs:
         finally:
             if signalled is not None:
                 signalled.set()
+
+
+def _log_sizes(executor: Executor, logs: list[tuple[str, str]]) -> list[int | None]:
+    return [executor.log_size(log) for _, log in logs]
+
+
+def _active_log(rec: JobRecord) -> str | None:
+    return rec.log if rec.active and rec.log else None
 
 
 def _no_gpus() -> Any:

@@ -21,6 +21,7 @@ from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Input, Static
+from textual.worker import Worker
 
 from gtui.core import tmux
 from gtui.core.api import JobView
@@ -88,6 +89,7 @@ class MainScreen(Screen[None]):
         self.ready = False  # set once the engine runs and its state is on screen
         self.forecast = UiForecast(state_db(engine))  # progress and estimates (issue 19.3)
         self.estimates: dict[str, Estimate] = {}
+        self._forecast_read: Worker[None] | None = None
         self.alerts = Alerts(self._terminal_write, in_tmux=in_tmux)
         self._ticks = 0
 
@@ -308,11 +310,25 @@ class MainScreen(Screen[None]):
     def _tick(self) -> None:
         self._ticks += 1
         if self._ticks % FORECAST_EVERY_TICKS == 1:
-            self.estimates = self.forecast.update(self.table.views(), self.clock())
-            self.table.set_estimates(self.estimates)
+            views = list(self.table.views())
+            if self._forecast_read is None or self._forecast_read.is_finished:
+                # One read of the logs at a time: while one is stuck on a stalled disk, the
+                # requests fold into it (issue 22.1).
+                self._forecast_read = self.run_worker(
+                    self._read_forecast(views), group="forecast", exit_on_error=False
+                )
+            self._estimate(views)
         self.table.tick()
         if self.log_view.poll():
             self._log_refreshed = time.monotonic()
+
+    async def _read_forecast(self, views: list[JobView]) -> None:
+        await self.forecast.read(views, self.clock())
+        self._estimate(list(self.table.views()))  # what was read, shown now rather than in 2 s
+
+    def _estimate(self, views: list[JobView]) -> None:
+        self.estimates = self.forecast.update(views, self.clock())
+        self.table.set_estimates(self.estimates)
 
     # -- the selected job: its log and diagnosis -------------------------------------------
 
