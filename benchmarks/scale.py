@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import psutil
 
@@ -134,17 +134,22 @@ def peak_rss_mib(pid: int) -> float:
     return psutil.Process(pid).memory_info().rss / 2**20
 
 
+def start_scheduler(root: Path, log: IO[str]) -> subprocess.Popen[bytes]:
+    """A headless `gtui run` of the queue, its event log to ``log``."""
+    return subprocess.Popen(
+        gtui("run", "q.toml", "--fake-gpus", "8x80G", cwd=root),
+        cwd=root,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+
+
 def restart(root: Path) -> tuple[float, float]:
     """A second `gtui run` on the queue's saved state: seconds until its socket answers, and
     its RSS then (MiB)."""
     with open(root / "run2.log", "w") as log:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(
-            gtui("run", "q.toml", "--fake-gpus", "8x80G", cwd=root),
-            cwd=root,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        proc = start_scheduler(root, log)
         try:
             wait_until(lambda: _answers(root / "q.toml"), 120, "the restarted scheduler")
             took = time.perf_counter() - t0
@@ -179,12 +184,7 @@ def measure(n: int, adds: int, repeats: int) -> dict[str, float]:
         out["validate"], spreads["validate"] = median(runs), spread(runs)
         log = open(root / "run.log", "w")  # noqa: SIM115 - closed below
         t0 = time.perf_counter()
-        proc = subprocess.Popen(
-            gtui("run", "q.toml", "--fake-gpus", "8x80G", cwd=root),
-            cwd=root,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        proc = start_scheduler(root, log)
         try:
             stamp = root / "first.stamp"
             wait_until(lambda: stamp.exists() and stamp.read_text().strip(), 300, "first job")
