@@ -15,8 +15,8 @@ from pathlib import Path
 from gtui.commands.options import GlobalOptions
 from gtui.core.gpus.backend import open_backend
 from gtui.core.gpus.claims import ClaimBoard, Judged, gpu_keys, judge
-from gtui.core.gpus.holders import HolderReader, process_json, stale_reasons
-from gtui.core.gpus.snapshot import GpuBackend, GpuInfo, GpuSnapshot
+from gtui.core.gpus.holders import HolderReader, holder_notes, process_json, stale_reasons
+from gtui.core.gpus.snapshot import GpuBackend, GpuInfo, GpuProcess, GpuSnapshot
 from gtui.core.units import format_duration, format_mib
 
 _HEADERS = ("GPU", "NAME", "MEMORY", "UTIL", "TEMP", "PROCESSES")
@@ -67,6 +67,17 @@ def format_table(snapshot: GpuSnapshot) -> list[str]:
     return lines + notes
 
 
+STALE_WORDS = "stale: zombie, or idle at 0 % for 15 min, 5 min when its parent is gone"
+
+
+def _stale_cell(g: GpuInfo, p: GpuProcess, now: float) -> str:
+    """``idle at 0 % for 3 h``, ``-``, or ``- (parent gone)``: a parent gone on a working GPU
+    is worth knowing, not a reason to call it stale."""
+    stale = ", ".join(stale_reasons(g, p, now))
+    notes = holder_notes(g, p, now)
+    return stale or ("- (" + ", ".join(notes) + ")" if notes else "-")
+
+
 def format_holders(snapshot: GpuSnapshot, now: float) -> list[str]:
     """Who holds each GPU, one line per process (none: no lines). A gtui job says which."""
     headers = ("GPU", "PID", "USER", "MEMORY", "RUNNING", "COMMAND", "STALE")
@@ -84,13 +95,13 @@ def format_holders(snapshot: GpuSnapshot, now: float) -> list[str]:
                     format_mib(p.mem_mib),
                     "?" if p.started is None else format_duration(now - p.started),
                     command,
-                    ", ".join(stale_reasons(g, p, now)) or "-",
+                    _stale_cell(g, p, now),
                 )
             )
     if not rows:
         return []
     widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers) - 1)]
-    lines = ["", "Holders: the processes on each GPU (stale: parent gone, zombie, or idle at 0 %)"]
+    lines = ["", f"Holders: the processes on each GPU ({STALE_WORDS})"]
     for row in [headers, *rows]:
         cells = [row[i].ljust(widths[i]) for i in range(len(headers) - 1)]
         lines.append("  ".join([*cells, row[-1]]).rstrip())
