@@ -1,6 +1,8 @@
 """The dashboard's progress and estimates (issue 19.3): it reads running jobs' logs itself (the
 same files the log panel reads, in process or attached to a scheduler elsewhere) and runs the
-core's estimator (gtui.core.sched.eta), so no event has to carry them."""
+core's estimator (gtui.core.sched.eta), so no event has to carry them. And, from the attempts
+history read at the same pace, the jobs whose ``mem`` their last runs say is wrong (issue 19.2,
+gtui.core.state.usage): the table's note says it, as the detail view does."""
 
 from __future__ import annotations
 
@@ -21,10 +23,12 @@ from gtui.core.sched.eta import (
     runtimes_by_sweep,
     short_duration,
 )
-from gtui.core.state.history import done_runtimes
+from gtui.core.state.history import Attempt, done_runtimes
+from gtui.core.state.usage import MemAdvice, mem_advice, peaks_by_job
 
 RUNTIMES_EVERY_S = 60.0
 RUNTIMES_AFTER_END_S = 2.0  # and again after a job ended done, at most this often
+_ENDED = (JobState.DONE, JobState.FAILED, JobState.KILLED)
 PARSES_PER_UPDATE = 40  # log tails parsed per update (every 2 s) at most
 BAR_CELLS = 5
 
@@ -40,21 +44,30 @@ class UiForecast:
         self._runtimes_at = 0.0
         self._done = -1
         self._read_at: dict[str, float] = {}
+        self._peaks: dict[str, list[Attempt]] = {}  # the runs with a recorded peak, per job
+        self.mem_advice: dict[str, MemAdvice] = {}  # jobs whose mem their runs say is wrong
 
     def update(self, views: Iterable[JobView], now: float | None = None) -> dict[str, Estimate]:
         now = time.time() if now is None else now
         views = list(views)
-        done = sum(1 for v in views if v.record.state == JobState.DONE)
+        done = sum(1 for v in views if v.record.state in _ENDED)
         since = now - self._runtimes_at
         if (
             self._runtimes is None
             or since > RUNTIMES_EVERY_S
             or (done != self._done and since > RUNTIMES_AFTER_END_S)
         ):
-            self._done = done  # a job ended done: one more runtime to count
+            self._done = done  # a job ended: one more runtime to count, one more peak
             entry_of = {v.spec.name: v.spec.entry for v in views}
             self._runtimes = runtimes_by_sweep(done_runtimes(self.db), entry_of)
+            self._peaks = peaks_by_job(self.db)
             self._runtimes_at = now
+        # From the specs now (an edit of mem shows at once), the peaks as last read.
+        self.mem_advice = {
+            v.spec.name: a
+            for v in views
+            if v.spec.name in self._peaks and (a := mem_advice(v.spec, self._peaks[v.spec.name]))
+        }
         live: set[str] = set()
         grown: list[tuple[float, str, str, int, int]] = []  # (last read, name, log, size, try)
         for v in views:

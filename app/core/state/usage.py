@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from gtui.core.model import JobSpec
@@ -46,29 +47,55 @@ def recent_peaks(runs: Sequence[Attempt]) -> list[int]:
     return [a.peak_mib for a in runs if a.peak_mib][-RUNS_LOOKED_AT:]
 
 
-def mem_note(spec: JobSpec, runs: Sequence[Attempt]) -> str | None:
-    """``a: mem 40G is far above its last 3 runs' peak 12G; 15G would do (or mem = "auto")``,
-    or None when the declared mem fits what the runs used (or nothing can be said)."""
+@dataclass(frozen=True)
+class MemAdvice:
+    """A declared ``mem`` the job's last runs say is wrong (``mem_advice``)."""
+
+    below: bool  # a run used more than it asked for (else: it asked far more than it used)
+    asked_mib: int
+    peak_mib: int  # the highest peak of the runs looked at
+    runs: int  # how many runs with a peak were looked at
+    fit_mib: int  # what mem = "auto" would ask
+
+    def text(self) -> str:
+        """``mem 40G is far above its last 3 runs' peak 12G; 15G would do (or mem = "auto")``:
+        the job detail view's words (``mem_note`` puts the job's name first)."""
+        runs = "its last run's" if self.runs == 1 else f"its last {self.runs} runs'"
+        asked, top, fit = (format_mib(m) for m in (self.asked_mib, self.peak_mib, self.fit_mib))
+        if self.below:
+            return f'mem {asked} is below {runs} peak {top}; ask for {fit} (or mem = "auto")'
+        return f'mem {asked} is far above {runs} peak {top}; {fit} would do (or mem = "auto")'
+
+    def short(self) -> str:
+        """``mem: 15G would do``, ``mem: ask 12G``: the job table's note, where few cells are
+        left."""
+        fit = format_mib(self.fit_mib)
+        return f"mem: ask {fit}" if self.below else f"mem: {fit} would do"
+
+
+def mem_advice(spec: JobSpec, runs: Sequence[Attempt]) -> MemAdvice | None:
+    """What the job's last runs say of its declared ``mem`` (module doc); None when it fits
+    them, or nothing can be said (no run with a peak, ``mem = "auto"``, no ``mem``, CPU)."""
     if spec.mem_auto or spec.mem_mib is None or spec.gpus == 0:
         return None
     peaks = recent_peaks(runs)
-    if not peaks:
+    fit = auto_mem(peaks)
+    if not peaks or fit is None:
         return None
     top = max(peaks)
     asked = spec.mem_mib
-    runs_text = "its last run's" if len(peaks) == 1 else f"its last {len(peaks)} runs'"
-    fit = format_mib(auto_mem(peaks))
     if top > asked * BELOW_BY:
-        return (
-            f"{spec.name}: mem {format_mib(asked)} is below {runs_text} peak "
-            f"{format_mib(top)}; ask for {fit} (or mem = \"auto\")"
-        )
+        return MemAdvice(True, asked, top, len(peaks), fit)
     if asked >= top * FAR_ABOVE and asked - top >= FAR_ABOVE_MIN_MIB:
-        return (
-            f"{spec.name}: mem {format_mib(asked)} is far above {runs_text} peak "
-            f"{format_mib(top)}; {fit} would do (or mem = \"auto\")"
-        )
+        return MemAdvice(False, asked, top, len(peaks), fit)
     return None
+
+
+def mem_note(spec: JobSpec, runs: Sequence[Attempt]) -> str | None:
+    """``a: mem 40G is far above its last 3 runs' peak 12G; 15G would do (or mem = "auto")``,
+    or None when the declared mem fits what the runs used (or nothing can be said)."""
+    advice = mem_advice(spec, runs)
+    return f"{spec.name}: {advice.text()}" if advice is not None else None
 
 
 def mem_notes(specs: Iterable[JobSpec], history: Mapping[str, Sequence[Attempt]]) -> list[str]:

@@ -310,6 +310,7 @@ class MainScreen(Screen[None]):
         if self._ticks % FORECAST_EVERY_TICKS == 1:
             self.estimates = self.forecast.update(self.table.views(), self.clock())
             self.table.set_estimates(self.estimates)
+            self.table.set_mem_advice(self.forecast.mem_advice)
         self.table.tick()
         if self.log_view.poll():
             self._log_refreshed = time.monotonic()
