@@ -23,8 +23,8 @@ from gtui.core.sched.eta import (
     runtimes_by_sweep,
     short_duration,
 )
-from gtui.core.state.history import Attempt, done_runtimes
-from gtui.core.state.usage import MemAdvice, mem_advice, peaks_by_job
+from gtui.core.state.history import done_runtimes
+from gtui.core.state.usage import MemAdvice, PeakBook
 
 RUNTIMES_EVERY_S = 60.0
 RUNTIMES_AFTER_END_S = 2.0  # and again after a job ended done, at most this often
@@ -44,7 +44,7 @@ class UiForecast:
         self._runtimes_at = 0.0
         self._done = -1
         self._read_at: dict[str, float] = {}
-        self._peaks: dict[str, list[Attempt]] = {}  # the runs with a recorded peak, per job
+        self._peaks = PeakBook(db)  # every job's recorded peaks (read a few rows at a time)
         self.mem_advice: dict[str, MemAdvice] = {}  # jobs whose mem their runs say is wrong
 
     def update(self, views: Iterable[JobView], now: float | None = None) -> dict[str, Estimate]:
@@ -60,13 +60,14 @@ class UiForecast:
             self._done = done  # a job ended: one more runtime to count, one more peak
             entry_of = {v.spec.name: v.spec.entry for v in views}
             self._runtimes = runtimes_by_sweep(done_runtimes(self.db), entry_of)
-            self._peaks = peaks_by_job(self.db)
+            self._peaks.refresh()
             self._runtimes_at = now
         # From the specs now (an edit of mem shows at once), the peaks as last read.
+        peaks = self._peaks.peaks
         self.mem_advice = {
             v.spec.name: a
             for v in views
-            if v.spec.name in self._peaks and (a := mem_advice(v.spec, self._peaks[v.spec.name]))
+            if v.spec.name in peaks and (a := self._peaks.advice(v.spec)) is not None
         }
         live: set[str] = set()
         grown: list[tuple[float, str, str, int, int]] = []  # (last read, name, log, size, try)
