@@ -241,6 +241,14 @@ class IdleMark:
         }
 
 
+def own_start() -> float | None:
+    """This process's start time, as a reader checks a mark's scheduler by (None: unknown)."""
+    try:
+        return psutil.Process().create_time()
+    except psutil.Error:
+        return None
+
+
 def published_idle(marks: Sequence[IdleMark], now: float) -> dict[str, float]:
     """GPU key -> the oldest ``since`` among the marks whose scheduler still runs (as its
     user), none in the future."""

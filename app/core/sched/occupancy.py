@@ -21,8 +21,6 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-import psutil
-
 from gtui.core.api import GpusRead
 from gtui.core.bus import EventBus
 from gtui.core.exec.base import Executor, handle_of
@@ -34,6 +32,7 @@ from gtui.core.gpus.claims import (
     counted,
     gpu_keys,
     judge,
+    own_start,
     queue_id,
 )
 from gtui.core.gpus.fake import FAKE_USE_ENV, fake_use_mib
@@ -315,9 +314,8 @@ class Occupancy:
     def _our_idle(self, keys: dict[int, str], board: ClaimBoard) -> list[IdleMark]:
         """Our word on each GPU that has read 0 % at every poll since some moment."""
         if self._own_start is None:
-            try:
-                self._own_start = psutil.Process().create_time()
-            except psutil.Error:
+            self._own_start = own_start()
+            if self._own_start is None:
                 return []
         return [
             IdleMark(
