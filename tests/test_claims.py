@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
@@ -32,10 +33,13 @@ from gtui.core.gpus import claims as claims_mod
 from gtui.core.gpus.claims import (
     Claim,
     ClaimBoard,
+    IdleMark,
     NeighbourClaim,
     counted,
     gpu_keys,
     judge,
+    parse_board_file,
+    published_idle,
     queue_id,
     user_name,
 )
@@ -640,3 +644,95 @@ def test_reading_proc_directly_agrees_with_psutil(sleeper) -> None:
     assert abs(fast[1] - start_of(sleeper.pid)) <= claims_mod.START_TOLERANCE_S
     assert abs(fast[1] - slow[1]) <= claims_mod.START_TOLERANCE_S
     assert claims_mod._ppid(sleeper.pid) == os.getpid()
+
+
+# ------------------------------------------------------------------------------- idle GPUs
+# Issue 19 audit, 3: ``gtui gpus`` reads the GPUs once, so it cannot know how long one has sat
+# at 0 %; a scheduler of this user that polls them can, and says it on the board.
+
+
+def idle_mark(gpu: str, since: float, queue: str = "qa", pid: int | None = None) -> IdleMark:
+    pid = os.getpid() if pid is None else pid
+    return IdleMark(os.geteuid(), ME, gpu, since, pid, start_of(pid), queue)
+
+
+def test_schedulers_publish_since_when_a_gpu_idles_and_readers_take_the_oldest(
+    tmp_path: Path, sleeper
+) -> None:
+    board_dir = tmp_path / "board"
+    now = time.time()
+    a, b = ClaimBoard(board_dir, queue="qa"), ClaimBoard(board_dir, queue="qb")
+    assert a.publish([], [idle_mark("GPU-0", now - 600)]) is None  # idle only: a file still
+    b.publish(
+        [claim(sleeper.pid, queue="qb")],
+        [idle_mark("GPU-0", now - 60, "qb"), idle_mark("GPU-1", now - 30, "qb", sleeper.pid)],
+    )
+    read = ClaimBoard(board_dir).read()
+    assert len(read.idle) == 3 and len(read.claims) == 1 and read.notes == []
+    assert published_idle(read.idle, now) == {"GPU-0": now - 600, "GPU-1": now - 30}
+    # A queue sees the others' marks, not its own.
+    assert {m.queue for m in a.read().idle} == {"qb"}
+    # The word of a scheduler that has ended counts for nothing, and is pruned.
+    sleeper.kill()
+    sleeper.wait()
+    assert published_idle(ClaimBoard(board_dir).read().idle, now) == {"GPU-0": now - 600}
+    a.publish([], [])
+    assert {(m.queue, m.gpu) for m in ClaimBoard(board_dir).read().idle} == {("qb", "GPU-0")}
+    # Never from the future, nor malformed.
+    assert published_idle([idle_mark("GPU-0", now + 3600)], now) == {}
+    raw = json.dumps(
+        {"gtui_claims": 1, "uid": 7, "claims": [], "idle": [{"gpu": "GPU-0", "since": "x"}]}
+    ).encode()
+    claims, idle, note = parse_board_file(raw, 7, "u")
+    assert (claims, idle, note) == ([], [], "1 malformed idle mark(s) ignored")
+
+
+async def test_a_scheduler_publishes_its_idle_gpus_and_gtui_gpus_uses_them(
+    tmp_path: Path,
+) -> None:
+    spec = tmp_path / "gpus.spec"
+    spec.write_text("80G@0,80G@40\n")
+    q = write_queue(
+        tmp_path,
+        '[settings]\npoll = "0.1s"\n\n[[jobs]]\nname = "keep"\ngpus = 0\n'
+        'cmd = "while [ ! -e keep.release ]; do sleep 0.05; done"\n',
+    )
+    engine = Engine(q, fake_gpus=f"@{spec}", control=False)
+    key = gpu_keys(GpuSnapshot((nvml_gpu(0),), 0.0, "fake"), spec)[0]
+    started = time.time()
+    async with running(engine, q.parent):
+
+        def marks() -> list[IdleMark]:
+            return [m for m in ClaimBoard().read().idle if m.queue == queue_id(engine.paths.db)]
+
+        await until(lambda: marks(), what="the scheduler's word on GPU 0")
+        (mark,) = marks()  # GPU 1 works: no word on it
+        assert mark.gpu == key and mark.pid == os.getpid() and mark.since <= started + 30
+        cmd = [sys.executable, "-m", "gtui", "--fake-gpus", f"@{spec}", "gpus", "--json"]
+        out = await asyncio.to_thread(subprocess.run, cmd, capture_output=True, timeout=60)
+        data = json.loads(out.stdout)
+        assert data[0]["idle_since"] == pytest.approx(mark.since, abs=0.01)
+        assert "idle_since" not in data[1]
+        # GPU 0 gets work: the word is withdrawn.
+        spec.write_text("80G@30,80G@40\n")
+        await until(lambda: not marks(), what="the word withdrawn")
+
+
+def test_gtui_gpus_calls_a_holder_stale_on_a_gpu_a_scheduler_saw_idle() -> None:
+    """What ``gtui gpus`` does with the board's word: the oldest live one for each GPU at 0 %
+    now (a GPU that works now is not idle, whatever was said)."""
+    from gtui.commands.gpus import format_holders, with_published_idle
+
+    now = time.time()
+    alice = GpuProcess(1 << 23, 10 * G, "alice", "python train.py", now - 3 * 3600)
+    gpus = tuple(
+        dataclasses.replace(nvml_gpu(i, procs=(alice,)), util=util, idle_since=now)
+        for i, util in ((0, 0), (1, 35))
+    )
+    snap = GpuSnapshot(gpus, now, "nvml")
+    rows = [ln for ln in format_holders(snap, now) if "alice" in ln]
+    assert [ln.endswith("-") for ln in rows] == [True, True]  # one read: idle for 0 s
+    told = with_published_idle(snap, {0: now - 3600, 1: now - 3600}, now)
+    assert told.gpus[0].idle_since == now - 3600 and told.gpus[1].idle_since == now
+    rows = [ln for ln in format_holders(told, now) if "alice" in ln]
+    assert rows[0].endswith("idle at 0 % for 1 h") and rows[1].endswith("-")

@@ -36,9 +36,14 @@ PROCESS_KEYS = [
 def gtui_gpus(
     *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m gtui gpus ARGS`` with only the environment we mean to give it."""
-    full = {k: v for k, v in os.environ.items() if k not in ("GTUI_FAKE_GPUS", "PYTHONPATH")}
-    full.update(env or {})
+    """``python -m gtui gpus ARGS`` with only the environment we mean to give it. A
+    PYTHONPATH it gives (the fake pynvml) goes before the one this test runs under, which may
+    be what imports the gtui under test (a worktree's)."""
+    full = {k: v for k, v in os.environ.items() if k != "GTUI_FAKE_GPUS"}
+    env = dict(env or {})
+    if "PYTHONPATH" in env and full.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], full["PYTHONPATH"]])
+    full.update(env)
     return subprocess.run(
         [sys.executable, "-m", "gtui", "gpus", *args],
         capture_output=True,

@@ -4,6 +4,8 @@ from the process table, staleness, ``gtui gpus``, and the waiting reason that na
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -18,10 +20,12 @@ from gtui.core.errors import GtuiError
 from gtui.core.gpus.fake import FAKE_PID_BASE, FakeBackend, parse_fake_spec
 from gtui.core.gpus.holders import (
     AGE_STEP_S,
+    PARENT_GONE_IDLE_S,
     STALE_IDLE_S,
     HolderReader,
     coarse_age,
     held_text,
+    holder_notes,
     short_command,
     stale_reasons,
 )
@@ -82,7 +86,7 @@ def test_stale_reasons_and_words() -> None:
         "GPU 0: 61G held by alice's python train.py, 3 h (stale: idle at 0 % for 2 h)"
     )
     fresh = GpuProcess(2, G, "bob", "x", now - 60, zombie=True, parent_gone=True)
-    assert stale_reasons(gpu, fresh, now) == ["zombie", "parent gone"]  # idle 1 min: not yet
+    assert stale_reasons(gpu, fresh, now) == ["zombie"]  # idle 1 min: its parent is news only
     busy = GpuInfo(0, "g", "u", 80 * G, 62 * G, 40, 30)
     assert stale_reasons(busy, alice, now) == []
     assert coarse_age(59) == "<5 min" and coarse_age(49 * 60) == "45 min"
@@ -94,6 +98,23 @@ def test_stale_reasons_and_words() -> None:
         "python3 train.py --lr 0.1"
     )
     assert len(short_command(["x" * 100])) == 40
+
+
+def test_parent_gone_is_stale_only_on_a_gpu_idle_a_while() -> None:
+    """A service or a nohup'd training has no parent of its own and works hard: its parent
+    being gone is information; with the GPU idle PARENT_GONE_IDLE_S it is stale."""
+    now = 100_000.0
+    orphan = GpuProcess(2, G, "bob", "python train.py", now - 3600, parent_gone=True)
+    busy = GpuInfo(0, "g", "u", 80 * G, G, 90, 30)
+    assert stale_reasons(busy, orphan, now) == []
+    assert holder_notes(busy, orphan, now) == ["parent gone"]
+    short = GpuInfo(0, "g", "u", 80 * G, G, 0, 30, idle_since=now - PARENT_GONE_IDLE_S + 1)
+    assert stale_reasons(short, orphan, now) == []
+    idle = GpuInfo(0, "g", "u", 80 * G, G, 0, 30, idle_since=now - PARENT_GONE_IDLE_S)
+    assert stale_reasons(idle, orphan, now) == ["parent gone", "idle at 0 % for 5 min"]
+    assert holder_notes(idle, orphan, now) == []  # said as a stale reason already
+    parented = dataclasses.replace(orphan, parent_gone=False)
+    assert stale_reasons(idle, parented, now) == []  # 5 min idle alone: not yet
 
 
 def test_idle_is_tracked_across_readings_and_reset_by_work() -> None:
@@ -139,22 +160,92 @@ def test_real_processes_are_named_from_the_process_table(tmp_path: Path) -> None
         dead.wait()
 
 
+def _described(pid: int, util: int = 50) -> GpuProcess:
+    gpu = GpuInfo(0, "g", "u", 80 * G, G, util, 30, (GpuProcess(pid, G),))
+    (p,) = HolderReader().describe(GpuSnapshot((gpu,), 0.0, "nvml")).gpus[0].processes
+    return p
+
+
+def _stop(pid: int) -> None:
+    """Kill an adopted process (its adopter reaps it, not this test)."""
+    with contextlib.suppress(psutil.Error):
+        psutil.Process(pid).kill()
+
+
 def test_a_process_whose_parent_died_is_marked(tmp_path: Path) -> None:
+    """A double fork in a session of its own, as ``nohup python train.py &`` from a login shell
+    that then exits: the sleeper is adopted (by init, or a subreaper above this test)."""
     pid_file = tmp_path / "pid"
-    # The shell starts a sleeper and exits at once: the sleeper is adopted.
     subprocess.run(
-        ["bash", "-c", f"sleep 60 >/dev/null 2>&1 & echo $! > {pid_file}"], check=True, timeout=30
+        ["bash", "-c", f"sleep 60 >/dev/null 2>&1 & echo $! > {pid_file}"],
+        check=True,
+        timeout=30,
+        start_new_session=True,  # the shell leads a session, as a login shell does
     )
     pid = int(pid_file.read_text())
     try:
         wait_for(lambda: psutil.Process(pid).ppid() != os.getpid(), what="the sleeper adopted")
-        if psutil.Process(pid).ppid() != 1:
-            pytest.skip("a subreaper, not init, adopted it here")
-        gpu = GpuInfo(0, "g", "u", 80 * G, G, 50, 30, (GpuProcess(pid, G),))
-        (p,) = HolderReader().describe(GpuSnapshot((gpu,), 0.0, "nvml")).gpus[0].processes
-        assert p.parent_gone and stale_reasons(gpu, p, 0.0) == ["parent gone"]
+        p = _described(pid)
+        assert p.parent_gone and stale_reasons(GpuInfo(0, "g", "u", 1, 1, 50, 30), p, 0.0) == []
     finally:
-        psutil.Process(pid).kill()
+        _stop(pid)
+
+
+# A process that makes itself a child subreaper (as systemd --user is), then runs a shell in a
+# session of its own that starts a sleeper in the background and exits: the sleeper is adopted
+# by this process, not by init. It prints the sleeper's pid and waits to be killed.
+SUBREAPER = """
+import ctypes, subprocess, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
+    print("no", flush=True)
+    time.sleep(60)
+out = subprocess.run(
+    ["bash", "-c", "sleep 60 >/dev/null 2>&1 & echo $!"],
+    capture_output=True, text=True, start_new_session=True, check=True,
+)
+print(out.stdout.strip(), flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_process_adopted_by_a_subreaper_has_its_parent_gone() -> None:
+    helper = subprocess.Popen([sys.executable, "-c", SUBREAPER], stdout=subprocess.PIPE, text=True)
+    assert helper.stdout is not None
+    pid = 0
+    try:
+        line = helper.stdout.readline().strip()
+        if line == "no":
+            pytest.skip("prctl(PR_SET_CHILD_SUBREAPER) refused here")
+        pid = int(line)
+        wait_for(lambda: psutil.Process(pid).ppid() == helper.pid, what="adopted by the helper")
+        assert _described(pid).parent_gone
+        # The helper's own parent (this test) is alive and in its session: not gone.
+        assert not _described(helper.pid).parent_gone
+    finally:
+        if pid:
+            _stop(pid)
+        helper.kill()
+        helper.wait()
+
+
+def test_a_session_leader_whose_parent_went_looks_like_a_service(tmp_path: Path) -> None:
+    """A systemd service is started by init (or the user's manager) in a session of its own:
+    no parent but init, and none missing. A process leading its own session is never counted
+    as adopted, even when what ran ``setsid`` for it has gone (the case gtui cannot tell from a
+    service)."""
+    pid_file = tmp_path / "pid"
+    subprocess.run(
+        ["bash", "-c", f"setsid sleep 60 >/dev/null 2>&1 & echo $! > {pid_file}"],
+        check=True,
+        timeout=30,
+    )
+    pid = int(pid_file.read_text())
+    try:
+        wait_for(lambda: os.getsid(pid) == pid, what="sleep in a session of its own")
+        assert not _described(pid).parent_gone
+    finally:
+        _stop(pid)
 
 
 def test_gpus_command_shows_holders_in_text_and_json() -> None:
@@ -224,3 +315,17 @@ def test_our_jobs_root_pids_are_named_without_the_process_table() -> None:
     snap = HolderReader().describe(GpuSnapshot((gpu,), 0.0, "fake"), 0.0, {os.getpid(): "mine"})
     (p,) = snap.gpus[0].processes
     assert p.job == "mine" and p.user is None and p.command is None  # not looked up
+
+
+def test_gpus_command_says_a_parent_gone_on_a_working_gpu_without_calling_it_stale() -> None:
+    spec = "80G@60[bob 2G 20m orphan python train.py],80G@0[carol 3G 20m orphan jupyter-lab]"
+    r = gtui_gpus("--fake-gpus", spec)
+    assert r.returncode == 0, r.stderr
+    rows = r.stdout.split("Holders:", 1)[1].splitlines()
+    (bob,) = [ln for ln in rows if "bob" in ln]
+    assert bob.endswith("python train.py  - (parent gone)")
+    (carol,) = [ln for ln in rows if "carol" in ln]
+    assert carol.endswith("parent gone, idle at 0 % for 20 min")
+    data = json.loads(gtui_gpus("--json", "--fake-gpus", spec).stdout)
+    p = data[0]["processes"][0]
+    assert p["parent_gone"] and p["stale"] == []

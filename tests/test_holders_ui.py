@@ -68,3 +68,43 @@ async def test_the_dashboard_points_out_mem_far_from_the_last_runs(tmp_path: Pat
     async with dashboard(q) as (app, pilot, _engine):
         words = ("big: mem 40G is far above its last run's peak 12G", 'mem = "auto"')
         await until(pilot, lambda: shows_toast(app, "warning", *words), what=words)
+
+
+async def test_the_note_on_mem_stays_in_the_detail_view_and_the_table(tmp_path: Path) -> None:
+    """Issue 19 audit, 2: the note on a mem far from the last runs is not only a passing toast:
+    the detail view's memory row says it, and the job's note in the table where it fits."""
+    from gtui.core.model import JobState
+    from tests.test_ui_detail import open_detail
+
+    q = write_queue(
+        tmp_path,
+        """
+        [settings]
+        poll = "0.1s"
+        [[jobs]]
+        name = "big"
+        mem = "70G"
+        env = { GTUI_FAKE_USE = "12G" }
+        cmd = "sleep 0.5"
+        [[jobs]]
+        name = "small"
+        mem = "8G"
+        env = { GTUI_FAKE_USE = "10G" }
+        cmd = "sleep 0.5"
+        """,
+    )
+    async with dashboard(q, size=(200, 40)) as (app, pilot, engine):
+        await until(
+            pilot,
+            lambda: all(engine.view(n).record.state == JobState.DONE for n in ("big", "small")),
+            what="both done",
+        )
+        table = app.main.table
+        await until(
+            pilot, lambda: "mem: 15G would do" in table.note("big").plain, what="big's note"
+        )
+        await until(pilot, lambda: "mem: ask 12G" in table.note("small").plain, what="small's")
+        assert "mem: 15G would do" in screen_text(app)  # 200 columns: the note fits
+        await open_detail(
+            pilot, app, "big", "mem 70G is far above its last run's peak 12G; 15G would do"
+        )

@@ -286,3 +286,34 @@ def test_gtui_fake_use_must_be_a_size(tmp_path: Path) -> None:
     q = write_queue(tmp_path, '[[jobs]]\ncmd = "x"\nenv = { GTUI_FAKE_USE = "lots" }\n')
     with pytest.raises(GtuiError, match=r"GTUI_FAKE_USE .*expected a size"):
         load_queue(q)
+
+
+def test_the_dashboards_peak_book_reads_only_the_rows_written_since(tmp_path: Path) -> None:
+    """The dashboard asks every 2 s; it must agree with the one rule (mem_advice) on whatever
+    the history holds: new runs, an attempt recorded again, a db made anew."""
+    from gtui.core.model import JobSpec
+    from gtui.core.state.history import attempts
+    from gtui.core.state.usage import PeakBook, mem_advice
+
+    q = write_queue(tmp_path, '[[jobs]]\nname = "a"\nmem = "40G"\ncmd = "true"\n')
+    db = queue_paths(q).db
+    spec = JobSpec(name="a", cmd="true", mem_mib=40 * G)
+    book = PeakBook(db)
+    book.refresh()  # no db yet
+    assert book.advice(spec) is None
+
+    def agrees() -> bool:
+        book.refresh()
+        return book.advice(spec) == mem_advice(spec, attempts(db, "a"))
+
+    remember(q, "a", 12 * G)
+    assert agrees() and book.advice(spec) is not None
+    remember(q, "a", 12 * G, 38 * G)  # attempt 1 recorded again, then a run near its mem
+    assert agrees() and book.advice(spec) is None
+    with Store(db) as store:  # attempt 2 recorded again (the last row), now with a low peak
+        record_attempt(store, JobRecord("a", JobState.DONE, attempt=2, gpus=(0,), peak_mib=G))
+    assert agrees() and book.advice(spec) is not None
+    for f in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        f.unlink(missing_ok=True)  # the state made anew: one row
+    remember(q, "a", 39 * G)
+    assert agrees() and book.advice(spec) is None

@@ -595,6 +595,56 @@ async def test_two_dashboards_on_one_scheduler_see_each_others_actions_and_one_q
         await two.shutdown()
 
 
+
+MEM_QUEUE = """
+[settings]
+poll = "0.1s"
+
+[[jobs]]
+name = "fit"
+gpus = 1
+mem = "70G"
+env = { GTUI_FAKE_USE = "12G" }
+cmd = "sleep 1"
+
+[[jobs]]
+name = "keep"
+gpus = 0
+cmd = "sleep 120"
+"""
+
+
+async def test_a_remote_dashboard_shows_the_note_on_a_mem_far_from_the_last_run(
+    tmp_path: Path,
+) -> None:
+    """Issue 19 audit, 2: the scheduler said it in a toast before this dashboard was there; the
+    detail view works it out from the history, so a dashboard attached later still says it."""
+    from tests.test_ui_detail import detail_shown
+
+    q = write_queue(tmp_path, MEM_QUEUE)
+    sched = Scheduler(q)
+    remote = RemoteEngine(q)
+    try:
+        wait_for(lambda: live_state(q, "fit") == "done", what="fit ran once, using 12G")
+        await remote.start()
+        app = remote_app(remote, host="testhost")
+        async with app.run_test(size=(120, 50)) as pilot:
+            await wait_ui(pilot, lambda: app.main.ready and len(app.main.table) == 2)
+            await wait_ui(pilot, lambda: app.main.table.select("fit"), "fit selected")
+            await wait_ui(pilot, lambda: app.main.table.selected == "fit")
+            await pilot.press("enter")
+            words = "mem 70G is far above its last run's peak 12G; 15G would do"
+            await wait_ui(pilot, lambda: detail_shown(app, "fit", words), words)
+            assert not any("far above" in t for t in toasts(app))  # told here, not as a toast
+            await pilot.press("escape")
+            await pilot.press("q")
+            await wait_ui(pilot, lambda: not app.is_running, "the exit")
+    finally:
+        await remote.shutdown()
+        sched.stop()
+        kill_jobs(q)
+
+
 # -- the command line, in a real terminal (tmux panes with $TMUX unset) --------------------------
 
 

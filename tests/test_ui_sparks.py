@@ -66,3 +66,56 @@ async def test_sparklines_stay_out_of_a_small_terminal(tmp_path: Path) -> None:
     q = write_queue(tmp_path, '[settings]\npoll = "0.1s"\n\n[[jobs]]\ncmd = "true"\ngpus = 0\n')
     async with dashboard(q, size=(80, 24), fake="1x80G") as (app, _pilot, _engine):
         assert not app.main.query_one(GpuSparks).display
+
+
+async def test_s_shows_the_sparklines_on_a_small_terminal_and_hides_them_again(
+    tmp_path: Path,
+) -> None:
+    """Issue 19 audit, 1: on the common 80x24 terminal the sparklines are one key away."""
+    q = write_queue(tmp_path, '[settings]\npoll = "0.1s"\n\n[[jobs]]\ncmd = "true"\ngpus = 0\n')
+    async with dashboard(q, size=(80, 24), fake="80G:40G@50,80G") as (app, pilot, _engine):
+        sparks = app.main.query_one(GpuSparks)
+        assert not sparks.display and " 0 mem " not in screen_text(app)
+        await pilot.press("s")
+
+        def shown() -> bool:
+            text = screen_text(app)
+            return all(w in text for w in (" 0 mem ", " 1 mem ", "util", "last 5 min"))
+
+        await until(pilot, shown, what="both GPUs' sparklines on screen")
+        (line,) = [ln for ln in screen_text(app).splitlines() if " 0 mem " in ln]
+        assert "▄" in line and "50%" in line  # half its memory, half busy
+        await pilot.press("s")
+        await until(pilot, lambda: " 0 mem " not in screen_text(app), what="hidden again")
+
+
+async def test_s_hides_them_on_a_tall_terminal_too(tmp_path: Path) -> None:
+    q = write_queue(tmp_path, '[settings]\npoll = "0.1s"\n\n[[jobs]]\ncmd = "true"\ngpus = 0\n')
+    async with dashboard(q, size=(120, MIN_ROWS), fake="1x80G") as (app, pilot, _engine):
+        await until(pilot, lambda: " 0 mem " in screen_text(app), what="shown by themselves")
+        await pilot.press("s")
+        await until(pilot, lambda: " 0 mem " not in screen_text(app), what="hidden")
+        await pilot.resize_terminal(120, MIN_ROWS + 5)  # a choice made stays made
+        await pilot.pause(0.2)
+        assert not app.main.query_one(GpuSparks).display
+
+
+async def test_the_panel_keys_are_in_the_help_the_palette_and_the_readme(tmp_path: Path) -> None:
+    from gtui.ui.keys import PANEL_KEYS
+    from gtui.ui.screens.help import HelpScreen
+
+    assert {k.shown for k in PANEL_KEYS} == {"h", "s"}
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme.split("### Keys", 1)[1]
+    (keys_table,) = [b for b in section.split("\n\n") if b.startswith("| key |")][:1]
+    for k in PANEL_KEYS:
+        assert f"| `{k.shown}` | {k.help} |" in keys_table
+    q = write_queue(tmp_path, '[settings]\npoll = "0.1s"\n\n[[jobs]]\ncmd = "true"\ngpus = 0\n')
+    async with dashboard(q, size=(120, 40), fake="1x80G") as (app, pilot, _engine):
+        titles = {c.title for c in app.get_system_commands(app.main)}
+        assert {k.palette for k in PANEL_KEYS} <= titles
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        text = " ".join(screen_text(app).replace("│", " ").split())
+        for k in PANEL_KEYS:
+            assert f"{k.shown} {k.help[:40]}" in text

@@ -1,11 +1,17 @@
 """``gtui gpus [--json]``: the GPUs, their memory, utilization and processes (gflow's ginfo), who
 holds each GPU's memory (issue 19.1: user, command, running time, stale or not), and the claims
 every user's gtui schedulers publish on them (issue 20): what each running job was promised and
-has not allocated yet, and whether placement counts it."""
+has not allocated yet, and whether placement counts it.
+
+A GPU is read once here, so how long it has idled is not known from this reading alone: where
+a gtui scheduler of any user polls it and says on the claims board since when it has read 0 %
+(gtui.core.gpus.claims, ``published_idle``), a GPU at 0 % now is taken as idle since the oldest
+such moment, and its holders are judged stale on it."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -14,9 +20,9 @@ from pathlib import Path
 
 from gtui.commands.options import GlobalOptions
 from gtui.core.gpus.backend import open_backend
-from gtui.core.gpus.claims import ClaimBoard, Judged, gpu_keys, judge
-from gtui.core.gpus.holders import HolderReader, process_json, stale_reasons
-from gtui.core.gpus.snapshot import GpuBackend, GpuInfo, GpuSnapshot
+from gtui.core.gpus.claims import ClaimBoard, Judged, gpu_keys, judge, published_idle
+from gtui.core.gpus.holders import HolderReader, holder_notes, process_json, stale_reasons
+from gtui.core.gpus.snapshot import GpuBackend, GpuInfo, GpuProcess, GpuSnapshot
 from gtui.core.units import format_duration, format_mib
 
 _HEADERS = ("GPU", "NAME", "MEMORY", "UTIL", "TEMP", "PROCESSES")
@@ -67,6 +73,17 @@ def format_table(snapshot: GpuSnapshot) -> list[str]:
     return lines + notes
 
 
+STALE_WORDS = "stale: zombie, or idle at 0 % for 15 min, 5 min when its parent is gone"
+
+
+def _stale_cell(g: GpuInfo, p: GpuProcess, now: float) -> str:
+    """``idle at 0 % for 3 h``, ``-``, or ``- (parent gone)``: a parent gone on a working GPU
+    is worth knowing, not a reason to call it stale."""
+    stale = ", ".join(stale_reasons(g, p, now))
+    notes = holder_notes(g, p, now)
+    return stale or ("- (" + ", ".join(notes) + ")" if notes else "-")
+
+
 def format_holders(snapshot: GpuSnapshot, now: float) -> list[str]:
     """Who holds each GPU, one line per process (none: no lines). A gtui job says which."""
     headers = ("GPU", "PID", "USER", "MEMORY", "RUNNING", "COMMAND", "STALE")
@@ -84,30 +101,51 @@ def format_holders(snapshot: GpuSnapshot, now: float) -> list[str]:
                     format_mib(p.mem_mib),
                     "?" if p.started is None else format_duration(now - p.started),
                     command,
-                    ", ".join(stale_reasons(g, p, now)) or "-",
+                    _stale_cell(g, p, now),
                 )
             )
     if not rows:
         return []
     widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers) - 1)]
-    lines = ["", "Holders: the processes on each GPU (stale: parent gone, zombie, or idle at 0 %)"]
+    lines = ["", f"Holders: the processes on each GPU ({STALE_WORDS})"]
     for row in [headers, *rows]:
         cells = [row[i].ljust(widths[i]) for i in range(len(headers) - 1)]
         lines.append("  ".join([*cells, row[-1]]).rstrip())
     return lines
 
 
-def read_claims(snapshot: GpuSnapshot, fake_file: Path | None) -> tuple[list[Judged], list[str]]:
+def read_claims(
+    snapshot: GpuSnapshot, fake_file: Path | None
+) -> tuple[list[Judged], list[str], dict[int, float]]:
     """Every user's claims on these GPUs, judged as a scheduler would; those whose process has
-    ended are left out. And the notes on what the board ignored."""
+    ended are left out. The notes on what the board ignored. And, per GPU index, the oldest
+    moment since which a live scheduler says the GPU has read 0 %."""
     keys = gpu_keys(snapshot, fake_file)
     if not keys:
-        return [], []
+        return [], [], {}
     read = ClaimBoard().read()
-    judged = judge(read.claims, snapshot, keys, now=time.time())
+    now = time.time()
+    judged = judge(read.claims, snapshot, keys, now=now)
     live = [j for j in judged if j.status != "ended"]
     live.sort(key=lambda j: (j.gpu, j.since, j.claim.user, j.claim.job))
-    return live, read.notes + [j.note for j in live if j.note]
+    said = published_idle(read.idle, now)
+    idle = {index: said[key] for index, key in keys.items() if key in said}
+    return live, read.notes + [j.note for j in live if j.note], idle
+
+
+def with_published_idle(
+    snapshot: GpuSnapshot, idle: dict[int, float], now: float
+) -> GpuSnapshot:
+    """``snapshot`` with each GPU at 0 % now idle since what a scheduler said, where that is
+    earlier than what this reading knows (a GPU that works now is not idle, whatever was
+    said)."""
+    gpus = []
+    for g in snapshot.gpus:
+        said = idle.get(g.index)
+        if said is not None and g.util == 0 and not g.lost and said < (g.idle_since or now):
+            g = dataclasses.replace(g, idle_since=said)
+        gpus.append(g)
+    return dataclasses.replace(snapshot, gpus=tuple(gpus))
 
 
 def format_claims(judged: list[Judged], notes: list[str], directory: Path) -> list[str]:
@@ -157,18 +195,23 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     else:
         backend = open_backend(opts.fake_gpus, Path.cwd())
     try:
-        snapshot = HolderReader().describe(backend.read())
+        raw = backend.read()
     finally:
         backend.close()
+    snapshot = HolderReader().describe(raw)
     now = time.time()
     judged: list[Judged] = []
     notes: list[str] = []
+    idle: dict[int, float] = {}
     if opts.backend != "ray":  # claims are per machine: not read for a cluster
-        judged, notes = read_claims(snapshot, getattr(backend, "file", None))
+        judged, notes, idle = read_claims(snapshot, getattr(backend, "file", None))
+        snapshot = with_published_idle(snapshot, idle, now)
     if ns.json:
         gpus = [g.to_json() for g in snapshot.gpus]
-        for g, doc in zip(snapshot.gpus, gpus, strict=True):
+        for g, r, doc in zip(snapshot.gpus, raw.gpus, gpus, strict=True):
             doc["processes"] = [process_json(g, p, now) for p in g.processes]
+            if g.idle_since is not None and (r.idle_since is not None or g.index in idle):
+                doc["idle_since"] = g.idle_since  # known beyond this one reading
         for doc in gpus:  # a GPU with claims on it lists them (the shape is otherwise as before)
             mine = [j.to_json() for j in judged if j.gpu == doc["index"]]
             if mine:

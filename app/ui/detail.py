@@ -29,6 +29,7 @@ from gtui.core.queue.queuefile import isolated
 from gtui.core.sched.eta import Estimate
 from gtui.core.sched.jobenv import job_env, on_node
 from gtui.core.state.history import Attempt, attempt_of, gpu_hours
+from gtui.core.state.usage import mem_advice
 from gtui.core.units import format_duration, format_mib
 from gtui.ui.forecast import detail_lines
 from gtui.ui.format import STATE_GLYPH, STATE_STYLE, display_path, gpus_label, kind_label
@@ -330,6 +331,9 @@ def detail_renderable(
             len(rec.gpus), rec.started_at, rec.ended_at or (time.time() if rec.active else None)
         )
         mem.append(usage_text(rec.gpus, rec.peak_gpu_mib, rec.host_peak_mib, ran_for, node))
+        advice = mem_advice(spec, history)  # what its recorded runs say of its mem (19.2)
+        if advice is not None:
+            mem.append("\n⚠ " + advice.text(), style="yellow")
         _row(grid, "memory", mem)
     extra = [f"priority {spec.priority}"]
     if spec.timeout_s is not None:

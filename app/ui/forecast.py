@@ -2,7 +2,9 @@
 same files the log panel reads, in process or attached to a scheduler elsewhere) and runs the
 core's estimator (gtui.core.sched.eta), so no event has to carry them. The reads run in a
 thread, never on the event loop (issue 22.1): a log on a stalled disk must not freeze the
-screen."""
+screen. And, from the attempts history read at the same pace, the jobs whose ``mem`` their
+last runs say is wrong (issue 19.2, gtui.core.state.usage): the table's note says it, as the
+detail view does."""
 
 from __future__ import annotations
 
@@ -25,9 +27,11 @@ from gtui.core.sched.eta import (
     short_duration,
 )
 from gtui.core.state.history import done_runtimes
+from gtui.core.state.usage import MemAdvice, PeakBook
 
 RUNTIMES_EVERY_S = 60.0
 RUNTIMES_AFTER_END_S = 2.0  # and again after a job ended done, at most this often
+_ENDED = (JobState.DONE, JobState.FAILED, JobState.KILLED)
 PARSES_PER_UPDATE = 40  # log tails parsed per update (every 2 s) at most
 BAR_CELLS = 5
 
@@ -43,23 +47,33 @@ class UiForecast:
         self._runtimes_at = 0.0
         self._done = -1
         self._read_at: dict[str, float] = {}
+        self._peaks = PeakBook(db)  # every job's recorded peaks (read a few rows at a time)
+        self.mem_advice: dict[str, MemAdvice] = {}  # jobs whose mem their runs say is wrong
 
     def update(self, views: Iterable[JobView], now: float | None = None) -> dict[str, Estimate]:
         """The estimates from the progress read so far. No log is read here (see ``read``):
         this runs on the event loop, where a log on a stalled disk would freeze the screen."""
         now = time.time() if now is None else now
         views = list(views)
-        done = sum(1 for v in views if v.record.state == JobState.DONE)
+        done = sum(1 for v in views if v.record.state in _ENDED)
         since = now - self._runtimes_at
         if (
             self._runtimes is None
             or since > RUNTIMES_EVERY_S
             or (done != self._done and since > RUNTIMES_AFTER_END_S)
         ):
-            self._done = done  # a job ended done: one more runtime to count
+            self._done = done  # a job ended: one more runtime to count, one more peak
             entry_of = {v.spec.name: v.spec.entry for v in views}
             self._runtimes = runtimes_by_sweep(done_runtimes(self.db), entry_of)
+            self._peaks.refresh()
             self._runtimes_at = now
+        # From the specs now (an edit of mem shows at once), the peaks as last read.
+        peaks = self._peaks.peaks
+        self.mem_advice = {
+            v.spec.name: a
+            for v in views
+            if v.spec.name in peaks and (a := self._peaks.advice(v.spec)) is not None
+        }
         live = {name for name, _, _ in _running(views)}
         for gone in set(self._sizes) - live:
             self.book.forget(gone)

@@ -136,6 +136,29 @@ KEYS: tuple[Key, ...] = (
     ),
 )
 
+# Keys of the GPU panel: what it shows, not something done to the queue. Bound on the main
+# screen, in the help screen, the command palette and the README's table, not in the footer
+# (its two lines at 80 columns are full).
+PANEL_KEYS: tuple[Key, ...] = (
+    Key(
+        "h",
+        "holders",
+        "Holders",
+        "h",
+        "who holds each GPU: one line per process under its bar (h again folds)",
+        "Show or fold who holds each GPU",
+    ),
+    Key(
+        "s",
+        "sparks",
+        "Sparklines",
+        "s",
+        "show / hide each GPU's memory and utilization over the last 5 minutes "
+        "(shown by themselves from 50 rows)",
+        "Show or hide the GPU sparklines",
+    ),
+)
+
 KEY_BY_ACTION = {k.action: k for k in KEYS}
 
 # Keys of the log wherever it has the focus (the main screen's, zoomed or not, and the job

@@ -25,6 +25,19 @@ of the queue's state path: it tells one user's queues apart without showing wher
 A user's several queues share the file; each rewrites only its own entries and drops the
 entries whose process has ended (stale entries are pruned; a file left empty is removed).
 
+**Idle GPUs** (issue 19 audit). The file may also say, per queue, since when each GPU that
+queue's scheduler polls has read 0 % utilization without a break::
+
+    "idle": [{"gpu": "GPU-8c1d...", "since": 1716900000.0, "pid": 4100, "start": 1716890000.1,
+              "queue": "3f2a9c0b1d2e4f50"}]
+
+``pid`` / ``start`` are the scheduler's own process. ``gtui gpus`` reads the GPUs once and so
+cannot know how long one has idled; it takes, for a GPU at 0 % in its own reading, the oldest
+``since`` any live scheduler on the board says (``published_idle``), and calls a holder of it
+idle that long. The word only colours what ``gtui gpus`` shows (who looks stale): nothing is
+placed, killed or withheld on it. A scheduler rewrites its marks when a GPU starts or stops
+idling, not at every poll; a mark whose scheduler has ended counts for nothing.
+
 **Reading** (``ClaimBoard.read``): files named ``<uid>.json`` only, at most ``MAX_FILES``,
 opened without following symlinks and without blocking (a FIFO is not read), at most
 ``MAX_FILE_BYTES`` each, ignored unless a regular file owned by the uid it names and holding
@@ -58,7 +71,7 @@ import secrets
 import stat
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -82,6 +95,9 @@ START_TOLERANCE_S = 0.05  # psutil's create_time has clock-tick resolution
 _FILE_RE = re.compile(r"(\d{1,10})\.json")
 _MAX_MIB = 1 << 30
 _MAX_PID = 1 << 22
+
+
+_FileRead = tuple[list["Claim"], list["IdleMark"], str | None]  # a file's claims, marks, note
 
 
 class ClaimsError(Exception):
@@ -202,6 +218,59 @@ class Judged:
         }
 
 
+@dataclass(frozen=True)
+class IdleMark:
+    """A scheduler's word that GPU ``gpu`` (its key, as claims name it) has read 0 % at each of
+    its polls since ``since``. ``uid`` and ``user`` come from the file's owner."""
+
+    uid: int
+    user: str
+    gpu: str
+    since: float
+    pid: int  # the scheduler's process
+    start: float  # its start time (psutil create_time)
+    queue: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "gpu": self.gpu,
+            "since": self.since,
+            "pid": self.pid,
+            "start": self.start,
+            "queue": self.queue,
+        }
+
+
+def own_start() -> float | None:
+    """This process's start time, as a reader checks a mark's scheduler by (None: unknown)."""
+    try:
+        return psutil.Process().create_time()
+    except psutil.Error:
+        return None
+
+
+def published_idle(marks: Sequence[IdleMark], now: float) -> dict[str, float]:
+    """GPU key -> the oldest ``since`` among the marks whose scheduler still runs (as its
+    user), none in the future."""
+    out: dict[str, float] = {}
+    procs: dict[int, _ProcState] = {}
+    boot = _boot_time() if marks else None
+    for m in marks:
+        if m.since > now:
+            continue
+        proc = procs.get(m.pid)
+        if proc is None:
+            proc = procs[m.pid] = _process(m.pid, boot)
+        state, started, owner = proc
+        if state == "gone" or (started is not None and abs(started - m.start) > START_TOLERANCE_S):
+            continue
+        if owner is not None and owner != m.uid:
+            continue
+        if m.gpu not in out or m.since < out[m.gpu]:
+            out[m.gpu] = m.since
+    return out
+
+
 # ---------------------------------------------------------------------------------- parsing
 
 
@@ -219,12 +288,39 @@ def _printable(text: str, limit: int) -> str:
     return "".join(ch if ch.isprintable() else "?" for ch in text[:limit])
 
 
+def _is_key(v: object) -> bool:
+    """A GPU's key as a file may give it."""
+    return isinstance(v, str) and 0 < len(v) <= 128 and v.isascii() and v.isprintable()
+
+
+def _idle(item: object, uid: int, user: str) -> IdleMark | None:
+    """One idle mark of a file, checked field by field; None if anything is off."""
+    if not isinstance(item, dict):
+        return None
+    gpu, since, pid, start, queue = (
+        item.get(k) for k in ("gpu", "since", "pid", "start", "queue")
+    )
+    if not (_is_key(gpu) and _is_time(since) and _is_int(pid, 1, _MAX_PID) and _is_time(start)):
+        return None
+    if not isinstance(queue, str) or len(queue) > 64:
+        return None
+    return IdleMark(
+        uid=uid,
+        user=user,
+        gpu=str(gpu),
+        since=float(since),  # type: ignore[arg-type]
+        pid=int(pid),  # type: ignore[arg-type]
+        start=float(start),  # type: ignore[arg-type]
+        queue=_printable(queue, 64),
+    )
+
+
 def _claim(item: object, uid: int, user: str) -> Claim | None:
     """One entry of a file, checked field by field; None if anything is off."""
     if not isinstance(item, dict):
         return None
     gpu, job, queue, index = item.get("gpu"), item.get("job"), item.get("queue", ""), None
-    if not (isinstance(gpu, str) and 0 < len(gpu) <= 128 and gpu.isascii() and gpu.isprintable()):
+    if not (isinstance(gpu, str) and _is_key(gpu)):
         return None
     if not (isinstance(job, str) and job) or not isinstance(queue, str) or len(queue) > 64:
         return None
@@ -256,26 +352,42 @@ def _claim(item: object, uid: int, user: str) -> Claim | None:
 
 def parse_claims(raw: bytes, uid: int, user: str) -> tuple[list[Claim], str | None]:
     """A claims file's bytes -> its claims and a note on what was wrong (None: nothing)."""
+    claims, _idle_marks, note = parse_board_file(raw, uid, user)
+    return claims, note
+
+
+def parse_board_file(
+    raw: bytes, uid: int, user: str
+) -> tuple[list[Claim], list[IdleMark], str | None]:
+    """A claims file's bytes -> its claims, its idle marks and a note on what was wrong."""
     try:
         doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
-        return [], "not valid JSON"
+        return [], [], "not valid JSON"
     if not isinstance(doc, dict) or doc.get("gtui_claims") != FORMAT:
-        return [], f"not a gtui claims file (format {FORMAT})"
+        return [], [], f"not a gtui claims file (format {FORMAT})"
     if doc.get("uid") != uid:
-        return [], f"it names uid {str(doc.get('uid'))[:20]} inside, not uid {uid}"
+        return [], [], f"it names uid {str(doc.get('uid'))[:20]} inside, not uid {uid}"
     items = doc.get("claims")
     if not isinstance(items, list):
-        return [], "no list of claims"
-    note = None
+        return [], [], "no list of claims"
+    notes = []
     if len(items) > MAX_CLAIMS_PER_FILE:
-        note = f"{len(items)} claims: only the first {MAX_CLAIMS_PER_FILE} are read"
+        notes.append(f"{len(items)} claims: only the first {MAX_CLAIMS_PER_FILE} are read")
         items = items[:MAX_CLAIMS_PER_FILE]
     claims = [c for c in (_claim(item, uid, user) for item in items) if c is not None]
     bad = len(items) - len(claims)
     if bad:
-        note = f"{bad} malformed claim(s) ignored" + (f"; {note}" if note else "")
-    return claims, note
+        notes.insert(0, f"{bad} malformed claim(s) ignored")
+    marks_in = doc.get("idle", [])  # an older gtui writes none
+    if not isinstance(marks_in, list):
+        notes.append("its idle marks are not a list")
+        marks_in = []
+    marks_in = marks_in[:MAX_CLAIMS_PER_FILE]
+    idle = [m for m in (_idle(item, uid, user) for item in marks_in) if m is not None]
+    if len(marks_in) > len(idle):
+        notes.append(f"{len(marks_in) - len(idle)} malformed idle mark(s) ignored")
+    return claims, idle, "; ".join(notes) or None
 
 
 # ------------------------------------------------------------------------------------ board
@@ -288,6 +400,7 @@ class BoardRead:
 
     claims: list[Claim]
     notes: list[str]
+    idle: list[IdleMark] = field(default_factory=list)  # schedulers' word on idle GPUs
 
 
 class ClaimBoard:
@@ -299,8 +412,9 @@ class ClaimBoard:
         self.uid = os.geteuid()
         self.user = user_name(self.uid)
         self.written: frozenset[Claim] | None = None  # our entries as last written
+        self.written_idle: frozenset[IdleMark] = frozenset()  # our idle marks, likewise
         self.stale = False  # the file on the board does not hold what we last wrote
-        self._cache: dict[str, tuple[tuple[int, ...], list[Claim], str | None]] = {}
+        self._cache: dict[str, tuple[tuple[int, ...], _FileRead]] = {}
         self._held = 0
         self._no_wait_until = 0.0
         self.lock_note: str | None = None
@@ -425,6 +539,7 @@ class ClaimBoard:
             missing = not self.directory.exists() and not self.directory.is_symlink()
             return BoardRead([], [] if missing else [str(e)])
         claims: list[Claim] = []
+        idle: list[IdleMark] = []
         notes: list[str] = []
         seen: set[str] = set()
         try:
@@ -441,49 +556,55 @@ class ClaimBoard:
                             break
             for name in sorted(names):
                 seen.add(name)
-                found, note = self._read_file(dfd, name)
+                found, marks, note = self._read_file(dfd, name)
                 if note:
                     notes.append(f"{self.directory / name}: {note}; ignored")
                 if int(name[:-5]) == self.uid and self.queue is not None:
                     mine = frozenset(c for c in found if c.queue == self.queue)
-                    self.stale = self.written is not None and mine != self.written
+                    my_marks = frozenset(m for m in marks if m.queue == self.queue)
+                    self.stale = (
+                        self.written is not None and mine != self.written
+                    ) or my_marks != self.written_idle
                     found = [c for c in found if c.queue != self.queue]
+                    marks = [m for m in marks if m.queue != self.queue]
                 claims.extend(found)
+                idle.extend(marks)
         except OSError as e:
             notes.append(f"cannot read {self.directory}: {e.strerror or e}")
         finally:
             os.close(dfd)
         if self.queue is not None and f"{self.uid}.json" not in seen:
-            self.stale = bool(self.written)
+            self.stale = bool(self.written) or bool(self.written_idle)
         for name in list(self._cache):
             if name not in seen:
                 del self._cache[name]
-        return BoardRead(claims, notes)
+        return BoardRead(claims, notes, idle)
 
-    def _read_file(self, dfd: int, name: str) -> tuple[list[Claim], str | None]:
+    def _read_file(self, dfd: int, name: str) -> _FileRead:
         uid = int(name[:-5])
         try:
             fd = os.open(
                 name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd
             )
         except FileNotFoundError:
-            return [], None  # removed meanwhile
+            return [], [], None  # removed meanwhile
         except OSError as e:
             if e.errno == errno.ELOOP:
-                return [], "a symlink"
-            return [], f"cannot be read ({e.strerror or e})"
+                return [], [], "a symlink"
+            return [], [], f"cannot be read ({e.strerror or e})"
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
-                return [], "not a regular file"
+                return [], [], "not a regular file"
             if st.st_uid != uid:
-                return [], f"owned by {user_name(st.st_uid)}, not by the user it names (uid {uid})"
+                who = user_name(st.st_uid)
+                return [], [], f"owned by {who}, not by the user it names (uid {uid})"
             if st.st_size > MAX_FILE_BYTES:
-                return [], f"{st.st_size} bytes, more than {MAX_FILE_BYTES}"
+                return [], [], f"{st.st_size} bytes, more than {MAX_FILE_BYTES}"
             key = (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
             hit = self._cache.get(name)
             if hit is not None and hit[0] == key:
-                return hit[1], hit[2]
+                return hit[1]
             raw = b""
             while len(raw) <= MAX_FILE_BYTES:
                 chunk = os.read(fd, MAX_FILE_BYTES + 1 - len(raw))
@@ -491,49 +612,63 @@ class ClaimBoard:
                     break
                 raw += chunk
         except OSError as e:
-            return [], f"cannot be read ({e.strerror or e})"
+            return [], [], f"cannot be read ({e.strerror or e})"
         finally:
             os.close(fd)
         if len(raw) > MAX_FILE_BYTES:
-            return [], f"more than {MAX_FILE_BYTES} bytes"
-        claims, note = parse_claims(raw, uid, user_name(uid))
-        self._cache[name] = (key, claims, note)
-        return claims, note
+            return [], [], f"more than {MAX_FILE_BYTES} bytes"
+        got = parse_board_file(raw, uid, user_name(uid))
+        self._cache[name] = (key, got)
+        return got
 
     # -------------------------------------------------------------- writing
-    def publish(self, mine: Sequence[Claim]) -> str | None:
-        """Make this queue's entries in the user's file ``mine`` (under the lock); keep the
-        user's other queues' entries whose process still runs. Returns a note on trouble."""
+    def publish(self, mine: Sequence[Claim], idle: Sequence[IdleMark] = ()) -> str | None:
+        """Make this queue's entries in the user's file ``mine`` and its idle marks ``idle``
+        (under the lock); keep the user's other queues' entries and marks whose process still
+        runs. Returns a note on trouble."""
         assert self.queue is not None, "a reader does not publish"
-        ours = list(mine)
+        ours, our_marks = list(mine), list(idle)
         with self.lock():
             try:
-                dfd = self._open_dir(create=bool(ours))
+                dfd = self._open_dir(create=bool(ours or our_marks))
             except ClaimsError as e:
-                if not ours and not self.directory.exists():
-                    self.written, self.stale = frozenset(), False
+                if not ours and not our_marks and not self.directory.exists():
+                    self.written, self.written_idle, self.stale = frozenset(), frozenset(), False
                     return None
                 return f"cannot publish claims: {e}"
             try:
                 name = f"{self.uid}.json"
-                others, _ = self._read_file(dfd, name)
-                boot = _boot_time() if others else None
+                others, other_marks, _ = self._read_file(dfd, name)
+                boot = _boot_time() if others or other_marks else None
                 keep = [c for c in others if c.queue != self.queue and _alive(c.pid, c.start, boot)]
-                entries = keep + ours
-                if not entries:
+                keep_marks = [
+                    m
+                    for m in other_marks
+                    if m.queue != self.queue and _alive(m.pid, m.start, boot)
+                ]
+                entries, marks = keep + ours, keep_marks + our_marks
+                if not entries and not marks:
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(name, dir_fd=dfd)
                 else:
-                    self._write(dfd, name, entries)
+                    self._write(dfd, name, entries, marks)
             except OSError as e:
                 return f"cannot publish claims in {self.directory}: {e.strerror or e}"
             finally:
                 os.close(dfd)
-        self.written, self.stale = frozenset(ours), False
+        self.written, self.written_idle, self.stale = frozenset(ours), frozenset(our_marks), False
         return None
 
-    def _write(self, dfd: int, name: str, entries: list[Claim]) -> None:
-        doc = {"gtui_claims": FORMAT, "uid": self.uid, "claims": [c.to_json() for c in entries]}
+    def _write(
+        self, dfd: int, name: str, entries: list[Claim], marks: Sequence[IdleMark] = ()
+    ) -> None:
+        doc: dict[str, Any] = {
+            "gtui_claims": FORMAT,
+            "uid": self.uid,
+            "claims": [c.to_json() for c in entries],
+        }
+        if marks:  # only then: the file reads as an older gtui wrote it
+            doc["idle"] = [m.to_json() for m in marks[:MAX_CLAIMS_PER_FILE]]
         raw = json.dumps(doc, separators=(",", ":")).encode()
         while len(raw) > MAX_FILE_BYTES and entries:  # readers would ignore all of it
             entries = entries[: len(entries) * 3 // 4]

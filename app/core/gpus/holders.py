@@ -1,11 +1,21 @@
 """Who holds each GPU's memory (issue 19.1): the processes NVML lists, named from the process
 table (user, short command, running time, gtui job), and whether a holder looks stale.
 
-A holder looks stale when what started it is gone (it was adopted by init), when it is a
-zombie (it died and its parent never reaped it: the driver may still hold its memory), or when
-it holds memory on a GPU that has sat at 0 % utilization for ``STALE_IDLE_S`` or more (a
-notebook kernel left open, a debugger stopped at a breakpoint). The idle time is the GPU's: a
-process's own utilization is not read, so two holders on an idle GPU are both idle.
+A holder looks stale when it is a zombie (it died and its parent never reaped it: the driver
+may still hold its memory), or when it holds memory on a GPU that has sat at 0 % utilization
+for ``STALE_IDLE_S`` or more (a notebook kernel left open, a debugger stopped at a breakpoint),
+or for ``PARENT_GONE_IDLE_S`` when what started it is gone too. A parent gone alone is
+information, not staleness: a nohup'd training or a service at 90 % has none either. The idle
+time is the GPU's: a process's own utilization is not read, so two holders on an idle GPU are
+both idle.
+
+Its parent is gone when it was adopted: by init or by a subreaper (``systemd --user``,
+``PR_SET_CHILD_SUBREAPER``). Linux keeps no record of the first parent, and an adopter is
+always older than the orphan (it is one of its ancestors), so start times cannot tell; the
+session does. A child starts in its parent's session; a process that does not lead its own
+session and whose parent is in another one was started by someone else, now gone (a shell that
+ran ``python train.py &`` and logged out). A session leader is taken as started that way on
+purpose, as services are. Not seen: an orphan adopted by a subreaper in its own session.
 
 The fake GPU layer declares holders with these facts already set (pids beyond any pid_max, so
 never a real process); NVML's pids are described here with psutil. The static facts of a pid
@@ -29,6 +39,7 @@ from gtui.core.units import format_mib
 PID_MAX_LIMIT = 1 << 22  # a larger pid is made up (the fake layer, the memory executor)
 REFRESH_S = 2.0  # a pid's parent and state are read again at most this often
 STALE_IDLE_S = 15 * 60  # a GPU at 0 % this long while a holder keeps memory on it: stale
+PARENT_GONE_IDLE_S = 5 * 60  # ...this long when the holder's parent is gone too
 COMMAND_CHARS = 40  # a holder's command is shortened to this many characters
 _INTERPRETERS = ("python", "python3", "bash", "sh", "torchrun", "accelerate", "deepspeed")
 _CACHE_MAX = 4096
@@ -82,12 +93,22 @@ def stale_reasons(gpu: GpuInfo, p: GpuProcess, now: float) -> list[str]:
     out = []
     if p.zombie:
         out.append("zombie")
-    if p.parent_gone:
-        out.append("parent gone")
     idle = idle_for(gpu, p, now)
-    if idle is not None and idle >= STALE_IDLE_S:
+    if idle is None:
+        return out
+    if p.parent_gone and idle >= PARENT_GONE_IDLE_S:
+        out.append("parent gone")
+    if idle >= STALE_IDLE_S or (p.parent_gone and idle >= PARENT_GONE_IDLE_S):
         out.append(f"idle at 0 % for {coarse_age(idle)}")
     return out
+
+
+def holder_notes(gpu: GpuInfo, p: GpuProcess, now: float) -> list[str]:
+    """What is worth knowing about ``p`` that does not make it stale: its parent gone while
+    its GPU works (a service, a nohup'd training)."""
+    if p.parent_gone and "parent gone" not in stale_reasons(gpu, p, now):
+        return ["parent gone"]
+    return []
 
 
 def who(p: GpuProcess) -> str:
@@ -129,6 +150,17 @@ def process_json(gpu: GpuInfo, p: GpuProcess, now: float) -> dict[str, object]:
         "stale": stale_reasons(gpu, p, now),
     }
     return doc
+
+
+def adopted(pid: int, ppid: int) -> bool:
+    """Was ``pid`` adopted (by init or a subreaper): what started it has ended? (module doc)"""
+    if ppid <= 0:
+        return False  # its parent is outside this pid namespace, or unknown
+    try:
+        sid = os.getsid(pid)
+        return sid != pid and os.getsid(ppid) != sid
+    except OSError:
+        return False
 
 
 @dataclasses.dataclass
@@ -212,8 +244,7 @@ class HolderReader:
                 if known is None or abs(known.started - started) > 0.05:  # a new process
                     known = self._read_static(proc, started)
                 known.zombie = proc.status() == psutil.STATUS_ZOMBIE
-                # Adopted by init (or by nothing we can see): what started it has ended.
-                known.parent_gone = proc.ppid() in (0, 1) and pid != 1
+                known.parent_gone = adopted(pid, proc.ppid())
         except (psutil.Error, OSError):
             return None
         known.read_at = now

@@ -4,10 +4,11 @@ seen to use (matched to its processes by the executor, DESIGN.md 8), the isolati
 
 And what other users' gtui schedulers hold (issue 20, DESIGN.md 4.1): their claims are read at
 every poll and judged against the GPU reading (gtui.core.gpus.claims), placement counts the
-live ones, and our own jobs' claims are published for them. Around a pass that starts jobs on
-GPUs the board is locked and read again (``_claiming``), so two schedulers never both find the
-same GPU free. A queue with ``neighbours = false``, or on GPUs no one else can see (a plain
-fake spec), does neither.
+live ones, and our own jobs' claims are published for them, with since when each GPU has read
+0 % at every poll (its ``idle_since``: ``gtui gpus`` reads once and cannot know it). Around a
+pass that starts jobs on GPUs the board is locked and read again (``_claiming``), so two
+schedulers never both find the same GPU free. A queue with ``neighbours = false``, or on GPUs
+no one else can see (a plain fake spec), does neither.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
@@ -25,10 +27,12 @@ from gtui.core.exec.base import Executor, handle_of
 from gtui.core.gpus.claims import (
     Claim,
     ClaimBoard,
+    IdleMark,
     NeighbourClaim,
     counted,
     gpu_keys,
     judge,
+    own_start,
     queue_id,
 )
 from gtui.core.gpus.fake import FAKE_USE_ENV, fake_use_mib
@@ -80,6 +84,7 @@ class Occupancy:
     _host_sampled_at: float = float("-inf")
     _neighbour_claims: tuple[NeighbourClaim, ...] = ()
     _claim_notes: frozenset[str] = frozenset()
+    _own_start: float | None = None  # this process's start time, for our idle marks
 
     if TYPE_CHECKING:
 
@@ -305,18 +310,44 @@ class Occupancy:
                 )
         return out
 
+    def _our_idle(self, keys: dict[int, str], board: ClaimBoard) -> list[IdleMark]:
+        """Our word on each GPU that has read 0 % at every poll since some moment."""
+        if self._own_start is None:
+            self._own_start = own_start()
+            if self._own_start is None:
+                return []
+        return [
+            IdleMark(
+                board.uid,
+                board.user,
+                keys[g.index],
+                g.idle_since,
+                os.getpid(),
+                self._own_start,
+                board.queue or "",
+            )
+            for g in self._snapshot.gpus
+            if g.index in keys and g.util == 0 and g.idle_since is not None and not g.lost
+        ]
+
     def _publish_claims(self) -> None:
-        """Publish our jobs' claims when they changed (or the board lost them); withdraw them
-        when this queue stops taking part. Cheap when nothing changed: no file is touched."""
+        """Publish our jobs' claims and our idle marks when they changed (or the board lost
+        them); withdraw them when this queue stops taking part. Cheap when nothing changed: no
+        file is touched (a GPU starts or stops idling seldom)."""
         keys = self._claim_keys()
         if not keys and self._board is None:
             return  # never took part: nothing to publish or withdraw
         board = self._claims_board()
         mine = self._our_claims(keys, board) if keys else []
+        idle = self._our_idle(keys, board) if keys else []
         written = board.written
-        if not board.stale and frozenset(mine) == (written or frozenset()):
+        if (
+            not board.stale
+            and frozenset(mine) == (written or frozenset())
+            and frozenset(idle) == board.written_idle
+        ):
             return
-        note = board.publish(mine)
+        note = board.publish(mine, idle)
         if note:
             self._tell_claim_notes([note])
 

@@ -34,7 +34,7 @@ from gtui.ui.events import Batch
 from gtui.ui.forecast import UiForecast
 from gtui.ui.format import count_states, display_path
 from gtui.ui.forms import changed_fields, fields_from_form, form_from_spec
-from gtui.ui.keys import KEYS, Key
+from gtui.ui.keys import KEYS, PANEL_KEYS, Key
 from gtui.ui.pager import page
 from gtui.ui.port import EnginePort
 from gtui.ui.screens.confirm import Choice, ConfirmScreen
@@ -62,7 +62,7 @@ class MainScreen(Screen[None]):
     BINDINGS = [
         *(Binding(k.keys, k.action, k.label, show=False) for k in KEYS),
         Binding("escape", "back", "Back", show=False),
-        Binding("h", "holders", "Holders", show=False),  # who holds each GPU (issue 19.1)
+        *(Binding(k.keys, k.action, k.label, show=False) for k in PANEL_KEYS),  # issue 19
     ]
 
     def __init__(
@@ -92,6 +92,7 @@ class MainScreen(Screen[None]):
         self._forecast_read: Worker[None] | None = None
         self.alerts = Alerts(self._terminal_write, in_tmux=in_tmux)
         self._ticks = 0
+        self._sparks_shown: bool | None = None  # `s` chose; None: by the terminal's height
 
     # -- layout -----------------------------------------------------------------------------
 
@@ -147,12 +148,14 @@ class MainScreen(Screen[None]):
         self._fit_sparks()
 
     def _fit_sparks(self) -> None:
-        """The GPU sparklines only where the screen is tall enough to spare the lines."""
+        """The GPU sparklines where the screen is tall enough to spare the lines, unless ``s``
+        said otherwise (then at any height)."""
         tall = self.size.height >= SPARKS_MIN_ROWS
+        shown = tall if self._sparks_shown is None else self._sparks_shown
         for sparks in self.query(GpuSparks):
-            sparks.display = tall
+            sparks.display = shown
         for box in self.query("#gpus-box"):
-            box.styles.max_height = 24 if tall else None
+            box.styles.max_height = 24 if tall and shown else None
 
     @property
     def composed(self) -> bool:
@@ -329,6 +332,7 @@ class MainScreen(Screen[None]):
     def _estimate(self, views: list[JobView]) -> None:
         self.estimates = self.forecast.update(views, self.clock())
         self.table.set_estimates(self.estimates)
+        self.table.set_mem_advice(self.forecast.mem_advice)
 
     # -- the selected job: its log and diagnosis -------------------------------------------
 
@@ -883,6 +887,16 @@ class MainScreen(Screen[None]):
         """Expand / fold who holds each GPU under its bar (the GPU panel's own rendering)."""
         shown = self.query_one(GpuPanel).toggle_holders()
         self.notify("holders shown per process" if shown else "holders folded", timeout=2)
+
+    def action_sparks(self) -> None:
+        """Show or hide the GPU sparklines, at any height (issue 19.5)."""
+        sparks = self.query_one(GpuSparks)
+        self._sparks_shown = not sparks.display
+        self._fit_sparks()
+        self.notify(
+            "GPU sparklines shown (s hides them)" if self._sparks_shown else "sparklines hidden",
+            timeout=2,
+        )
 
     def action_help(self) -> None:
         in_tmux = self.in_tmux or bool(os.environ.get("TMUX"))

@@ -7,7 +7,8 @@ under the row names whose it is.
 Who holds each GPU (issue 19.1): under a GPU that other processes use, one line names the
 largest holder and says how many there are and whether any looks stale; ``h`` (the main
 screen's binding, ``toggle_holders``) expands it to one line per holder: pid, user, memory,
-running time, command, and why it looks stale."""
+running time, command, and why it looks stale (or, dimmed, that its parent is gone while its
+GPU works: information, not staleness)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from gtui.core.api import GpusRead
-from gtui.core.gpus.holders import holders, stale_reasons, who
+from gtui.core.gpus.holders import holder_notes, holders, stale_reasons, who
 from gtui.core.gpus.snapshot import GpuInfo
 from gtui.core.model import Settings
 from gtui.core.sched.policy import chosen, excluded, gpu_names
@@ -97,6 +98,9 @@ def holder_lines(gpu: GpuInfo, ours: tuple[str, ...], expanded: bool, now: float
         why = stale_reasons(gpu, p, now)
         if why:
             line.append(f"  stale: {', '.join(why)}", style="bold yellow")
+        else:
+            for note in holder_notes(gpu, p, now):  # a parent gone while the GPU works
+                line.append(f"  {note}", style="dim")
         out.append(line)
     return out
 

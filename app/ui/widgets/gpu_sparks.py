@@ -4,8 +4,8 @@ Its own widget under the GPU rows (the rows stay as they are; another line per G
 under each row for its holders). One line per GPU: ``  0 mem ▁▂▅▇█▇ 62G  util ▁▁▅█▇ 71%``.
 Each cell is a slice of the window (:data:`WINDOW_S`), showing the highest reading in it (the
 newest cell: the latest reading); a slice with no reading yet is blank, so the line fills
-from the right as the minutes pass. It takes room from the queue, so it is shown only on a
-tall terminal (:data:`MIN_ROWS`).
+from the right as the minutes pass. It takes room from the queue, so it shows by itself only on
+a tall terminal (:data:`MIN_ROWS`); ``s`` on the main screen shows or hides it at any height.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from gtui.core.api import GpusRead
 from gtui.core.units import format_mib
 
 WINDOW_S = 300.0  # the last 5 minutes
-MIN_ROWS = 50  # the terminal's rows from which the sparklines are shown
+MIN_ROWS = 50  # the terminal's rows from which the sparklines show by themselves
 BLOCKS = "▁▂▃▄▅▆▇█"
 _KEEP = 2000  # readings kept per GPU (a 0.1 s poll for 200 s; the window trims the rest)
 

@@ -26,8 +26,9 @@ from textual.strip import Strip
 from gtui.core.api import JobView
 from gtui.core.model import ACTIVE_STATES, WAITING_STATES, JobState
 from gtui.core.sched.eta import Estimate
+from gtui.core.state.usage import MemAdvice
 from gtui.ui.forecast import progress_cell
-from gtui.ui.format import COUNT_ORDER, cut_middle, gpu_cell, job_cells
+from gtui.ui.format import COUNT_ORDER, cut_middle, gpu_cell, job_cells, note_cell
 
 GPU_CELL_MAX = 16  # the gpu column grows to this on a cluster (node2:0,1)
 
@@ -164,6 +165,7 @@ class JobTable(ScrollView, can_focus=True):
         self.filter_text = ""
         self.reorders = 0  # how often the visible order was recomputed (tests, benchmark)
         self.estimates: dict[str, Estimate] = {}
+        self.mem_advice: dict[str, MemAdvice] = {}  # a mem far from the last runs (19.2)
 
     # -- data -----------------------------------------------------------------------------------
 
@@ -382,6 +384,13 @@ class JobTable(ScrollView, can_focus=True):
             self.estimates = estimates
             self.refresh()
 
+    def set_mem_advice(self, advice: dict[str, MemAdvice]) -> None:
+        """The jobs whose ``mem`` their last runs say is wrong (gtui.ui.forecast): repaint if
+        that changed."""
+        if advice != self.mem_advice:
+            self.mem_advice = advice
+            self.refresh()
+
     # -- painting -------------------------------------------------------------------------------
 
     def _blocker(self) -> JobView | None:
@@ -420,6 +429,17 @@ class JobTable(ScrollView, can_focus=True):
             f"backfill: ahead of {b.spec.name} ({b.spec.gpus} GPUs); kept for it after {after}",
             style="cyan",
         )
+
+    def note(self, name: str, base: Text | None = None) -> Text:
+        """Row ``name``'s note, uncut: the backfill note or the job's own (``base``, when the
+        caller has it), then what its last runs say of its ``mem``, last: shown where it fits."""
+        view = self._views[name]
+        note = self.backfill_note(view) or (base if base is not None else note_cell(view))
+        advice = self.mem_advice.get(name)
+        if advice is None:
+            return note
+        extra = Text(advice.short(), style="yellow")
+        return note + Text(" · ") + extra if note.plain else extra
 
     def _refresh_row(self, index: int) -> None:
         """Repaint row ``index`` if it is on screen. Row i is virtual line i + 1: the column
@@ -460,7 +480,7 @@ class JobTable(ScrollView, can_focus=True):
             "mem": cells.mem,
             "tries": cells.tries,
             "time": cells.time,
-            "note": self.backfill_note(self._views[name]) or cells.note,
+            "note": self.note(name, cells.note),
             # An estimate is worked out every 2 s: one for a job that has ended since is old.
             "progress": progress_cell(
                 self.estimates.get(name) if rec.active or rec.waiting else None, self.clock()
