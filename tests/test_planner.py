@@ -75,7 +75,8 @@ def test_a_pass_starts_what_fits_and_says_why_the_rest_waits(tmp_path: Path) -> 
     assert any(isinstance(e, ReasonChanged) and e.job.record.name == "second" for e in events)
     # second and eval wait; prep starts in this pass (it needs no GPU)
     assert planner.summary == f"3 waiting: {second.reason}; after prep (queued); starting"
-    assert events[-1] == WaitingSummary(planner.summary)
+    last = events[-1]
+    assert isinstance(last, WaitingSummary) and last.text == planner.summary
     # The next pass sees the running job (its commit was followed): no second start on GPU 0.
     again = planner.decide(snapshot, settings, {}, paused=False, now=0.0)
     assert "first" not in again.reasons

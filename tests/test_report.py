@@ -121,7 +121,7 @@ def test_report_of_a_queue_that_ran_text_and_json(tmp_path: Path) -> None:
         [[jobs]]
         name = "first"
         mem = "60G"
-        cmd = "while [ ! -e {go} ]; do sleep 0.05; done"
+        cmd = "while [ ! -e {go} ]; do sleep 0.05; done; sleep 1"  # GPU-hours past 4 decimals
 
         [[jobs]]
         name = "second"

@@ -60,7 +60,13 @@ async def test_progress_bar_eta_and_starts_in_are_shown(
             wrow = next(
                 line for line in text.splitlines() if f" {waiting} " in line and "queued" in line
             )
-            assert "starts ~" in wrow
+            if column:
+                assert "starts ~" in wrow
+            else:
+                # Narrower, the waiting reason's key part leads (issue 17.5) and the start
+                # estimate follows only where it fits whole: here it does not (the detail view
+                # and `gtui status` still give it).
+                assert "needs 10G" in wrow
             await select(pilot, app, running)
             await pilot.press("enter")
             await until(pilot, lambda: isinstance(app.screen, DetailScreen), what="detail")
