@@ -61,6 +61,8 @@ def table(sections: list[Section]) -> str:
     for s in sections:
         for r in s.rows:
             met = {True: "yes", False: "**no**", None: "-"}[r.met]
+            if r.met is False and r.why:
+                met += f": {r.why}"
             lines.append(
                 f"| {_cell(r.what)} | {_cell(r.target)} | {_cell(r.measured)} | "
                 f"{_cell(r.baseline)} | {met} |"

@@ -28,6 +28,17 @@ class Row:
     measured: str
     baseline: str = ""
     met: bool | None = None  # None: a figure without a target (for comparison only)
+    # For a missed target: by how much, and where the time (or memory) goes, in a few words.
+    why: str = ""
+
+
+def missed_by(measured: float, bound: float, *, higher_is_better: bool = False) -> str:
+    """How far a figure is from its bound, in words: "over by 48 %" / "short by 39 %"."""
+    if bound <= 0 or measured <= 0:
+        return ""
+    if higher_is_better:
+        return f"short by {max(0.0, 1 - measured / bound) * 100:.0f} %"
+    return f"over by {max(0.0, measured / bound - 1) * 100:.0f} %"
 
 
 @dataclass

@@ -61,7 +61,7 @@ from typing import Any
 
 import psutil
 
-from benchmarks.common import Row, Section, median, spread, toml_str
+from benchmarks.common import Row, Section, median, missed_by, spread, toml_str
 
 TSP = shutil.which("tsp")
 MARK = "GTUI_PEERS_BENCH"  # the env var with this run's token: every process we start has it
@@ -157,6 +157,13 @@ def marked(token: str) -> list[psutil.Process]:
         except (psutil.Error, OSError):
             continue
     return found
+
+
+ADD_WHY = (
+    "each add reads the queue file (~9 MB at 100,000 jobs), hashes it to check it is the version "
+    "the scheduler runs, and writes it whole again atomically (fsync), plus the interpreter's "
+    "start"
+)
 
 
 def cleanup(work: Work) -> None:
@@ -650,16 +657,25 @@ def run(quick: bool) -> Section:
     def compare(
         what: str, target: str, rs: list[float], unit: str, mine: str, theirs: str,
         ok: Callable[[float], bool] | None, needs_tsp: bool = False,
+        bound: float = 0.0, why: str = "",
     ) -> None:
         if needs_tsp and not have_tsp:
             rows.append(Row(what, target, no_tsp, "", None))
             return
+        by = missed_by(median(rs), bound, higher_is_better=unit == "jobs/s") if bound else ""
         rows.append(
             Row(
                 what, target, f"gtui / peer {unit} {xspread(rs)} ({mine})", theirs,
                 ok(median(rs)) if ok else None,
+                "; ".join(p for p in (by, why) if p),
             )
         )
+
+    per_job = (
+        "per job, gtui commits the start and the end to SQLite before it says them, appends the "
+        "attempt to its history, runs a placement pass and starts the job under a small wrapper "
+        "that records its exit status (see 'Where the time goes'); tsp keeps its queue in memory"
+    )
 
     # 1. chain
     g_ms = med(ch, "gtui_ms")
@@ -667,13 +683,13 @@ def run(quick: bool) -> Section:
         f"chain, {n_chain} jobs one after another: per-job time vs task-spooler (tsp -S 1)",
         "gtui / tsp <= 1.00x", ratio(ch, "gtui_ms", "tsp_ms"), "time",
         f"gtui {g_ms:.2f} ms/job", f"tsp {med(ch, 'tsp_ms'):.2f} ms/job",
-        lambda r: r <= 1.0, needs_tsp=True,
+        lambda r: r <= 1.0, needs_tsp=True, bound=1.0, why=per_job,
     )
     compare(
         f"chain, {n_chain} jobs: per-job time vs plain asyncio subprocesses, awaited in turn",
         "gtui / asyncio <= 1.25x", ratio(ch, "gtui_ms", "asyncio_ms"), "time",
         f"gtui {g_ms:.2f} ms/job", f"asyncio {med(ch, 'asyncio_ms'):.2f} ms/job",
-        lambda r: r <= 1.25,
+        lambda r: r <= 1.25, bound=1.25, why=per_job,
     )
     compare(
         f"chain, {n_chain} jobs: per-job time vs a serial bash loop",
@@ -686,13 +702,13 @@ def run(quick: bool) -> Section:
         f"throughput, {n_tp} jobs, {SLOTS} slots: jobs/s vs task-spooler (tsp -S {SLOTS})",
         "gtui / tsp >= 1.00x", ratio(tp, "gtui_jps", "tsp_jps"), "jobs/s",
         f"gtui {g_jps:.0f} jobs/s", f"tsp {med(tp, 'tsp_jps'):.0f} jobs/s",
-        lambda r: r >= 1.0, needs_tsp=True,
+        lambda r: r >= 1.0, needs_tsp=True, bound=1.0, why=per_job,
     )
     compare(
         f"throughput, {n_tp} jobs: jobs/s vs plain asyncio, semaphore of {SLOTS}",
         "gtui / asyncio >= 0.80x (within 1.25x)", ratio(tp, "gtui_jps", "asyncio_jps"), "jobs/s",
         f"gtui {g_jps:.0f} jobs/s", f"asyncio {med(tp, 'asyncio_jps'):.0f} jobs/s",
-        lambda r: r >= 0.8,
+        lambda r: r >= 0.8, bound=0.8, why=per_job,
     )
     compare(
         f"throughput, {n_tp} jobs: jobs/s vs xargs -P {SLOTS}",
@@ -711,7 +727,9 @@ def run(quick: bool) -> Section:
         "`gtui add` vs `tsp true`",
         "gtui / tsp <= 1.50x", ratio(sub, "gtui_ms", "tsp_ms"), "time",
         f"gtui {g_add:.1f} ms each", f"tsp {med(sub, 'tsp_ms'):.2f} ms each",
-        lambda r: r <= 1.5, needs_tsp=True,
+        lambda r: r <= 1.5, needs_tsp=True, bound=1.5,
+        why="a Python interpreter's start and imports (~45 ms of each `gtui add`) against a "
+        "C client's ~1 ms; the scheduler's side of an add is a few ms",
     )
     for waiting in big:
         key = f"gtui{waiting}_ms"
@@ -730,6 +748,7 @@ def run(quick: bool) -> Section:
                 f"{med(sub, f'gtui{waiting}_rest_ms'):.0f} ms each)",
                 base,
                 (med(sub, key) < limit) if limit else None,
+                f"{missed_by(med(sub, key), limit)}; " + ADD_WHY if limit else "",
             )
         )
     if 100_000 not in big:
