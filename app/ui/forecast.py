@@ -81,19 +81,25 @@ class UiForecast:
             self._read_at.pop(gone, None)
         return estimate(views, self.book, self._runtimes, now)
 
-    async def read(self, views: Iterable[JobView], now: float | None = None) -> None:
+    async def read(self, views: Iterable[JobView], now: float | None = None) -> bool:
         """Read the progress of the running jobs whose log grew, in a thread: a log on a
         stalled disk blocks that thread, not the screen (the caller starts no other read
-        while one is out, so a stuck one piles up nothing)."""
+        while one is out, so a stuck one piles up nothing). True when a job's progress was
+        read: only then are the estimates worth making again before the next update."""
         now = time.time() if now is None else now
         jobs = _running(views)
+        if not jobs:
+            return False
         sizes, read_at = dict(self._sizes), dict(self._read_at)
         got = await off_loop(lambda: _read_grown(jobs, sizes, read_at))
+        seen = False
         for name, attempt, size, p in got:  # a job that ended meanwhile: the next update drops it
             self._sizes[name] = size
             self._read_at[name] = now
             if p is not None:
                 self.book.observe(name, attempt, p, now)
+                seen = True
+        return seen
 
 
 def _running(views: Iterable[JobView]) -> list[tuple[str, str, int]]:
