@@ -179,9 +179,9 @@ async def test_the_dashboard_reads_a_bounded_number_of_logs_per_update(tmp_path:
     fc = UiForecast(tmp_path / "none.db")
     fc.update(views, NOW)
     assert not fc.book.tracks  # an update reads no log: that is `read`, in a thread
-    await fc.read(views, NOW)
+    await fc.read(now=NOW)  # the running jobs that update listed
     assert len(fc.book.tracks) == PARSES_PER_UPDATE
-    await fc.read(views, NOW + 2)  # the ones not read yet come first
+    await fc.read(now=NOW + 2)  # the ones not read yet come first
     assert len(fc.book.tracks) == PARSES_PER_UPDATE + 10
     assert len(fc.update(views, NOW + 2)) == PARSES_PER_UPDATE + 10
 

@@ -49,6 +49,7 @@ class UiForecast:
         self._read_at: dict[str, float] = {}
         self._peaks = PeakBook(db)  # every job's recorded peaks (read a few rows at a time)
         self.mem_advice: dict[str, MemAdvice] = {}  # jobs whose mem their runs say is wrong
+        self.running: list[tuple[str, str, int]] = []  # the last update's running jobs' logs
 
     def update(self, views: Iterable[JobView], now: float | None = None) -> dict[str, Estimate]:
         """The estimates from the progress read so far. No log is read here (see ``read``):
@@ -69,25 +70,32 @@ class UiForecast:
             self._runtimes_at = now
         # From the specs now (an edit of mem shows at once), the peaks as last read.
         peaks = self._peaks.peaks
-        self.mem_advice = {
-            v.spec.name: a
-            for v in views
-            if v.spec.name in peaks and (a := self._peaks.advice(v.spec)) is not None
-        }
-        live = {name for name, _, _ in _running(views)}
+        self.mem_advice = (
+            {
+                v.spec.name: a
+                for v in views
+                if v.spec.name in peaks and (a := self._peaks.advice(v.spec)) is not None
+            }
+            if peaks
+            else {}
+        )
+        self.running = _running(views)  # what the next ``read`` reads
+        live = {name for name, _, _ in self.running}
         for gone in set(self._sizes) - live:
             self.book.forget(gone)
             self._sizes.pop(gone, None)
             self._read_at.pop(gone, None)
         return estimate(views, self.book, self._runtimes, now)
 
-    async def read(self, views: Iterable[JobView], now: float | None = None) -> bool:
+    async def read(
+        self, jobs: list[tuple[str, str, int]] | None = None, now: float | None = None
+    ) -> bool:
         """Read the progress of the running jobs whose log grew, in a thread: a log on a
         stalled disk blocks that thread, not the screen (the caller starts no other read
         while one is out, so a stuck one piles up nothing). True when a job's progress was
         read: only then are the estimates worth making again before the next update."""
         now = time.time() if now is None else now
-        jobs = _running(views)
+        jobs = self.running if jobs is None else jobs  # (name, log, attempt), as ``update`` saw
         if not jobs:
             return False
         sizes, read_at = dict(self._sizes), dict(self._read_at)

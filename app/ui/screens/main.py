@@ -313,20 +313,22 @@ class MainScreen(Screen[None]):
     def _tick(self) -> None:
         self._ticks += 1
         if self._ticks % FORECAST_EVERY_TICKS == 1:
-            views = list(self.table.views())
+            self._estimate(list(self.table.views()))
             if self._forecast_read is None or self._forecast_read.is_finished:
                 # One read of the logs at a time: while one is stuck on a stalled disk, the
-                # requests fold into it (issue 22.1).
+                # requests fold into it (issue 22.1). It reads the running jobs that the
+                # estimate just listed.
                 self._forecast_read = self.run_worker(
-                    self._read_forecast(views), group="forecast", exit_on_error=False
+                    self._read_forecast(list(self.forecast.running)),
+                    group="forecast",
+                    exit_on_error=False,
                 )
-            self._estimate(views)
         self.table.tick()
         if self.log_view.poll():
             self._log_refreshed = time.monotonic()
 
-    async def _read_forecast(self, views: list[JobView]) -> None:
-        if await self.forecast.read(views, self.clock()):
+    async def _read_forecast(self, jobs: list[tuple[str, str, int]]) -> None:
+        if await self.forecast.read(jobs, self.clock()):
             # What was read, shown now rather than at the next update in 2 s. Only then: an
             # estimate over 10,000 jobs twice per update was most of an idle screen's CPU.
             self._estimate(list(self.table.views()))
