@@ -161,12 +161,7 @@ def attempts_of(db: Path, names: Sequence[str]) -> dict[str, list[Attempt]]:
     if not names or not db.is_file():
         return {}
     try:
-        conn = sqlite3.connect(
-            f"{db.resolve().as_uri()}?mode=ro",
-            uri=True,
-            timeout=BUSY_TIMEOUT_MS / 1000,
-            isolation_level=None,
-        )
+        conn = open_readonly(db)
     except sqlite3.Error:
         return {}
     try:
@@ -223,6 +218,17 @@ def _q(n: int) -> str:
 
 # -- the whole history (issue 19: estimates and `gtui report`) -----------------------------------
 
+def open_readonly(db: Path) -> sqlite3.Connection:
+    """A read-only connection to the state db, as every reader of the history opens one (a
+    scheduler may be writing it); raises sqlite3.Error as ``connect`` does."""
+    return sqlite3.connect(
+        f"{db.resolve().as_uri()}?mode=ro",
+        uri=True,
+        timeout=BUSY_TIMEOUT_MS / 1000,
+        isolation_level=None,
+    )
+
+
 REPORT_CHUNK = 500  # names per query (SQLite's limit on parameters is far above)
 
 
@@ -231,12 +237,7 @@ def _read(db: Path, sql: str) -> list[Any]:
     if not db.is_file():
         return []
     try:
-        conn = sqlite3.connect(
-            f"{db.resolve().as_uri()}?mode=ro",
-            uri=True,
-            timeout=BUSY_TIMEOUT_MS / 1000,
-            isolation_level=None,
-        )
+        conn = open_readonly(db)
     except sqlite3.Error:
         return []
     try:

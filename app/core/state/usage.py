@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gtui.core.model import JobSpec
-from gtui.core.state.history import TABLE, Attempt
-from gtui.core.state.store import BUSY_TIMEOUT_MS
+from gtui.core.state.history import TABLE, Attempt, open_readonly
 from gtui.core.units import format_mib
 
 AUTO_MARGIN = 1.2  # mem = "auto": the peak of previous runs times this...
@@ -156,12 +155,7 @@ def _rows_from(db: Path, rowid: int) -> list[tuple[int, str, int, int | None]] |
     if not db.is_file():
         return None
     try:
-        conn = sqlite3.connect(
-            f"{db.resolve().as_uri()}?mode=ro",
-            uri=True,
-            timeout=BUSY_TIMEOUT_MS / 1000,
-            isolation_level=None,
-        )
+        conn = open_readonly(db)
     except sqlite3.Error:
         return None
     try:
@@ -187,12 +181,7 @@ def peaks_by_job(db: Path) -> dict[str, list[Attempt]]:
     if not db.is_file():
         return {}
     try:
-        conn = sqlite3.connect(
-            f"{db.resolve().as_uri()}?mode=ro",
-            uri=True,
-            timeout=BUSY_TIMEOUT_MS / 1000,
-            isolation_level=None,
-        )
+        conn = open_readonly(db)
     except sqlite3.Error:
         return {}
     try:
