@@ -32,6 +32,12 @@ def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
+def first_few(names: list[str], n: int = 3) -> str:
+    """``a, b, c and 4 more``: a list of job names cut to a readable length."""
+    more = f" and {len(names) - n} more" if len(names) > n else ""
+    return ", ".join(names[:n]) + more
+
+
 class UnitError(ValueError):
     """A size or duration that cannot be read; the message says what is expected."""
 

@@ -74,6 +74,7 @@ from gtui.core.queue.queuefile import (
     scalar_text,
 )
 from gtui.core.queue.tomlscan import Scan, scan
+from gtui.core.units import first_few
 
 Where = Literal["up", "down", "top"]
 # A root ``jobs = [`` (an inline array of jobs); a false match only costs the slower append.
@@ -601,9 +602,7 @@ def update_job(
             return ctx.text  # nothing changes: the entry stays whole
         waiters = _waiting_for_entry(ctx, job)
         if waiters:
-            shown = ", ".join(waiters[:3]) + (
-                f" and {len(waiters) - 3} more" if len(waiters) > 3 else ""
-            )
+            shown = first_few(waiters)
             raise QueueFileError(
                 str(ctx.path),
                 f"{job.name} cannot be edited alone: {shown} wait"
@@ -645,9 +644,7 @@ def remove_job(path: Path | str, name: str) -> None:
         gone = leaving or {j.name for j in ctx.siblings(job)}
         waiting = [j.name for j in ctx.queue.jobs if j.name not in gone and gone & set(j.after)]
         if waiting:
-            shown = ", ".join(waiting[:3]) + (
-                f" and {len(waiting) - 3} more" if len(waiting) > 3 else ""
-            )
+            shown = first_few(waiting)
             raise QueueFileError(
                 str(ctx.path),
                 f"{name} cannot be removed: {shown} wait{'s' if len(waiting) == 1 else ''} for it "

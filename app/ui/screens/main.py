@@ -28,7 +28,7 @@ from gtui.core.api import JobView
 from gtui.core.errors import GtuiError
 from gtui.core.model import JobState
 from gtui.core.sched.eta import Estimate
-from gtui.core.units import format_duration, plural
+from gtui.core.units import first_few, format_duration, plural
 from gtui.ui.alerts import Alerts, end_events
 from gtui.ui.events import Batch
 from gtui.ui.forecast import UiForecast
@@ -574,9 +574,7 @@ class MainScreen(Screen[None]):
         gone = {spec.name} if len(siblings) > 1 else set(siblings) or {spec.name}
         waiting = [j.name for j in jobs if j.name not in gone and gone & set(j.after)]
         if waiting:
-            shown = ", ".join(waiting[:3]) + (
-                f" and {len(waiting) - 3} more" if len(waiting) > 3 else ""
-            )
+            shown = first_few(waiting)
             verb = "waits" if len(waiting) == 1 else "wait"
             return (
                 f"{spec.name} cannot be removed: {shown} {verb} for it (after); remove or edit "
