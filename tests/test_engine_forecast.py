@@ -69,6 +69,42 @@ async def test_running_job_progress_eta_and_the_next_jobs_start(tmp_path: Path) 
         task.cancel()
 
 
+async def test_the_last_progress_line_is_read_even_if_the_log_then_stays_quiet(
+    tmp_path: Path,
+) -> None:
+    """Two progress lines within the per-job throttle (2 s), then silence: the second must
+    still be read. The size of the log was taken as seen when its read was put off, so the
+    scheduler kept 0.25 for ever (seen as a loaded run's flake of the test above, whose one
+    line could land while the first, header-only read was under way)."""
+    go = tmp_path / "go"
+    q = write_queue(
+        tmp_path,
+        f"""
+        [settings]
+        poll = "0.1s"
+        kill_grace = "2s"
+
+        [[jobs]]
+        name = "quiet"
+        mem = "10G"
+        cmd = "echo 'gtui:progress 0.25'; sleep 1.2; echo 'gtui:progress 0.5'; while [ ! -e {go} ]; do sleep 0.05; done"
+        """,
+    )
+    engine = Engine(q, fake_gpus="1x80G", control=False)
+    task = asyncio.create_task(engine.run())
+    try:
+
+        def progress() -> object:
+            jobs = {j["name"]: j for j in engine.status_json()["jobs"]}
+            return jobs["quiet"]["progress"] if "quiet" in jobs else None
+
+        await until(lambda: progress() == 0.5, timeout=30, what="the second progress line read")
+    finally:
+        go.touch()
+        await engine.shutdown(kill_jobs=True)
+        task.cancel()
+
+
 def test_status_text_marks_the_estimates() -> None:
     from gtui.commands.status import _with_estimate
 

@@ -40,29 +40,33 @@ class Forecast:
         self._parses = 0
         self._progress_reading: set[str] = set()  # jobs whose log is being read now
 
-    def _read_progress(self, name: str, rec: JobRecord, size: int) -> None:
-        """The log of running job ``name`` grew to ``size``: read its progress (throttled per
-        job, and to :data:`PARSES_PER_S` in all: 1,000 chatty jobs must not take the loop).
-        The read runs in a thread (a log on a stalled disk must not freeze the scheduler, nor a
-        dashboard on the same loop), one per job at a time: a stuck one piles up nothing."""
+    def _read_progress(self, name: str, rec: JobRecord, size: int) -> bool:
+        """The log of running job ``name`` is ``size`` bytes, unread at that size: read its
+        progress (throttled per job, and to :data:`PARSES_PER_S` in all: 1,000 chatty jobs
+        must not take the loop). The read runs in a thread (a log on a stalled disk must not
+        freeze the scheduler, nor a dashboard on the same loop), one per job at a time: a stuck
+        one piles up nothing. False when it was not read now: the caller asks again at its next
+        look, grown or not (a job that prints its last progress line and goes quiet must not
+        keep the reading from before it)."""
         if name in self._progress_reading:
-            return
+            return False
         now = time.monotonic()
         if now - self._progress_at.get(name, -PROGRESS_EVERY_S) < PROGRESS_EVERY_S:
-            return
+            return False
         if now - self._parse_window >= 1.0:
             self._parse_window, self._parses = now, 0
         if self._parses >= PARSES_PER_S:
-            return  # its next growth asks again
+            return False
         self._parses += 1
         self._progress_at[name] = now
         log = rec.log
         if not log:
-            return
+            return True
         executor, attempt = self._executor, rec.attempt
         self._progress_reading.add(name)
         read = off_loop(lambda: read_progress(lambda off, n: executor.read_log(log, off, n), size))
         read.add_done_callback(lambda f: self._progress_read(name, rec, log, attempt, f))
+        return True
 
     def _progress_read(
         self,

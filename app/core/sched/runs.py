@@ -77,7 +77,7 @@ class Runs:
 
         def _arm_retry(self, name: str, delay: float) -> None: ...
 
-        def _read_progress(self, name: str, rec: JobRecord, size: int) -> None: ...
+        def _read_progress(self, name: str, rec: JobRecord, size: int) -> bool: ...
 
         def _forget_progress(self, name: str, *, ended_done: bool) -> None: ...
 
@@ -94,6 +94,7 @@ class Runs:
         self._timed_out: set[str] = set()
         self._bg: set[asyncio.Task[Any]] = set()
         self._log_sizes: dict[str, int] = {}
+        self._progress_sizes: dict[str, int] = {}  # the log size each job's progress was read at
         self._leftover_pending: dict[str, str] = {}  # job -> token: see _check_leftovers_soon
         self._leftover_checking = False
 
@@ -262,6 +263,7 @@ class Runs:
         if handle is not None:
             handle.cancel()
         self._log_sizes.pop(name, None)
+        self._progress_sizes.pop(name, None)
         self._forget_progress(name, ended_done=status.exit_code == 0 and status.signal is None)
         killed = name in self._killing
         timed_out = name in self._timed_out
@@ -394,10 +396,15 @@ class Runs:
                 rec = self._book.records.get(name)
                 if rec is None or _active_log(rec) != log:
                     continue  # ended (or started again) meanwhile
-                if size is not None and self._log_sizes.get(name) != size:
+                if size is None:
+                    continue
+                if self._log_sizes.get(name) != size:
                     self._log_sizes[name] = size
                     self._bus.publish(LogGrew(name, log, size))
-                    self._read_progress(name, rec, size)
+                # Its progress is read at each size once: a size whose read was put off (one
+                # under way, or the throttle) is asked again at the next look.
+                if self._progress_sizes.get(name) != size and self._read_progress(name, rec, size):
+                    self._progress_sizes[name] = size
 
     # ------------------------------------------------------------------ kill
     async def _kill_process(self, name: str, signalled: asyncio.Event | None = None) -> None:
