@@ -142,3 +142,31 @@ async def test_after_naming_a_matrix_entry_goes_the_whole_way(tmp_path: Path) ->
     finally:
         (tmp_path / "release").touch()
         await engine.shutdown(kill_jobs=True)
+
+
+async def test_after_a_refused_save_add_says_the_files_problem_and_appends_nothing(
+    tmp_path: Path,
+) -> None:
+    """A save the scheduler refused (a broken file) is not the version it runs, though it was
+    judged: an add must not append to it and call the result taken. Else the refused save's
+    other changes were never loaded, and a later fix (a one-job edit against that text) would
+    take in only the fixed job."""
+    q = write(tmp_path)
+    engine, seen = await started(q)
+    try:
+        broken = QUEUE.replace('mem = "10G"', 'mem = "lots"').replace("max_parallel = 1", "")
+        q.write_text(broken)
+        engine._reload_if_changed(force=True)
+        assert any(isinstance(e, Notice) and "last good version kept" in e.text for e in seen)
+        with pytest.raises(GtuiError) as err:
+            await engine.add({"name": "late", "cmd": "true", "gpus": 0})
+        assert "mem" in str(err.value)
+        assert q.read_text() == broken  # nothing appended to a file the scheduler refused
+        assert "late" not in [v.spec.name for v in engine.jobs()]
+        # The fix is taken whole: the max_parallel removed in the refused save as well.
+        q.write_text(broken.replace('mem = "lots"', 'mem = "10G"'))
+        engine._reload_if_changed(force=True)
+        await until(lambda: engine.settings.max_parallel != 1)
+    finally:
+        (tmp_path / "release").touch()
+        await engine.shutdown(kill_jobs=True)

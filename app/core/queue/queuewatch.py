@@ -71,8 +71,10 @@ class Changed:
 Change = Unchanged | Missing | Settling | Empty | Unreadable | Changed
 
 
-def _digest(data: bytes) -> bytes:
+def digest_of_bytes(data: bytes) -> bytes:
+    """The digest the watch compares a file's content by (BLAKE2, 16 bytes)."""
     return hashlib.blake2b(data, digest_size=16).digest()
+
 
 
 class QueueWatch:
@@ -136,7 +138,7 @@ class QueueWatch:
             data = read_queue_bytes(self.path)
         except QueueFileError as e:
             return Unreadable(e)
-        digest = _digest(data)
+        digest = digest_of_bytes(data)
         if digest == self._applied:
             self._pending = None
             return Unchanged()
@@ -157,4 +159,4 @@ class QueueWatch:
 
     def digest_of(self, text: str) -> bytes:
         """The digest of ``text`` as it is stored on disk (for the first load)."""
-        return _digest(text.encode("utf-8"))
+        return digest_of_bytes(text.encode("utf-8"))

@@ -159,11 +159,12 @@ class Commands:
             known=book.index,
             entry=book.next_entry,
             pool=self._pool(),
+            tables=self._source.holds_tables,
         )
         if fast is not None:
             # The file changed only by what we wrote and checked: take the new jobs in as they
             # are, instead of a reload that reads all 100,000 again.
-            self._source.taken(fast.text)
+            self._source.taken(fast.text, fast.digest, tables=True)
             back = book.extend(fast.jobs)
             for spec in fast.jobs:
                 self._changed(spec.name)
