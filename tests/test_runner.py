@@ -555,3 +555,20 @@ def test_free_port_can_be_bound() -> None:
     for port in ports:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind(("127.0.0.1", port))
+
+
+def test_create_time_of_a_launched_job_is_psutils_and_identifies_it() -> None:
+    """The launch reads a child's create time from /proc itself (the hot path): it must be the
+    value psutil gives, since a restarted scheduler checks the pid by psutil's."""
+    from gtui.core.exec.runner import CREATE_TIME_TOLERANCE_S, create_time_of, is_alive
+
+    proc = subprocess.Popen(["sleep", "30"])
+    try:
+        mine = create_time_of(proc.pid)
+        assert abs(mine - psutil.Process(proc.pid).create_time()) <= CREATE_TIME_TOLERANCE_S
+        assert is_alive(proc.pid, mine)
+        assert not is_alive(proc.pid, mine - 5)  # another process under a reused pid
+    finally:
+        proc.kill()
+        proc.wait()
+    assert abs(create_time_of(os.getpid()) - psutil.Process().create_time()) <= 0.011

@@ -230,11 +230,33 @@ def launch(req: LaunchRequest) -> Launched:
             log_path.unlink()
         raise LaunchError(f"job {req.name}: could not start: {_oserr(e)}") from e
     os.close(log_fd)
+    return Launched(proc.pid, create_time_of(proc.pid), log_path, status_path)
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_boot_time: float | None = None
+
+
+def create_time_of(pid: int) -> float:
+    """The process's start time as psutil's ``create_time`` gives it (boot time + its start in
+    clock ticks), from one read of /proc/PID/stat. psutil read that file twice and /proc/stat
+    (one line per CPU) once for each launch: 0.3 ms of each job's start on the hot path.
+    Elsewhere, or when the file cannot be read, psutil's; now if the process is gone already
+    (cannot happen for an unreaped child)."""
+    global _boot_time
     try:
-        create_time = psutil.Process(proc.pid).create_time()
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        ticks = int(data[data.rindex(b")") + 2 :].split()[19])  # field 22, starttime
+        if _boot_time is None:
+            _boot_time = psutil.boot_time()
+        return _boot_time + ticks / _CLOCK_TICKS
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return psutil.Process(pid).create_time()
     except psutil.Error:
-        create_time = time.time()  # cannot happen for an unreaped child; keep going regardless
-    return Launched(proc.pid, create_time, log_path, status_path)
+        return time.time()
 
 
 # For the Ray node agent (gtui.core.exec.ray.agent), which starts the same wrapper detached.

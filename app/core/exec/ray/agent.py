@@ -192,10 +192,7 @@ class NodeAgent:
             raise runner.LaunchError(
                 f"job {req.name}: could not start on node {self.node}: {said[:200] or 'no pid'}"
             )
-        try:
-            create_time = psutil.Process(pid).create_time()
-        except psutil.Error:
-            create_time = time.time()  # it ended already; its status file says how
+        create_time = runner.create_time_of(pid)  # now if it ended: its status file says how
         with self._lock:
             self._watch[(pid, create_time)] = str(status_path)
         return runner.Launched(pid, create_time, log_path, status_path, self.node)
