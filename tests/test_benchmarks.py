@@ -37,3 +37,29 @@ def test_unknown_benchmark_is_refused(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "unknown benchmark nosuch" in proc.stderr
     assert not (tmp_path / "B.md").exists()
+
+
+def test_where_time_goes_sorts_samples_into_costs_and_leaves_idle_pool_threads_out(
+    tmp_path: Path,
+) -> None:
+    """py-spy's raw lines ("stack count") go to the first category their stack names; a pool
+    thread waiting for work is no cost of the scheduler's."""
+    from benchmarks.where_time_goes import categorize
+
+    raw = tmp_path / "raw.txt"
+    raw.write_text(
+        "main (app/cli.py:1);Runs._start_job (r.py:1);Popen._execute_child (s.py:1) 7\n"
+        "main (app/cli.py:1);Runs._start_job (r.py:1);launch (runner.py:2);"
+        "create_time_of (runner.py:9) 3\n"
+        "main (app/cli.py:1);JobBook.commit (b.py:1);Store._write (store.py:3) 5\n"
+        "main (app/cli.py:1);BaseEventLoop._run_once (a.py:1);EpollSelector.select (s.py:4) 4\n"
+        "Thread.run (t.py:1);_worker (concurrent/futures/thread.py:81) 50\n"
+        "main (app/cli.py:1);something_else (x.py:1) 1\n"
+    )
+    counts, total = categorize(raw)
+    assert total == 20
+    assert counts["fork + exec of the job's wrapper (subprocess.Popen)"] == 7
+    assert counts["the new process's start time from /proc (waits out its exec)"] == 3
+    assert counts["SQLite: records and attempts history committed"] == 5
+    assert counts["waiting in the event loop (for the job, or a timer)"] == 4
+    assert counts["other"] == 1
