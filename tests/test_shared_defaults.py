@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import pickle
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +15,7 @@ from gtui.core.api import freeze
 from gtui.core.model import NO_ITEMS, NO_STRINGS, JobRecord, JobSpec, JobState, copy_record
 from gtui.core.sched.occupancy import record_gpu_peaks
 from gtui.core.sched.outcome import leftover_warning
-from gtui.core.state.store import record_from_json, record_to_json
+from gtui.core.state.store import Store, record_from_json, record_to_json
 
 
 def test_specs_share_one_empty_env_and_matrix_that_refuses_changes() -> None:
@@ -89,3 +90,23 @@ def test_a_frozen_copy_is_out_of_the_engines_reach() -> None:
     assert copy_record(rec) == rec and copy_record(rec) is not rec
     empty = freeze(JobSpec(name="b", cmd="y"), JobRecord(name="b"), 1)
     assert empty.record.warnings is NO_ITEMS
+
+
+def test_records_read_back_share_equal_values_and_keep_their_types(tmp_path: Path) -> None:
+    """A restart reads 100,000 waiting records that give the same reason, times and memory:
+    one object for each value (store.record_from_json's ``shared``), and an int stays an int."""
+    recs = [
+        JobRecord(name=f"j{i}", mem_mib=1, reason="needs 1 GPU", reason_at=1.0, queued_since=5.0)
+        for i in range(3)
+    ]
+    recs.append(JobRecord(name="odd", mem_mib=7, reason="other", reason_at=1.5, queued_since=1))
+    with Store(tmp_path / "state.db") as s:
+        s.save_many(recs)
+    with Store(tmp_path / "state.db") as s:
+        live, ended = s.load_split()
+    assert list(live.values()) == recs and not ended
+    a, b, c, odd = live.values()
+    assert a.reason is b.reason is c.reason and a.reason_at is c.reason_at
+    assert a.queued_since is b.queued_since and a.mem_mib is c.mem_mib
+    assert type(a.mem_mib) is int and type(a.reason_at) is float and odd.reason == "other"
+    assert type(odd.queued_since) is int and odd.mem_mib == 7 and odd.warnings is NO_ITEMS

@@ -83,8 +83,19 @@ def record_to_json(rec: JobRecord) -> str:
 _STATES = {s.value: s for s in JobState}
 
 
-def record_from_json(text: str) -> JobRecord:
-    """The inverse of :func:`record_to_json`; unknown keys (a newer gtui's) are ignored."""
+# Values that many records share (a waiting job's reason, when it was given and when the job
+# was queued, its memory): read back, each record's would be an object of its own.
+_SHARED_FIELDS = ("reason", "reason_at", "queued_since", "mem_mib")
+Shared = dict[str, dict[Any, Any]]  # field -> value -> the one object of that value
+
+
+def record_from_json(text: str, shared: Shared | None = None) -> JobRecord:
+    """The inverse of :func:`record_to_json`; unknown keys (a newer gtui's) are ignored.
+
+    ``shared``: the values already read for the fields of ``_SHARED_FIELDS`` (by field, so that
+    no 1.0 stands for a 1), of which an equal one is taken instead of the one just decoded. A
+    100,000-job queue's waiting records read back all give the same few reasons and times: its
+    restart kept ~150 bytes a job of copies."""
     data = json.loads(text)
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
         raise ValueError("not a job record")
@@ -101,6 +112,11 @@ def record_from_json(text: str) -> JobRecord:
             data["warnings"] = [str(w) for w in warnings] if warnings else NO_ITEMS
             if data["peak_gpu_mib"] == []:
                 data["peak_gpu_mib"] = NO_ITEMS  # shared, as a new record's (see JobRecord)
+            if shared is not None:
+                for key in _SHARED_FIELDS:
+                    value = data[key]
+                    if value is not None:
+                        data[key] = shared[key].setdefault(value, value)
             # Every field, in order: positional, without a dict of keyword arguments.
             return JobRecord(*data.values())
     kwargs = {k: v for k, v in data.items() if k in _FIELDS}
@@ -292,6 +308,7 @@ class Store:
             return {}, {}
         live: dict[str, JobRecord] = {}
         ended: dict[str, JobState] = {}
+        shared: Shared = {key: {} for key in _SHARED_FIELDS}
         final = tuple(s.value for s in FINAL_STATES)
         marks = ", ".join("?" * len(final))
         enabled = gc.isenabled()
@@ -314,7 +331,7 @@ class Store:
                             if data is None:
                                 ended[name] = JobState(state)
                             else:
-                                live[name] = record_from_json(data)
+                                live[name] = record_from_json(data, shared)
                         except (ValueError, TypeError) as e:
                             why = f"the record of job {name!r} is unreadable: {e}"
                             raise self._corrupt(why) from e
