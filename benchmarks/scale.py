@@ -64,9 +64,15 @@ WHY = {
     "add": "the file read, hashed and written whole again (fsync) at each add, and the "
     "interpreter's start",
     "status": "a document of ~45 MB made, sent and written out",
-    "rss": "~2.5-3 KB per waiting job: its spec, its record and its placement candidate",
-    "rss_peak": "the start's parse of the file, freed but kept by the allocator",
-    "rss_restart": "as at the first start, with the records read back from the store",
+    "rss": "the start's parse of the file: ~1.7 KB a job at its peak (the TOML reader's "
+    "tables, key strings, line numbers and raw dicts, the expansion's per-job objects), freed "
+    "but kept by the allocator (pymalloc arenas are returned only when wholly empty); what "
+    "lives on is ~1.1-1.2 KB a job (spec, record, Candidate, names, the file's text)",
+    "rss_peak": "as the RSS after start; a reload that parses the whole file while every job "
+    "is resident adds the parse's peak on top (seen once, ~400 MB: an add whose write the file "
+    "watcher took for an edit, it seems)",
+    "rss_restart": "as at the first start: the parse's peak; the records read back share their "
+    "equal values",
     "first_screen": "the dashboard waits for the engine's whole start (the full load) before "
     "its table holds the jobs",
 }

@@ -80,6 +80,22 @@ def test_placeholders_used() -> None:
     assert gpu_indices_used("{gpu0} {gpu2} \\${available_gpu_5}") == {0, 2, 5}
 
 
+def test_the_empty_answer_is_shared_and_refuses_changes() -> None:
+    """A command without a brace gets one shared empty set (issue 16): what is made from it is
+    a set of its own, and a change in place cannot reach the next command's answer."""
+    a, b = placeholders_used("sleep 1"), placeholders_used("echo done")
+    assert a is b and a == set() and not a and "port" not in a
+    mine = a | {"lr"}
+    mine.add("gpu")
+    assert mine == {"lr", "gpu"} and type(a - {"x"}) is set and type(a.union({"y"})) is set
+    for change in (lambda: a.add("x"), lambda: a.update({"x"}), lambda: a.discard("x")):
+        with pytest.raises(TypeError):
+            change()
+    with pytest.raises(TypeError):
+        b |= {"x"}
+    assert placeholders_used("sleep 2") == set()
+
+
 def test_reserved_names() -> None:
     for name in ("gpu", "gpu0", "gpu12", "n_gpus", "port", "name", "attempt"):
         assert is_reserved(name)

@@ -97,3 +97,36 @@ def test_a_job_after_a_failed_one_is_blocked(tmp_path: Path) -> None:
     changed = [e for e in events if type(e) is JobChanged]
     assert [e.job.record.name for e in changed] == ["eval"]
     assert "after prep (failed)" in changed[0].job.record.reason
+
+
+def test_kept_candidates_follow_what_they_were_made_from(tmp_path: Path) -> None:
+    """A queued job's Candidate is kept alone (no tuple beside it, issue 16): it is made again
+    when the file changes its GPUs, priority or ``after``, its memory changes, or it is held
+    or backs off; and reused, the same object, while none of that changes."""
+    planner, book, _ = make(tmp_path)
+    first = planner._waiting_candidates()
+    by_name = {c.name: c for c in first}
+    book.version += 1  # something else changed: the list is made again from what is kept
+    again = {c.name: c for c in planner._waiting_candidates()}
+    assert all(again[n] is by_name[n] for n in by_name)
+    edited = QUEUE.replace('name = "second"\nmem = "70G"', 'name = "second"\nmem = "70G"\ngpus = 2')
+    edited = edited.replace('name = "prep"\ngpus = 0', 'name = "prep"\ngpus = 0\npriority = 3')
+    edited = edited.replace('after = ["prep"]', 'after = ["first"]')
+    book.apply(load_queue(write_queue(tmp_path, edited)))
+    now = {c.name: c for c in planner._waiting_candidates()}
+    assert now["second"].gpus == 2 and now["prep"].priority == 3 and now["eval"].after == ("first",)
+    assert now["first"] == by_name["first"]  # nothing of it changed: an equal Candidate
+    rec = book.records["first"]
+    rec.mem_mib = 1000
+    book.commit(rec)
+    assert {c.name: c for c in planner._waiting_candidates()}["first"].mem_mib == 1000
+    rec.retry_at = 1e12  # backing off: held, and kept with its back-off beside it
+    book.commit(rec)
+    assert {c.name: c for c in planner._waiting_candidates()}["first"].held
+    rec.state = JobState.HELD
+    rec.retry_at = None
+    book.commit(rec)
+    assert {c.name: c for c in planner._waiting_candidates()}["first"].held
+    rec.state = JobState.QUEUED
+    book.commit(rec)
+    assert not {c.name: c for c in planner._waiting_candidates()}["first"].held

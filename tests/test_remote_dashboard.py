@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import shutil
 import signal
@@ -932,4 +933,4 @@ def test_a_wrong_shape_is_refused_and_unknown_keys_are_ignored() -> None:
     data = through_text(encode_spec(SPEC))
     data["from_the_future"] = 1
     del data["priority"]
-    assert decode_spec(data) == JobSpec(**{**SPEC.__dict__, "priority": 0})
+    assert decode_spec(data) == dataclasses.replace(SPEC, priority=0)

@@ -7,9 +7,10 @@ state store and every front end. Sizes are MiB (int), durations seconds (float).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal, NoReturn
 
 
 class Mode(StrEnum):
@@ -134,11 +135,67 @@ class Settings:
     pool_exclude: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True)
+def _shared_empty(*_: object, **__: object) -> NoReturn:
+    raise TypeError(
+        "the shared empty default of a job's spec or record cannot change: assign a new one"
+    )
+
+
+class EmptyDict(dict[str, str]):
+    """The one empty ``env`` / ``matrix`` every job without one shares (:data:`NO_STRINGS`).
+
+    A dict (JSON, ``dict(...)``, ``==`` and ``**`` take it as one) that refuses every change:
+    shared by 100,000 specs, a change to it would reach them all. 128 bytes a job were two
+    empty dicts of their own (issue 16)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __ior__ = _shared_empty
+    clear = pop = popitem = setdefault = update = _shared_empty
+
+    def __hash__(self) -> int:  # type: ignore[override]  # immutable: hashable, a default
+        return 0
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _no_strings, ()
+
+
+class EmptyList(list[Any]):
+    """The one empty ``warnings`` / ``peak_gpu_mib`` every record without any shares
+    (:data:`NO_ITEMS`): a list that refuses every change in place. Code that adds to a
+    record's list assigns a new one (``rec.warnings = [*rec.warnings, w]``). 112 bytes a
+    waiting job were two empty lists of its own (issue 16)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _shared_empty
+    append = extend = insert = remove = pop = clear = sort = reverse = _shared_empty
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return 0
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _no_items, ()
+
+
+NO_STRINGS: dict[str, str] = EmptyDict()
+NO_ITEMS: list[Any] = EmptyList()
+
+
+def _no_strings() -> dict[str, str]:
+    return NO_STRINGS
+
+
+def _no_items() -> list[Any]:
+    return NO_ITEMS
+
+
+@dataclass(frozen=True, slots=True)
 class JobSpec:
     """One job as the queue file declares it, after ``matrix`` expansion.
 
     ``cmd`` still holds its placeholders; the engine substitutes them at start.
+
+    A 100,000-job sweep keeps 100,000 of these: slots (no instance dict) and one shared empty
+    ``env`` / ``matrix`` (an empty one given is swapped for it) keep each at ~150 bytes.
     """
 
     name: str
@@ -153,11 +210,17 @@ class JobSpec:
     retries: int = 0  # already resolved against settings.retries; -1 = until it succeeds
     timeout_s: float | None = None
     cwd: str = "."
-    env: dict[str, str] = field(default_factory=dict)
-    matrix: dict[str, str] = field(default_factory=dict)  # this job's matrix values
+    env: dict[str, str] = NO_STRINGS
+    matrix: dict[str, str] = NO_STRINGS  # this job's matrix values
     isolate: bool | None = None  # None: the queue's `isolate` setting
     line: int = 0  # where it was declared in the queue file (for messages)
     entry: int = 0  # index of its [[jobs]] table in the file (a matrix entry yields several jobs)
+
+    def __post_init__(self) -> None:
+        if not self.env and self.env is not NO_STRINGS:
+            object.__setattr__(self, "env", NO_STRINGS)
+        if not self.matrix and self.matrix is not NO_STRINGS:
+            object.__setattr__(self, "matrix", NO_STRINGS)
 
 
 @dataclass(frozen=True)
@@ -169,9 +232,13 @@ class Diagnosis:
     hint: str
 
 
-@dataclass
+@dataclass(slots=True)
 class JobRecord:
-    """A job's run state, owned by the engine and persisted by the store."""
+    """A job's run state, owned by the engine and persisted by the store.
+
+    Slots, and one shared empty ``warnings`` / ``peak_gpu_mib`` (:data:`NO_ITEMS`, which
+    refuses changes in place: add to them by assigning a new list): a waiting job's record is
+    ~280 bytes, 100,000 of them in a long sweep (issue 16)."""
 
     name: str
     state: JobState = JobState.QUEUED
@@ -196,12 +263,12 @@ class JobRecord:
     quick_fails: int = 0
     retry_at: float | None = None  # when that reason was last given (saved at most every 30 s)
     diagnosis: Diagnosis | None = None
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = NO_ITEMS
     queued_since: float = field(default_factory=time.time)
     peak_mib: int | None = None  # highest GPU memory seen for this attempt (per GPU)
     # Issue 19.2: this attempt's peak on each of its GPUs (in ``gpus`` order; 0: none seen) and
     # the peak resident host memory of its processes (None: not measured).
-    peak_gpu_mib: list[int] = field(default_factory=list)
+    peak_gpu_mib: list[int] = NO_ITEMS
     host_peak_mib: int | None = None
     port: int | None = None
     status_file: str | None = None  # where the wrapper writes this attempt's exit status
@@ -219,3 +286,21 @@ class JobRecord:
     @property
     def final(self) -> bool:
         return self.state in FINAL_STATES
+
+
+RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(JobRecord))
+
+
+def _record_copier() -> Callable[[JobRecord], JobRecord]:
+    """A function that copies a record field by field, written out as dataclasses writes
+    ``__init__``: a slot read and a slot write each, without the ``__init__`` call (twice as
+    fast as ``JobRecord(*values)``; a 100,000-job queue's views copy every record)."""
+    lines = [f"    c.{n} = r.{n}\n" for n in RECORD_FIELDS]
+    src = "def copy_record(r):\n    c = new(JobRecord)\n" + "".join(lines) + "    return c\n"
+    env: dict[str, Any] = {"new": object.__new__, "JobRecord": JobRecord}
+    exec(src, env)  # our own field names only
+    copier: Callable[[JobRecord], JobRecord] = env["copy_record"]
+    return copier
+
+
+copy_record = _record_copier()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import NoReturn
 
 BUILTIN_NAMES = frozenset({"gpu", "n_gpus", "port", "name", "attempt"})
 _GPU_N = re.compile(r"gpu(\d+)")
@@ -112,12 +113,35 @@ def substitute_matrix(text: str, matrix: Mapping[str, str], *, escape: bool = Tr
     return _TOKEN.sub(repl, text)
 
 
+def _no_change(*_: object) -> NoReturn:
+    raise TypeError("placeholders_used's empty set is shared: make a set of your own")
+
+
+class _NoNames(set[str]):
+    """The one empty set :func:`placeholders_used` gives every command without a brace: a
+    queue file's load asks it of every job and holds the answers until the load ends (216
+    bytes each: 21 MB of the load's peak at 100,000 jobs). Its operators (``-``, ``|``,
+    ``union``) give new plain sets; a change in place is refused."""
+
+    __slots__ = ()
+    add = discard = remove = pop = clear = update = _no_change
+    difference_update = intersection_update = symmetric_difference_update = _no_change
+    __ior__ = __iand__ = __isub__ = __ixor__ = _no_change
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return 0
+
+
+_NO_NAMES: set[str] = _NoNames()
+
+
 def placeholders_used(cmd: str) -> set[str]:
     """The placeholder names a command uses, seed forms normalised (``${available_gpu_1}`` ->
     ``gpu1``). Every ``{identifier}`` outside an escape counts, so matrix keys and unknown names
-    appear too; the engine asks ``"port" in placeholders_used(cmd)`` before allocating a port."""
+    appear too; the engine asks ``"port" in placeholders_used(cmd)`` before allocating a port.
+    Read-only: a command without any gets one shared empty set."""
     if "{" not in cmd:
-        return set()  # every form has a brace
+        return _NO_NAMES  # every form has a brace
     if "$" not in cmd and "{{" not in cmd and "}}" not in cmd:
         # only the {identifier} form can be there: a pattern that starts with its brace is
         # searched for much faster than the alternation (most commands are done here)

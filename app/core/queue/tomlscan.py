@@ -17,19 +17,47 @@ from collections.abc import Callable
 _BARE = re.compile(r"[A-Za-z0-9_-]+")
 
 
+# One tuple per table path (``("jobs",)``), shared by the tables that have it: a 100,000-job
+# file has 100,000 ``[[jobs]]`` tables. Bounded: an odd file's many paths are kept apart.
+_PATHS: dict[tuple[str, ...], tuple[str, ...]] = {}
+_PATHS_MAX = 4096
+
+
 class Table:
     """A ``[header]`` or ``[[header]]`` (the root has path ``()``) and where its keys are.
 
-    ``keys`` and ``repeated`` may be filled on first use: they are only read for messages."""
+    ``keys`` and ``repeated`` may be filled on first use: they are only read for messages.
+
+    A file's parse keeps one per table, 100,000 in a 100,000-job sweep, until the engine's
+    start is done with it: slots, a shared path, and no list or dict made before one is
+    needed (88 bytes, ~420 with an instance dict, an empty dict and list and a path each)."""
+
+    __slots__ = ("_fill", "_inline", "_keys", "_repeated", "array", "line", "path")
 
     def __init__(self, path: tuple[str, ...], array: bool, line: int) -> None:
-        self.path = path
+        shared = _PATHS.get(path)
+        if shared is None and len(_PATHS) < _PATHS_MAX:
+            shared = _PATHS.setdefault(path, path)
+        self.path = shared if shared is not None else path
         self.array = array
         self.line = line  # 1-based line of the header (1 for the root)
-        self.inline_entries: dict[str, list[int]] = {}  # key -> '{' lines
+        self._inline: dict[str, list[int]] | None = None  # key -> '{' lines
         self._keys: dict[str, int] | None = {}  # first key part -> line
-        self._repeated: list[tuple[str, int]] = []  # a key written twice: (key, line)
+        self._repeated: list[tuple[str, int]] | None = None  # a key written twice: (key, line)
         self._fill: Callable[[Table], None] | None = None
+
+    @property
+    def inline_entries(self) -> dict[str, list[int]]:
+        """Key -> the lines of the ``{`` of each inline table in its array (``jobs = [...]``)."""
+        if self._inline is None:
+            self._inline = {}
+        return self._inline
+
+    def repeat(self, key: str, line: int) -> None:
+        """``key`` is written again at ``line``."""
+        if self._repeated is None:
+            self._repeated = []
+        self._repeated.append((key, line))
 
     @property
     def keys(self) -> dict[str, int]:
@@ -42,11 +70,16 @@ class Table:
     @property
     def repeated(self) -> list[tuple[str, int]]:
         self.keys  # noqa: B018 - fills both
-        return self._repeated
+        return self._repeated if self._repeated is not None else []
 
 
 class Entry:
-    """One ``[[name]]`` element (or one inline table of ``name = [...]``) and its sub-tables."""
+    """One ``[[name]]`` element (or one inline table of ``name = [...]``) and its sub-tables.
+
+    One per job of a sweep, kept with the parse: slots, and no list of sub-tables before one
+    is found (80 bytes, ~190 with an instance dict and an empty list)."""
+
+    __slots__ = ("_keys", "_subs", "_table", "first", "last", "line")
 
     def __init__(
         self,
@@ -59,14 +92,20 @@ class Entry:
         self.first = first  # first line of the header (tables only; 0 for inline entries)
         self.last = 0  # last line before the next unrelated header (tables only)
         self._table = table
-        self._subs = subs if subs is not None else []
+        self._subs = subs
         self._keys: dict[str, int] | None = None
+
+    def add_sub(self, key: str, line: int) -> None:
+        """A sub-table ``[name.key]`` of this element, at ``line``."""
+        if self._subs is None:
+            self._subs = []
+        self._subs.append((key, line))
 
     @property
     def keys(self) -> dict[str, int]:
         if self._keys is None:
             keys = dict(self._table.keys) if self._table is not None else {}
-            for k, line in self._subs:
+            for k, line in self._subs or ():
                 keys.setdefault(k, line)
             self._keys = keys
         return self._keys
@@ -152,7 +191,7 @@ class Scan:
                 cur = Entry(line=t.line, table=t, first=t.line)
                 out.append(cur)
             elif cur is not None and len(t.path) > n and t.path[:n] == path:
-                cur._subs.append((t.path[n], t.line))
+                cur.add_sub(t.path[n], t.line)
             else:
                 cur = None
             if cur is not None:
@@ -161,7 +200,7 @@ class Scan:
         if not out and n >= 1:
             parent = self.table(*path[:-1]) if n > 1 else self.tables[0]
             if parent is not None:
-                for line in parent.inline_entries.get(path[-1], []):
+                for line in (parent._inline or {}).get(path[-1], []):
                     out.append(Entry(line=line))
         return out
 
@@ -360,7 +399,7 @@ def _filler(lines: list[str], start: int, end: int) -> Callable[[Table], None]:
                 parts = got[0]
             if parts[0] in keys:
                 if len(parts) == 1:
-                    t._repeated.append((parts[0], lineno))
+                    t.repeat(parts[0], lineno)
             else:
                 keys[parts[0]] = lineno
         t._keys = keys

@@ -141,7 +141,7 @@ class Occupancy:
                         f"(assigned: {','.join(map(str, rec.gpus)) or 'none'})"
                     )
                     if warning not in rec.warnings:
-                        rec.warnings.append(warning)
+                        rec.warnings = [*rec.warnings, warning]
                         self._book.commit(rec)
                         self._changed(name)
             self._observed[name] = observed

@@ -107,7 +107,7 @@ def conclude(
         rec.state = JobState.UNKNOWN
         rec.diagnosis = unknown_diagnosis(rec)
         if recovered:
-            rec.warnings.append("ended while gtui was not running")
+            rec.warnings = [*rec.warnings, "ended while gtui was not running"]
         return
     diagnosis = diagnose(
         status.exit_code,
@@ -123,7 +123,7 @@ def conclude(
     rec.diagnosis = diagnosis
     rec.state = JobState.FAILED
     if recovered:
-        rec.warnings.append("ended while gtui was not running")
+        rec.warnings = [*rec.warnings, "ended while gtui was not running"]
     if retry_left(spec, rec) and not timed_out:
         if diagnosis is not None and diagnosis.kind == "cuda_oom":
             grow_after_oom(rec, diagnosis, rules.settings, snapshot)
@@ -156,9 +156,10 @@ def grow_after_oom(
     peak = max(filter(None, [rec.peak_mib, oom_peak_mib(diagnosis.line)]), default=None)
     grown = oom_retry_mem(rec.mem_mib, settings.oom_grow, peak, min(totals, default=None))
     if grown is not None and grown != rec.mem_mib:
-        rec.warnings.append(
-            f"CUDA OOM: the retry asks {grown} MiB instead of {rec.mem_mib or 'the whole GPU'}"
-        )
+        rec.warnings = [
+            *rec.warnings,
+            f"CUDA OOM: the retry asks {grown} MiB instead of {rec.mem_mib or 'the whole GPU'}",
+        ]
         rec.mem_mib = grown
 
 
@@ -181,11 +182,12 @@ def launch_failed(rec: JobRecord, message: str) -> None:
 def leftover_warning(rec: JobRecord, pids: Collection[int]) -> None:
     listed = list(pids)
     shown = ", ".join(map(str, listed[:5])) + (" ..." if len(listed) > 5 else "")
-    rec.warnings.append(
+    rec.warnings = [
+        *rec.warnings,
         f"ended but left {plural(len(listed), 'process', 'processes')} "
         f"running: pid {shown} (kill them yourself "
-        "if they are not meant to outlive it; their GPU memory counts as another user's)"
-    )
+        "if they are not meant to outlive it; their GPU memory counts as another user's)",
+    ]
 
 
 def _launch_hint(message: str) -> str:

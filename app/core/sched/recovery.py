@@ -57,7 +57,7 @@ def _unlaunched(
         found = executor.find(rec.token) if rec.token else None
     except GtuiError as e:
         # It may run where nobody answered: never started again, nor taken for running.
-        rec.warnings.append(f"not known whether it started: {e}")
+        rec.warnings = [*rec.warnings, f"not known whether it started: {e}"]
         out.ended.append((name, UNKNOWN))
         return
     if found is not None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import os
 import time
@@ -35,7 +34,7 @@ from gtui.core.exec.base import (
 )
 from gtui.core.gpus.reader import GpuReader
 from gtui.core.gpus.snapshot import GpuInfo
-from gtui.core.model import JobRecord, JobSpec, JobState, Settings
+from gtui.core.model import RECORD_FIELDS, JobRecord, JobSpec, JobState, Settings, copy_record
 from gtui.core.paths import QueuePaths
 from gtui.core.queue.placeholders import placeholders_used, substitute
 from gtui.core.queue.queuefile import isolated
@@ -117,7 +116,7 @@ class Runs:
         book = self._book
         spec = book.specs[name]
         rec = book.records[name]
-        before = dataclasses.replace(rec)
+        before = copy_record(rec)
         rec.attempt += 1
         rec.state = JobState.RUNNING
         rec.gpus = tuple(gpus)
@@ -151,7 +150,8 @@ class Runs:
             rec.status_file = str(ex.status_path(self.paths.run_dir, name, rec.attempt))
             rec.log = None
             if not book.commit(rec):
-                vars(rec).update(vars(before))  # not saved, so not started
+                for field in RECORD_FIELDS:  # not saved, so not started
+                    setattr(rec, field, getattr(before, field))
                 # The commit brought the caches the version guards up to a start now undone
                 # (the job among the running, out of the candidates): work them out again.
                 book.version += 1

@@ -178,9 +178,14 @@ class JobBook:
         records = Records(self.store)
         changed: list[JobRecord] = []
         back: list[JobRecord] = []  # ended jobs the file names again
+        # The jobs new in this version were all queued now: one float for them all (24 bytes
+        # a job of a 100,000-job sweep, and as many once read back from the store).
+        now = time.time()
         for spec in queue.jobs:
             name = spec.name
             rec = live.get(name)
+            if rec is not None and initial:
+                rec.name = name  # the spec's string: the store's is a copy (~60 bytes a job)
             if rec is None and name in ended:
                 records.put_saved_end(name, ended[name])  # ended: its record stays stored
                 continue
@@ -196,7 +201,7 @@ class JobBook:
                             records.put_saved_end(name, was)
                         continue
             if rec is None:
-                rec = JobRecord(name=name, mem_mib=spec.mem_mib)
+                rec = JobRecord(name=name, mem_mib=spec.mem_mib, queued_since=now)
                 changed.append(rec)
             elif rec.waiting and not initial:
                 old = self.specs.get(name)
@@ -294,6 +299,8 @@ class JobBook:
             self._store_failed(e)
             return False
         self.reasons_dirty.difference_update(r.name for r in recs)
+        if not self.reasons_dirty:
+            self.reasons_dirty = set()  # a set keeps its table when emptied: 4 MB at 100,000
         return bool(self.deferred)
 
     def extend(self, specs: Iterable[JobSpec]) -> list[JobRecord]:
@@ -304,12 +311,13 @@ class JobBook:
         back: list[JobRecord] = []
         joined: list[JobRecord] = []
         extra = self.names[len(self.order) :]  # running jobs the file no longer names
+        now = time.time()  # when they were all queued (see apply)
         for spec in specs:
             rec = self.retired.pop(spec.name, None)
             if rec is not None and rec.final:
                 back.append(rec)
             if rec is None:
-                rec = JobRecord(name=spec.name, mem_mib=spec.mem_mib)
+                rec = JobRecord(name=spec.name, mem_mib=spec.mem_mib, queued_since=now)
                 new.append(rec)
             joined.append(rec)
             self.specs[spec.name] = spec
