@@ -6,6 +6,7 @@ Sizes in the helpers are GiB; the policy works in MiB.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -847,3 +848,24 @@ def test_same_input_same_decision() -> None:
 )
 def test_format_wait(seconds: float, text: str) -> None:
     assert format_wait(seconds) == text
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("a", 1, 70_000, 0, 0, (), 0.0, False),
+        ("b", 2, None, 5, 123, ("a",), 17.5, False),
+        ("c", 0, None, -3, 7, (), 1.0, True),
+        ("d", 1, 10_240, 300, 1 << 21, (), 2.0, False),  # past the packed rank: rank None
+        ("e", 4, 40_960, -255, (1 << 21) - 1, ("a", "b"), 3.0, True),
+    ],
+)
+def test_candidate_make_equals_the_constructor(args: tuple) -> None:
+    """The engine's fast constructor fills the same fields, rank and shape code."""
+    fields = ("name", "gpus", "mem_mib", "priority", "order", "after", "waiting_since", "held")
+    made = Candidate.make(*args)
+    built = Candidate(**dict(zip(fields, args, strict=True)))
+    assert made == built
+    assert (made.rank, made.code) == (built.rank, built.code)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.gpus = 3  # type: ignore[misc]

@@ -214,16 +214,16 @@ class Planner:
     def _candidate(self, rec: JobRecord, spec: JobSpec, index: int, now: float) -> Candidate:
         """A waiting job's Candidate, made and kept (see _waiting_candidates)."""
         state = rec.state
-        cand = Candidate(
-            name=rec.name,
-            gpus=spec.gpus,
-            mem_mib=rec.mem_mib,
-            priority=spec.priority,
-            order=index,
-            after=spec.after,
-            waiting_since=rec.queued_since,
+        cand = Candidate.make(
+            rec.name,
+            spec.gpus,
+            rec.mem_mib,
+            spec.priority,
+            index,
+            spec.after,
+            rec.queued_since,
             # Backing off after quick failures: out of placement until its time comes.
-            held=state is JobState.HELD or (rec.retry_at is not None and rec.retry_at > now),
+            state is JobState.HELD or (rec.retry_at is not None and rec.retry_at > now),
         )
         self._keep(rec, spec, cand)
         return cand
