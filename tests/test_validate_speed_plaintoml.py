@@ -325,7 +325,7 @@ def load_result(path: Path, text: str, plain: bool, monkeypatch: pytest.MonkeyPa
     queuefile._last_expansion = None
     with monkeypatch.context() as m:
         if not plain:
-            m.setattr(queuefile, "parse_plain", lambda text: None)
+            m.setattr(queuefile, "parse_plain", lambda text, **_: None)
         try:
             qf = queuefile.load_queue(path, text=text, machine={0: 81920, 1: 81920, 2: 24576})
         except QueueFileError as e:
@@ -456,6 +456,33 @@ def test_load_is_the_same_whichever_reader(
     fast = load_result(path, text, True, monkeypatch)
     slow = load_result(path, text, False, monkeypatch)
     assert fast == slow, text
+
+
+@pytest.mark.parametrize("depth", [1, 2, 27, 28, 29, 30, 31, 32, 33, 40])
+@pytest.mark.parametrize(
+    "form",
+    [
+        "x = {array}\n",
+        "[settings]\nenv = {table}\n",
+        '[[jobs]]\ncmd = "a"\nenv = {table}\n',
+        '[[jobs]]\ncmd = "a"\nafter = {array}\n',
+        '[[jobs]]\ncmd = "a"\nmatrix = {{ lr = {array} }}\n',
+    ],
+)
+def test_deep_nesting_is_refused_alike_whichever_reader(
+    depth: int, form: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fast reader checks the nesting of only the values it left to tomllib: the same
+    files are refused (or not) as when the whole document is walked."""
+    text = form.format(array="[" * depth + "]" * depth, table="{ a = " * depth + "1" + " }" * depth)
+    path = tmp_path / "q.toml"
+    path.write_text(text)
+    fast = load_result(path, text, True, monkeypatch)
+    assert fast == load_result(path, text, False, monkeypatch)
+    # levels above the value: the root, a [table] or an [[array]] and its table, a matrix
+    above = 1 + ("[settings]" in form) + 2 * ("[[jobs]]" in form) + ("matrix" in form)
+    refused = fast[0] == "error" and "nested too deeply" in fast[1]
+    assert refused == (above + depth > queuefile.MAX_NESTING), fast
 
 
 def test_the_benchmark_file_is_read_by_the_fast_reader(tmp_path: Path) -> None:

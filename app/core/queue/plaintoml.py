@@ -131,21 +131,31 @@ def _value(rest: str) -> tuple[Any, bool]:
         raise _NotPlain from None  # tomllib reads the whole text again, for its message
 
 
-def parse_plain(text: str) -> tuple[dict[str, Any], Scan] | None:
+def parse_plain(
+    text: str, *, nested: list[tuple[Any, int]] | None = None
+) -> tuple[dict[str, Any], Scan] | None:
     """``(tomllib.loads(text), scan(text))`` for a plain text (see the module docstring), or None
-    when the text is not plain (or not valid TOML): then use tomllib and the scanner."""
+    when the text is not plain (or not valid TOML): then use tomllib and the scanner.
+
+    ``nested``, if given, receives each array or table that tomllib read alone, with its depth
+    in the document (the root is 1): only those can nest deeper than a plain array or inline
+    table of scalars (depth 5 at most), so a caller that bounds the nesting need look at them
+    alone rather than walk the whole document."""
     src = text.replace("\r\n", "\n") if "\r" in text else text
     if "\r" in src or _REFUSED.search(src) is not None:
         return None
     try:
-        return _parse(src, text)
+        return _parse(src, text, nested)
     except (_NotPlain, ValueError, RecursionError):
         return None  # (an integer too long for int(), a deep array: tomllib says the same)
 
 
-def _parse(src: str, text: str) -> tuple[dict[str, Any], Scan]:
+def _parse(
+    src: str, text: str, nested: list[tuple[Any, int]] | None
+) -> tuple[dict[str, Any], Scan]:
     root: dict[str, Any] = {}
     cur = root
+    depth = 2  # of a value in ``cur``: 2 at the root, 3 in a [table], 4 in an [[array]]'s table
     root_table = Table(path=(), array=False, line=1)
     tables = [root_table]
     keys: dict[str, int] = {}
@@ -175,6 +185,7 @@ def _parse(src: str, text: str) -> tuple[dict[str, Any], Scan]:
             if not _is_bare(name):
                 raise _NotPlain  # dotted, or not a key at all
             cur = {}
+            depth = 4 if is_array else 3
             if name in root:
                 if not is_array or name not in arrays:
                     raise _NotPlain  # defined twice: tomllib words the error
@@ -212,6 +223,8 @@ def _parse(src: str, text: str) -> tuple[dict[str, Any], Scan]:
         value, alone = _value(rest)
         if alone and "{" in rest and isinstance(value, list):
             needs_scan = True  # inline tables in an array: the scanner lists them
+        if alone and nested is not None and isinstance(value, (list, dict)):
+            nested.append((value, depth))
         cur[key] = value
     if needs_scan:
         return root, scan(text)

@@ -1358,13 +1358,19 @@ def _scan_and_parse(shown: str, text: str) -> tuple[Scan, dict[str, Any]]:
     last = _last_parse
     if last is not None and last[0] == shown and last[1] == text:
         return last[2], last[3]
-    plain = parse_plain(text)
+    nested: list[tuple[Any, int]] = []
+    plain = parse_plain(text, nested=nested)
     if plain is not None:
+        # The plain reader's own arrays and inline tables hold scalars only (depth 5 at most):
+        # only what it left to tomllib can nest deeper. Walking all of a 100,000-job document
+        # instead cost 0.2 s of each load.
         data, sc = plain
+        for value, depth in nested:
+            _check_depth(shown, value, depth)
     else:
         sc = scan(text)
         data = _parse_toml(shown, text, sc)
-    _check_depth(shown, data)  # once per text, like the parse
+        _check_depth(shown, data)  # once per text, like the parse
     _last_parse = (shown, text, sc, data)
     return sc, data
 
@@ -1415,9 +1421,10 @@ def load_queue(
 MAX_NESTING = 32
 
 
-def _check_depth(path: str, data: Mapping[str, Any]) -> None:
-    """Refuse a document nested deeper than MAX_NESTING (iteratively: no recursion to break)."""
-    stack: list[tuple[object, int]] = [(data, 1)]
+def _check_depth(path: str, data: object, depth: int = 1) -> None:
+    """Refuse a document nested deeper than MAX_NESTING (iteratively: no recursion to break);
+    ``data`` may be a part of it, at ``depth`` (the root is 1)."""
+    stack: list[tuple[object, int]] = [(data, depth)]
     while stack:
         node, depth = stack.pop()
         if depth > MAX_NESTING:
