@@ -1040,9 +1040,9 @@ def _resolve_after(
 
 def _find_cycle(jobs: Sequence[JobSpec]) -> list[str] | None:
     """A cycle in ``after`` (as a list of names, first == last), or None."""
-    graph = {j.name: j.after for j in jobs}
-    # a job waiting for nothing is in no cycle: done before the walk (most jobs are)
-    color: dict[str, int] = {name: 2 for name, deps in graph.items() if not deps}
+    # a job waiting for nothing is in no cycle: left out of the walk (most jobs are)
+    graph = {j.name: j.after for j in jobs if j.after}
+    color: dict[str, int] = {}
     for start in graph:
         if color.get(start):
             continue
@@ -1059,7 +1059,7 @@ def _find_cycle(jobs: Sequence[JobSpec]) -> list[str] | None:
                 nxt = deps[i]
                 if color.get(nxt) == 1:
                     return [*path[path.index(nxt) :], nxt]
-                if not color.get(nxt):
+                if not color.get(nxt) and nxt in graph:
                     stack.append((nxt, 0))
             else:
                 color[node] = 2
@@ -1324,18 +1324,22 @@ def _expand_jobs(
 
     jobs: list[JobSpec] = []
     warnings: list[str] = []
-    where_of: dict[str, _Where] = {}
     out: list[tuple[JobSpec, _Where]] = []
     for exp in expanded:
-        warnings.extend(exp.notes)
+        if exp.notes:
+            warnings.extend(exp.notes)
+        where = exp.where
         for job in exp.jobs:
-            resolved = _resolve_after(job, seen, templates, exp.where)
-            warnings.extend(_warnings(resolved, exp.where, settings, exp.used))
+            # a job that waits for nothing is itself resolved; one whose cmd has no placeholder
+            # (nor a CUDA_VISIBLE_DEVICES to read) has no warning: most jobs, 0.2 s of 100,000
+            resolved = _resolve_after(job, seen, templates, where) if job.after else job
+            if exp.used is None or exp.used or "CUDA_VISIBLE_DEVICES" in job.cmd:
+                warnings.extend(_warnings(resolved, where, settings, exp.used))
             jobs.append(resolved)
-            out.append((resolved, exp.where))
-            where_of[resolved.name] = exp.where
+            out.append((resolved, where))
     cycle = _find_cycle(jobs)
     if cycle:
+        where_of = {job.name: where for job, where in out}
         raise where_of[cycle[0]].error(
             f"jobs wait for each other in a cycle: {' -> '.join(cycle)}; remove one of these",
             "after",
