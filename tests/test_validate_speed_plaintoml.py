@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -314,6 +315,88 @@ def test_other_texts_are_left_to_tomllib(text: str) -> None:
         assert check_same(text) is not None  # an escape: that one value goes to tomllib alone
         return
     assert parse_plain(text) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# runs of tables of one shape (a generated queue file): read whole by a regex of that shape
+
+SHAPE_LINES = st.sampled_from(
+    [
+        'name = "{v}"',
+        'cmd = "python t.py --lr {v}"',
+        "gpus = {i}",
+        'mem = "{i}G"',
+        "priority = {i}",
+        '  cwd   =   "{v}"',
+        "\tretries\t=\t{i}",
+    ]
+)
+# what may differ in one table of the run: a value that is not of the shape (an escape, a quote,
+# a leading zero, a float, a long integer, an empty string), a comment, spaces at a line's end,
+# a key more or less, a line break in another form, the end of the text without a newline
+ODD = st.sampled_from(
+    [
+        '"a\\tb"',
+        '"a\\"b"',
+        "'lit'",
+        "007",
+        "1.5",
+        "12345678901234567890",
+        '""',
+        "# a comment",
+        "   ",
+        "extra = 1",
+        "gpus = 2",
+        "\n",
+        "{ A = 1 }",
+    ]
+)
+
+
+@st.composite
+def shaped_runs(draw: st.DrawFn) -> str:
+    shape = draw(st.lists(SHAPE_LINES, min_size=1, max_size=5, unique=True))
+    blank = draw(st.sampled_from(["\n", "\n\n", "", "\n\n\n"]))
+    header = draw(st.sampled_from(["[[jobs]]", "[[jobs]] # a job", "[[ jobs ]]"]))
+    parts = ['[settings]\nmode = "pack"\n\n']
+    for i in range(draw(st.integers(1, 12))):
+        body = [line.format(v=f"v{i}", i=i) for line in shape]
+        odd = draw(often(st.just(""), ODD, 3))
+        if odd:
+            at = draw(st.integers(0, len(body)))
+            if "=" in odd or odd.startswith("#") or not odd.strip() or odd == "\n":
+                body.insert(at, odd)
+            elif at < len(body):
+                key = body[at].split("=", 1)[0]
+                body[at] = f"{key}= {odd}"
+        parts.append(header + "\n" + "\n".join(body) + "\n" + blank)
+    text = "".join(parts)
+    if draw(st.booleans()):
+        text = text.rstrip("\n")
+    if draw(st.integers(0, 9)) == 0:
+        text = text.replace("\n", "\r\n")
+    return text
+
+
+@given(shaped_runs())
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@example('[[jobs]]\nname = "a"\n\n[[jobs]]\nname = "b"\n\n[[jobs]]\nname = "c"\nx = 1\n')
+@example('[[jobs]]\nname = "a"\n[[jobs]]\nname = "b"\n\n\n[[jobs]]\nname = ""\n[[jobs]]\n')
+@example('[[jobs]]\ngpus = 1\n[[jobs]]\ngpus = 2\n[[jobs]]\ngpus = 3\n\n# c\ngpus = 4\n')
+@example('[[jobs]]\nn = 1\n[[jobs]]\nn = 2\n[[jobs]]\nn = 3\nn = 4\n')
+def test_runs_of_one_shape_read_as_tomllib_and_scan_as_the_scanner(text: str) -> None:
+    check_same(text)
+
+
+def test_a_run_of_one_shape_is_read_by_the_fast_reader() -> None:
+    from benchmarks.scale import write_queue as scale_queue
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "q.toml"
+        scale_queue(path, 300)
+        text = path.read_text()
+    assert check_same(text) is not None
+    assert check_same(text.replace('mem = "70G"', 'mem = "7\\u0030G"', 1)) is not None
 
 
 # ---------------------------------------------------------------------------------------------
