@@ -744,6 +744,9 @@ def _matrix(w: _Where, value: Any) -> list[dict[str, str]]:
     return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*columns)]
 
 
+_NO_MATRIX: list[dict[str, str]] = [{}]  # (never changed)
+
+
 def _expand_entry(
     fields: Mapping[str, Any], settings: Settings, w: _Where, entry: int
 ) -> _Expanded:
@@ -768,34 +771,38 @@ def _expand_entry(
             )
         if gpus == 0:
             mem_mib = None
-    priority = _int(w, "priority", fields.get("priority", 0))
-    after_raw = fields.get("after", [])
-    if isinstance(after_raw, str):
-        after_raw = [after_raw]
-    if not isinstance(after_raw, list):
-        raise w.error(
-            f'expected a list of job names such as ["prep"], got {_kind(after_raw)}', "after"
-        )
-    after_t = tuple(_str(w, "after", a) for a in after_raw) if after_raw else ()
+    # (a key left out takes its default without a check: most jobs leave most out)
+    priority = _int(w, "priority", fields["priority"]) if "priority" in fields else 0
+    after_t: tuple[str, ...] = ()
+    if "after" in fields:
+        after_raw = fields["after"]
+        if isinstance(after_raw, str):
+            after_raw = [after_raw]
+        if not isinstance(after_raw, list):
+            raise w.error(
+                f'expected a list of job names such as ["prep"], got {_kind(after_raw)}', "after"
+            )
+        after_t = tuple(_str(w, "after", a) for a in after_raw) if after_raw else ()
     retries = settings.retries
     if "retries" in fields:
         retries = _int(w, "retries", fields["retries"], -1, " (-1 = until it succeeds)")
     timeout_s = (
         _duration(w, "timeout", fields["timeout"], positive=True) if "timeout" in fields else None
     )
-    cwd = _str(w, "cwd", fields.get("cwd", "."))
+    cwd = _str(w, "cwd", fields["cwd"]) if "cwd" in fields else "."
     env = _env(w, "env", fields["env"]) if "env" in fields else {}
     isolate = _bool(w, "isolate", fields["isolate"]) if "isolate" in fields else None
 
     used = placeholders_used(cmd)
-    top = max(gpu_indices_in(used), default=-1) if used else -1
-    if top >= gpus:
-        have = f"{{gpu0}}..{{gpu{gpus - 1}}}" if gpus > 1 else ("{gpu0}" if gpus else "none")
-        raise w.error(
-            f"uses {{gpu{top}}} but the job has gpus = {gpus} (placeholders: {have})", "cmd"
-        )
+    if used:
+        top = max(gpu_indices_in(used), default=-1)
+        if top >= gpus:
+            have = f"{{gpu0}}..{{gpu{gpus - 1}}}" if gpus > 1 else ("{gpu0}" if gpus else "none")
+            raise w.error(
+                f"uses {{gpu{top}}} but the job has gpus = {gpus} (placeholders: {have})", "cmd"
+            )
 
-    combos = _matrix(w, fields["matrix"]) if "matrix" in fields else [{}]
+    combos = _matrix(w, fields["matrix"]) if "matrix" in fields else _NO_MATRIX
     if raw_name is not None and "{" in raw_name:
         stray = sorted(placeholders_used(raw_name) - set(combos[0]))
         if stray:
@@ -806,7 +813,7 @@ def _expand_entry(
             )
     base = raw_name if raw_name is not None else derive_name(cmd)
     jobs: list[JobSpec] = []
-    if len(combos) == 1 and not combos[0]:  # no matrix: nothing to substitute
+    if combos is _NO_MATRIX:  # nothing to substitute
         problem = name_problem(base)
         if problem:
             raise w.error(f"{problem} (got {base!r})", "name" if raw_name is not None else "cmd")
