@@ -140,11 +140,14 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     # collector's passes over them after the load, and the interpreter's last one at exit, find
     # nothing and took 0.45 s of a 1.55 s validate of 100,000 jobs. Off for the command, and what
     # it made frozen (out of that last pass) once its answer is out.
+    enabled = gc.isenabled()
     gc.disable()
     try:
         return _main(ns, opts)
     finally:
         gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 def _main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
