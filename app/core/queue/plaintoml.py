@@ -290,10 +290,11 @@ def _parse(
             n = len(names)
             again = line + "\n"
             items = root[name]
+            path = (name,)
             start = lineno
-            while m is not None:
-                values = m.groups()
-                cur.update(zip(names, values[:n], strict=True))
+            values = m.groups()
+            cur.update(zip(names, values, strict=False))  # (the last value: the empty lines)
+            while True:
                 for j in ints:
                     cur[names[j]] = int(values[j])
                 table._fill = fill  # its keys' lines, made when asked for
@@ -305,13 +306,20 @@ def _parse(
                 lineno += 1  # the next table, of the same name
                 pos += len(again)
                 header_at = lineno
-                cur = {}
-                items.append(cur)
-                table = Table(path=(name,), array=True, line=lineno)
-                keys = {}  # (its lines, if it is not of the shape, are read below)
-                table._keys = keys
-                tables.append(table)
                 m = pattern.match(src, pos)
+                if m is None:  # of another shape: its lines are read below
+                    cur = {}
+                    items.append(cur)
+                    table = Table(path=path, array=True, line=lineno)
+                    keys = {}
+                    table._keys = keys
+                    tables.append(table)
+                    break
+                values = m.groups()
+                cur = dict(zip(names, values, strict=False))
+                items.append(cur)
+                table = Table(path=path, array=True, line=lineno)
+                tables.append(table)
             next(itertools.islice(it, lineno - start, lineno - start), None)  # the lines read
             gap = 8
             mark, mark_pos = lineno, pos
