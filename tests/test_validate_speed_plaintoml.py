@@ -568,6 +568,64 @@ def test_deep_nesting_is_refused_alike_whichever_reader(
     assert refused == (above + depth > queuefile.MAX_NESTING), fast
 
 
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = sorted(
+    [*REPO.glob("sample_queues/*.toml"), *REPO.glob("tests/**/*.toml")],
+    key=lambda p: str(p.relative_to(REPO)),
+)
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_fixture_loads_the_same_whichever_reader(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every sample queue and broken-file fixture: the same jobs, warnings, or error (message,
+    line, key) through the plain reader and its shapes as through tomllib and the scanner."""
+    text = path.read_text()
+    fast = load_result(path, text, True, monkeypatch)
+    assert fast == load_result(path, text, False, monkeypatch)
+
+
+SCALE_20 = 'name = "train-000020"\ncmd = " exec sleep 3600 # lr 20"\ngpus = 1\nmem = "70G"\n'
+CHANGES = [
+    ("scale", "", ""),
+    ("scale", 'name = "train-000020"', 'name = "train-000003"'),  # a duplicate, deep in a run
+    ("scale", SCALE_20, SCALE_20.replace("gpus = 1", "gpus = 9")),  # more than the pool has
+    ("scale", SCALE_20, SCALE_20.replace("70G", "90G")),  # more than any GPU has
+    ("scale", SCALE_20, SCALE_20.replace("70G", "auto")),
+    ("scale", SCALE_20, SCALE_20.replace("name =", "nom =")),  # a typo'd key
+    ("scale", SCALE_20, SCALE_20.replace("# lr 20", "--gpu {gpu}")),  # a warning
+    ("scale", SCALE_20, SCALE_20 + 'after = ["train-000021"]\n'),  # a key more
+    ("scale", SCALE_20, SCALE_20 + 'after = ["train-000020"]\n'),  # waits for itself
+    ("scale", SCALE_20, SCALE_20 + 'after = ["train-00002"]\n'),  # no such job: a hint
+    ("scale", SCALE_20, SCALE_20 + "gpus = 2\n"),  # set twice: tomllib's error
+    ("scale", SCALE_20, SCALE_20.replace("gpus = 1\n", "")),  # a key less
+    ("scale", SCALE_20 + "\n", SCALE_20 + "# a comment\n\n"),
+    ("validate", "", ""),
+    ("validate", 'name = "job38"', 'name = "job3"'),
+]
+
+
+@pytest.mark.parametrize(("which", "old", "new"), CHANGES)
+def test_generated_queues_load_the_same_whichever_reader(
+    which: str, old: str, new: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The benchmarks' generated files (runs of tables of one shape), with one table changed
+    deep in a run: the same QueueFile, warnings or error whichever reader read them."""
+    if which == "scale":
+        from benchmarks.scale import write_queue as generate
+    else:
+        from benchmarks.validate import write_queue as generate
+    path = tmp_path / "q.toml"
+    generate(path, 60)
+    text = path.read_text()
+    assert old in text
+    text = text.replace(old, new, 1)
+    path.write_text(text)
+    fast = load_result(path, text, True, monkeypatch)
+    assert fast == load_result(path, text, False, monkeypatch)
+
+
 def test_the_benchmark_file_is_read_by_the_fast_reader(tmp_path: Path) -> None:
     from benchmarks.validate import write_queue
 
