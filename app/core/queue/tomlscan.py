@@ -46,7 +46,11 @@ class Table:
 
 
 class Entry:
-    """One ``[[name]]`` element (or one inline table of ``name = [...]``) and its sub-tables."""
+    """One ``[[name]]`` element (or one inline table of ``name = [...]``) and its sub-tables.
+
+    (Slots, and its sub-tables' list made at the first: a load makes one per job.)"""
+
+    __slots__ = ("_keys", "_subs", "_table", "first", "last", "line")
 
     def __init__(
         self,
@@ -59,14 +63,14 @@ class Entry:
         self.first = first  # first line of the header (tables only; 0 for inline entries)
         self.last = 0  # last line before the next unrelated header (tables only)
         self._table = table
-        self._subs = subs if subs is not None else []
+        self._subs = subs
         self._keys: dict[str, int] | None = None
 
     @property
     def keys(self) -> dict[str, int]:
         if self._keys is None:
             keys = dict(self._table.keys) if self._table is not None else {}
-            for k, line in self._subs:
+            for k, line in self._subs or ():
                 keys.setdefault(k, line)
             self._keys = keys
         return self._keys
@@ -148,17 +152,19 @@ class Scan:
         n = len(path)
         # (no [[path]] table: none of the tables, 100,000 [[jobs]] ones, is looked at)
         tables = self.tables if path in self._indexed()[1] else []
+        last = len(tables) - 1
         for i, t in enumerate(tables):
-            if t.path == path and t.array:
-                cur = Entry(line=t.line, table=t, first=t.line)
+            if t.array and t.path == path:
+                cur = Entry(t.line, t, t.line)
                 out.append(cur)
             elif cur is not None and len(t.path) > n and t.path[:n] == path:
+                if cur._subs is None:
+                    cur._subs = []
                 cur._subs.append((t.path[n], t.line))
             else:
                 cur = None
             if cur is not None:
-                nxt = self.tables[i + 1].line - 1 if i + 1 < len(self.tables) else self._count
-                cur.last = nxt
+                cur.last = tables[i + 1].line - 1 if i < last else self._count
         if not out and n >= 1:
             parent = self.table(*path[:-1]) if n > 1 else self.tables[0]
             if parent is not None:
