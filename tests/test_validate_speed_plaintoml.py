@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -317,6 +318,88 @@ def test_other_texts_are_left_to_tomllib(text: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# runs of tables of one shape (a generated queue file): read whole by a regex of that shape
+
+SHAPE_LINES = st.sampled_from(
+    [
+        'name = "{v}"',
+        'cmd = "python t.py --lr {v}"',
+        "gpus = {i}",
+        'mem = "{i}G"',
+        "priority = {i}",
+        '  cwd   =   "{v}"',
+        "\tretries\t=\t{i}",
+    ]
+)
+# what may differ in one table of the run: a value that is not of the shape (an escape, a quote,
+# a leading zero, a float, a long integer, an empty string), a comment, spaces at a line's end,
+# a key more or less, a line break in another form, the end of the text without a newline
+ODD = st.sampled_from(
+    [
+        '"a\\tb"',
+        '"a\\"b"',
+        "'lit'",
+        "007",
+        "1.5",
+        "12345678901234567890",
+        '""',
+        "# a comment",
+        "   ",
+        "extra = 1",
+        "gpus = 2",
+        "\n",
+        "{ A = 1 }",
+    ]
+)
+
+
+@st.composite
+def shaped_runs(draw: st.DrawFn) -> str:
+    shape = draw(st.lists(SHAPE_LINES, min_size=1, max_size=5, unique=True))
+    blank = draw(st.sampled_from(["\n", "\n\n", "", "\n\n\n"]))
+    header = draw(st.sampled_from(["[[jobs]]", "[[jobs]] # a job", "[[ jobs ]]"]))
+    parts = ['[settings]\nmode = "pack"\n\n']
+    for i in range(draw(st.integers(1, 12))):
+        body = [line.format(v=f"v{i}", i=i) for line in shape]
+        odd = draw(often(st.just(""), ODD, 3))
+        if odd:
+            at = draw(st.integers(0, len(body)))
+            if "=" in odd or odd.startswith("#") or not odd.strip() or odd == "\n":
+                body.insert(at, odd)
+            elif at < len(body):
+                key = body[at].split("=", 1)[0]
+                body[at] = f"{key}= {odd}"
+        parts.append(header + "\n" + "\n".join(body) + "\n" + blank)
+    text = "".join(parts)
+    if draw(st.booleans()):
+        text = text.rstrip("\n")
+    if draw(st.integers(0, 9)) == 0:
+        text = text.replace("\n", "\r\n")
+    return text
+
+
+@given(shaped_runs())
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@example('[[jobs]]\nname = "a"\n\n[[jobs]]\nname = "b"\n\n[[jobs]]\nname = "c"\nx = 1\n')
+@example('[[jobs]]\nname = "a"\n[[jobs]]\nname = "b"\n\n\n[[jobs]]\nname = ""\n[[jobs]]\n')
+@example('[[jobs]]\ngpus = 1\n[[jobs]]\ngpus = 2\n[[jobs]]\ngpus = 3\n\n# c\ngpus = 4\n')
+@example('[[jobs]]\nn = 1\n[[jobs]]\nn = 2\n[[jobs]]\nn = 3\nn = 4\n')
+def test_runs_of_one_shape_read_as_tomllib_and_scan_as_the_scanner(text: str) -> None:
+    check_same(text)
+
+
+def test_a_run_of_one_shape_is_read_by_the_fast_reader() -> None:
+    from benchmarks.scale import write_queue as scale_queue
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "q.toml"
+        scale_queue(path, 300)
+        text = path.read_text()
+    assert check_same(text) is not None
+    assert check_same(text.replace('mem = "70G"', 'mem = "7\\u0030G"', 1)) is not None
+
+
+# ---------------------------------------------------------------------------------------------
 # a whole load: the same jobs, warnings and errors whichever reader read the file
 
 
@@ -325,7 +408,7 @@ def load_result(path: Path, text: str, plain: bool, monkeypatch: pytest.MonkeyPa
     queuefile._last_expansion = None
     with monkeypatch.context() as m:
         if not plain:
-            m.setattr(queuefile, "parse_plain", lambda text: None)
+            m.setattr(queuefile, "parse_plain", lambda text, **_: None)
         try:
             qf = queuefile.load_queue(path, text=text, machine={0: 81920, 1: 81920, 2: 24576})
         except QueueFileError as e:
@@ -456,6 +539,91 @@ def test_load_is_the_same_whichever_reader(
     fast = load_result(path, text, True, monkeypatch)
     slow = load_result(path, text, False, monkeypatch)
     assert fast == slow, text
+
+
+@pytest.mark.parametrize("depth", [1, 2, 27, 28, 29, 30, 31, 32, 33, 40])
+@pytest.mark.parametrize(
+    "form",
+    [
+        "x = {array}\n",
+        "[settings]\nenv = {table}\n",
+        '[[jobs]]\ncmd = "a"\nenv = {table}\n',
+        '[[jobs]]\ncmd = "a"\nafter = {array}\n',
+        '[[jobs]]\ncmd = "a"\nmatrix = {{ lr = {array} }}\n',
+    ],
+)
+def test_deep_nesting_is_refused_alike_whichever_reader(
+    depth: int, form: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fast reader checks the nesting of only the values it left to tomllib: the same
+    files are refused (or not) as when the whole document is walked."""
+    text = form.format(array="[" * depth + "]" * depth, table="{ a = " * depth + "1" + " }" * depth)
+    path = tmp_path / "q.toml"
+    path.write_text(text)
+    fast = load_result(path, text, True, monkeypatch)
+    assert fast == load_result(path, text, False, monkeypatch)
+    # levels above the value: the root, a [table] or an [[array]] and its table, a matrix
+    above = 1 + ("[settings]" in form) + 2 * ("[[jobs]]" in form) + ("matrix" in form)
+    refused = fast[0] == "error" and "nested too deeply" in fast[1]
+    assert refused == (above + depth > queuefile.MAX_NESTING), fast
+
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = sorted(
+    [*REPO.glob("sample_queues/*.toml"), *REPO.glob("tests/**/*.toml")],
+    key=lambda p: str(p.relative_to(REPO)),
+)
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_fixture_loads_the_same_whichever_reader(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every sample queue and broken-file fixture: the same jobs, warnings, or error (message,
+    line, key) through the plain reader and its shapes as through tomllib and the scanner."""
+    text = path.read_text()
+    fast = load_result(path, text, True, monkeypatch)
+    assert fast == load_result(path, text, False, monkeypatch)
+
+
+SCALE_20 = 'name = "train-000020"\ncmd = " exec sleep 3600 # lr 20"\ngpus = 1\nmem = "70G"\n'
+CHANGES = [
+    ("scale", "", ""),
+    ("scale", 'name = "train-000020"', 'name = "train-000003"'),  # a duplicate, deep in a run
+    ("scale", SCALE_20, SCALE_20.replace("gpus = 1", "gpus = 9")),  # more than the pool has
+    ("scale", SCALE_20, SCALE_20.replace("70G", "90G")),  # more than any GPU has
+    ("scale", SCALE_20, SCALE_20.replace("70G", "auto")),
+    ("scale", SCALE_20, SCALE_20.replace("name =", "nom =")),  # a typo'd key
+    ("scale", SCALE_20, SCALE_20.replace("# lr 20", "--gpu {gpu}")),  # a warning
+    ("scale", SCALE_20, SCALE_20 + 'after = ["train-000021"]\n'),  # a key more
+    ("scale", SCALE_20, SCALE_20 + 'after = ["train-000020"]\n'),  # waits for itself
+    ("scale", SCALE_20, SCALE_20 + 'after = ["train-00002"]\n'),  # no such job: a hint
+    ("scale", SCALE_20, SCALE_20 + "gpus = 2\n"),  # set twice: tomllib's error
+    ("scale", SCALE_20, SCALE_20.replace("gpus = 1\n", "")),  # a key less
+    ("scale", SCALE_20 + "\n", SCALE_20 + "# a comment\n\n"),
+    ("validate", "", ""),
+    ("validate", 'name = "job38"', 'name = "job3"'),
+]
+
+
+@pytest.mark.parametrize(("which", "old", "new"), CHANGES)
+def test_generated_queues_load_the_same_whichever_reader(
+    which: str, old: str, new: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The benchmarks' generated files (runs of tables of one shape), with one table changed
+    deep in a run: the same QueueFile, warnings or error whichever reader read them."""
+    if which == "scale":
+        from benchmarks.scale import write_queue as generate
+    else:
+        from benchmarks.validate import write_queue as generate
+    path = tmp_path / "q.toml"
+    generate(path, 60)
+    text = path.read_text()
+    assert old in text
+    text = text.replace(old, new, 1)
+    path.write_text(text)
+    fast = load_result(path, text, True, monkeypatch)
+    assert fast == load_result(path, text, False, monkeypatch)
 
 
 def test_the_benchmark_file_is_read_by_the_fast_reader(tmp_path: Path) -> None:

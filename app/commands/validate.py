@@ -9,6 +9,7 @@ Exit 0 when the file is good, 2 (with ``file:line: key: ...``) when it is not.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 from pathlib import Path
@@ -135,6 +136,21 @@ def render(qf: QueueFile, pool_note: str, *, every: bool = False) -> str:
 
 
 def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
+    # A short-lived command that makes 100,000 jobs' objects, which hold no cycles: the
+    # collector's passes over them after the load, and the interpreter's last one at exit, find
+    # nothing and took 0.45 s of a 1.55 s validate of 100,000 jobs. Off for the command, and what
+    # it made frozen (out of that last pass) once its answer is out.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _main(ns, opts)
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
+
+
+def _main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     path = Path(ns.queue)
     text = read_queue_text(path)
     qf = load_queue(path, text=text)

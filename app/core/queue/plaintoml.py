@@ -18,8 +18,10 @@ its line stands, so the result is still exactly tomllib's.
 
 from __future__ import annotations
 
+import itertools
 import re
 import tomllib
+from collections.abc import Callable
 from typing import Any
 
 from gtui.core.queue.tomlscan import Scan, Table, scan
@@ -131,21 +133,91 @@ def _value(rest: str) -> tuple[Any, bool]:
         raise _NotPlain from None  # tomllib reads the whole text again, for its message
 
 
-def parse_plain(text: str) -> tuple[dict[str, Any], Scan] | None:
+def parse_plain(
+    text: str, *, nested: list[tuple[Any, int]] | None = None
+) -> tuple[dict[str, Any], Scan] | None:
     """``(tomllib.loads(text), scan(text))`` for a plain text (see the module docstring), or None
-    when the text is not plain (or not valid TOML): then use tomllib and the scanner."""
+    when the text is not plain (or not valid TOML): then use tomllib and the scanner.
+
+    ``nested``, if given, receives each array or table that tomllib read alone, with its depth
+    in the document (the root is 1): only those can nest deeper than a plain array or inline
+    table of scalars (depth 5 at most), so a caller that bounds the nesting need look at them
+    alone rather than walk the whole document."""
     src = text.replace("\r\n", "\n") if "\r" in text else text
     if "\r" in src or _REFUSED.search(src) is not None:
         return None
     try:
-        return _parse(src, text)
+        return _parse(src, text, nested)
     except (_NotPlain, ValueError, RecursionError):
         return None  # (an integer too long for int(), a deep array: tomllib says the same)
 
 
-def _parse(src: str, text: str) -> tuple[dict[str, Any], Scan]:
+# A table of an array whose lines are all ``key = "string"`` / ``key = integer`` (no escape,
+# no comment, no space at the end), then empty lines: its shape, the keys in order with how each
+# line is written up to its value and whether that value is an integer. A generated queue file
+# repeats one shape 100,000 times: once a [[name]] table of a shape has been read line by line,
+# the tables after it are matched whole by a regex made of that shape (``_shaped``), a few C
+# calls a table rather than some twenty string methods a line.
+_Shape = tuple[tuple[str, str, bool], ...]
+_STRING = r'"([^"\\\n]*)"\n'  # the string the line-by-line reading takes, as a regex
+_INTEGER = r"(0|[1-9][0-9]{0,17})\n"  # an integer, up to 18 digits (longer: line by line)
+_Shaped = tuple[re.Pattern[str], tuple[str, ...], tuple[int, ...], Callable[[Table], None]]
+_shapes: dict[_Shape, _Shaped] = {}
+
+
+def _shaped(shape: _Shape) -> _Shaped:
+    """The regex that matches a table of ``shape`` and the empty lines after it (the last
+    group), its keys, which of its values are integers, and what fills a table's key lines
+    when they are asked for (rarely: for a message)."""
+    got = _shapes.get(shape)
+    if got is None:
+        body = "".join(re.escape(prefix) + (_INTEGER if i else _STRING) for _, prefix, i in shape)
+        keys = tuple(k for k, _, _ in shape)
+        ints = tuple(j for j, (_, _, i) in enumerate(shape) if i)
+
+        def fill(table: Table) -> None:
+            lines = range(table.line + 1, table.line + 1 + len(keys))
+            table._keys = dict(zip(keys, lines, strict=True))
+
+        got = (re.compile(body + r"(\n*)"), keys, ints, fill)
+        if len(_shapes) < 64:
+            _shapes[shape] = got
+    return got
+
+
+def _shape_of(lines: list[str]) -> _Shape | None:
+    """The shape of a table whose lines (after its header) are ``lines``, or None."""
+    shape: list[tuple[str, str, bool]] = []
+    ended = False
+    for line in lines:
+        if not line:
+            ended = True
+            continue
+        k, eq, rest = line.partition("=")
+        v = rest.strip(" \t")
+        if ended or not eq or not v or not line.endswith(v):
+            return None
+        if v[0] == '"':
+            if len(v) < 2 or v[-1] != '"' or '"' in v[1:-1] or "\\" in v[1:-1]:
+                return None
+            is_int = False
+        elif v.isdigit() and v.isascii() and (v[0] != "0" or len(v) == 1) and len(v) <= 18:
+            is_int = True
+        else:
+            return None
+        key = k.strip(" \t")
+        if not _is_bare(key):
+            return None
+        shape.append((key, line[: len(line) - len(v)], is_int))
+    return tuple(shape) or None
+
+
+def _parse(
+    src: str, text: str, nested: list[tuple[Any, int]] | None
+) -> tuple[dict[str, Any], Scan]:
     root: dict[str, Any] = {}
     cur = root
+    depth = 2  # of a value in ``cur``: 2 at the root, 3 in a [table], 4 in an [[array]]'s table
     root_table = Table(path=(), array=False, line=1)
     tables = [root_table]
     keys: dict[str, int] = {}
@@ -153,8 +225,17 @@ def _parse(src: str, text: str) -> tuple[dict[str, Any], Scan]:
     arrays: set[str] = set()  # names made by [[name]]
     bare: set[str] = set()  # keys already found bare
     needs_scan = False  # a one-line array of inline tables: the scanner finds its entries
+    header = ""  # the line of the last [[name]] header
+    header_at = 0  # its line number
+    # after a table of no shape, or whose shape the next did not have, the line to look again
+    # (each time further on, until a shape is matched again)
+    next_try = 0
+    gap = 8
+    lines = src.split("\n")
+    mark, mark_pos = 0, 0  # lines[mark] starts at src[mark_pos]
     lineno = 0
-    for line in src.split("\n"):
+    it = iter(lines)
+    for line in it:
         lineno += 1
         s = line.lstrip(" \t")
         if not s or s[0] == "#":
@@ -175,6 +256,7 @@ def _parse(src: str, text: str) -> tuple[dict[str, Any], Scan]:
             if not _is_bare(name):
                 raise _NotPlain  # dotted, or not a key at all
             cur = {}
+            depth = 4 if is_array else 3
             if name in root:
                 if not is_array or name not in arrays:
                     raise _NotPlain  # defined twice: tomllib words the error
@@ -188,6 +270,59 @@ def _parse(src: str, text: str) -> tuple[dict[str, Any], Scan]:
             keys = {}
             table._keys = keys
             tables.append(table)
+            known = None
+            if is_array and line == header and lineno >= next_try:
+                known = _shape_of(lines[header_at : lineno - 1])
+            header, header_at = line, lineno
+            if known is None:
+                if is_array and lineno >= next_try:
+                    next_try, gap = lineno + gap, gap * 2  # not shaped here: look less often
+                continue
+            # The tables after a table of a known shape: each matched whole, with the empty
+            # lines after it, while the next line is the same header again.
+            pattern, names, ints, fill = _shaped(known)
+            pos = mark_pos + sum(map(len, lines[mark:lineno])) + lineno - mark  # lines[lineno]'s
+            mark, mark_pos = lineno, pos
+            m = pattern.match(src, pos)
+            if m is None:
+                next_try, gap = lineno + gap, gap * 2  # shapes vary here: look less often
+                continue
+            n = len(names)
+            again = line + "\n"
+            items = root[name]
+            path = (name,)
+            start = lineno
+            values = m.groups()
+            cur.update(zip(names, values, strict=False))  # (the last value: the empty lines)
+            while True:
+                for j in ints:
+                    cur[names[j]] = int(values[j])
+                table._fill = fill  # its keys' lines, made when asked for
+                lineno += n + len(values[n])
+                pos = m.end()
+                if not src.startswith(again, pos):
+                    keys = table.keys  # made now: more lines of this table may follow
+                    break
+                lineno += 1  # the next table, of the same name
+                pos += len(again)
+                header_at = lineno
+                m = pattern.match(src, pos)
+                if m is None:  # of another shape: its lines are read below
+                    cur = {}
+                    items.append(cur)
+                    table = Table(path=path, array=True, line=lineno)
+                    keys = {}
+                    table._keys = keys
+                    tables.append(table)
+                    break
+                values = m.groups()
+                cur = dict(zip(names, values, strict=False))
+                items.append(cur)
+                table = Table(path=path, array=True, line=lineno)
+                tables.append(table)
+            next(itertools.islice(it, lineno - start, lineno - start), None)  # the lines read
+            gap = 8
+            mark, mark_pos = lineno, pos
             continue
         k, eq, rest = s.partition("=")
         key = k.rstrip(" \t")
@@ -212,6 +347,8 @@ def _parse(src: str, text: str) -> tuple[dict[str, Any], Scan]:
         value, alone = _value(rest)
         if alone and "{" in rest and isinstance(value, list):
             needs_scan = True  # inline tables in an array: the scanner lists them
+        if alone and nested is not None and isinstance(value, (list, dict)):
+            nested.append((value, depth))
         cur[key] = value
     if needs_scan:
         return root, scan(text)

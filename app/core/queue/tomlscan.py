@@ -122,7 +122,7 @@ class Scan:
         self._content = content
         # Built at the first lookup (the tables are complete by then): a 100,000-job file has
         # 100,000 tables, and each lookup of a table or array that is not there walked them all.
-        self._index: tuple[dict[tuple[str, ...], Table], set[str]] | None = None
+        self._index: tuple[dict[tuple[str, ...], Table], set[tuple[str, ...]]] | None = None
         self._index_n = -1  # len(tables) when it was built: tables added since, built again
 
     @classmethod
@@ -150,17 +150,17 @@ class Scan:
             self._content = [bool(s.strip()) and s.lstrip()[0] != "#" for s in self.lines]
         return self._content
 
-    def _indexed(self) -> tuple[dict[tuple[str, ...], Table], set[str]]:
-        """The plain tables by path (the first of each) and every table's first path part."""
+    def _indexed(self) -> tuple[dict[tuple[str, ...], Table], set[tuple[str, ...]]]:
+        """The plain tables by path (the first of each) and every array table's path."""
         if self._index is None or self._index_n != len(self.tables):
             plain: dict[tuple[str, ...], Table] = {}
-            heads: set[str] = set()
+            arrays: set[tuple[str, ...]] = set()
             for t in self.tables:
                 if not t.array:
                     plain.setdefault(t.path, t)
-                if t.path:
-                    heads.add(t.path[0])
-            self._index, self._index_n = (plain, heads), len(self.tables)
+                else:
+                    arrays.add(t.path)
+            self._index, self._index_n = (plain, arrays), len(self.tables)
         return self._index
 
     def table(self, *path: str) -> Table | None:
@@ -185,18 +185,19 @@ class Scan:
         out: list[Entry] = []
         cur: Entry | None = None
         n = len(path)
-        tables = self.tables if not n or path[0] in self._indexed()[1] else []
+        # (no [[path]] table: none of the tables, 100,000 [[jobs]] ones, is looked at)
+        tables = self.tables if path in self._indexed()[1] else []
+        last = len(tables) - 1
         for i, t in enumerate(tables):
-            if t.path == path and t.array:
-                cur = Entry(line=t.line, table=t, first=t.line)
+            if t.array and t.path == path:
+                cur = Entry(t.line, t, t.line)
                 out.append(cur)
             elif cur is not None and len(t.path) > n and t.path[:n] == path:
                 cur.add_sub(t.path[n], t.line)
             else:
                 cur = None
             if cur is not None:
-                nxt = self.tables[i + 1].line - 1 if i + 1 < len(self.tables) else self._count
-                cur.last = nxt
+                cur.last = tables[i + 1].line - 1 if i < last else self._count
         if not out and n >= 1:
             parent = self.table(*path[:-1]) if n > 1 else self.tables[0]
             if parent is not None:
