@@ -5,6 +5,7 @@ no change can reach another job through them, and what adds to a record's lists 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import pickle
 from pathlib import Path
@@ -110,3 +111,25 @@ def test_records_read_back_share_equal_values_and_keep_their_types(tmp_path: Pat
     assert a.queued_since is b.queued_since and a.mem_mib is c.mem_mib
     assert type(a.mem_mib) is int and type(a.reason_at) is float and odd.reason == "other"
     assert type(odd.queued_since) is int and odd.mem_mib == 7 and odd.warnings is NO_ITEMS
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        ("a", "true", 1, 70_000, 0, (), False, 0, None, ".", {}, {}, None, 3, 0),
+        ("b-x=1", "run {x}", 2, None, 5, ("a",), True, -1, 30.0, "sub", {"K": "v"},
+         {"x": "1"}, False, 12, 4),
+    ],
+)  # fmt: skip
+def test_jobspec_make_equals_the_constructor(values: tuple) -> None:
+    """The load's fast constructor gives the constructor's spec, frozen, with the shared empty
+    env / matrix for empty ones."""
+    names = [f.name for f in dataclasses.fields(JobSpec)]
+    made = JobSpec.make(*values)
+    built = JobSpec(**dict(zip(names, values, strict=True)))
+    assert made == built
+    assert [getattr(made, n) for n in names] == [getattr(built, n) for n in names]
+    if not values[10]:
+        assert made.env is NO_STRINGS and made.matrix is NO_STRINGS
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.cmd = "x"  # type: ignore[misc]
