@@ -166,6 +166,12 @@ class JobTable(ScrollView, can_focus=True):
         self.reorders = 0  # how often the visible order was recomputed (tests, benchmark)
         self.estimates: dict[str, Estimate] = {}
         self.mem_advice: dict[str, MemAdvice] = {}  # a mem far from the last runs (19.2)
+        self._after_paint: list[Callable[[], object]] = []
+
+    def after_paint(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` once the rows are next painted (the frame is then out)."""
+        self._after_paint.append(callback)
+        self.refresh()
 
     # -- data -----------------------------------------------------------------------------------
 
@@ -447,6 +453,10 @@ class JobTable(ScrollView, can_focus=True):
         self.refresh_line(index + 1)
 
     def render_line(self, y: int) -> Strip:
+        if self._after_paint:  # called once this frame is written out
+            for callback in self._after_paint:
+                self.call_later(callback)
+            self._after_paint.clear()
         width = self.size.width
         base = self.rich_style
         column = bool(self.estimates) and width >= PROGRESS_COLUMN_FROM
