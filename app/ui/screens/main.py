@@ -9,6 +9,8 @@ widgets it holds are in gtui.ui.widgets.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -55,6 +57,7 @@ from gtui.ui.widgets.log_view import LogView
 NARROW_BELOW = 120  # columns: below this the log goes under the queue instead of beside it
 LOG_MIN_INTERVAL = 0.25  # seconds between two repaints of a growing log
 FORECAST_EVERY_TICKS = 2  # progress and estimates are worked out every 2 s
+LOADING_PAINT_S = 0.5  # the "reading" frame is waited for this long at most before the start
 BROKEN_FILE = "queue file not reloaded"  # how gtui.core.queue.source words a broken edit
 
 
@@ -138,9 +141,37 @@ class MainScreen(Screen[None]):
         self.query_one(JobTable).focus()
         self.set_interval(1.0, self._tick)
         start = getattr(self.app, "start_engine", None)
-        if start is not None:
+        if start is None:
+            self.ready = True
+        elif getattr(self.engine, "started", False):
             await start()
+            self.ready = True
+        else:
+            # In a worker: this screen paints the frame that says so while it waits.
+            self.run_worker(self._start_after_loading(start), group="start", exclusive=True)
+
+    async def _start_after_loading(self, start: Callable[[], Awaitable[object]]) -> None:
+        await self._show_loading()
+        await start()
         self.ready = True
+
+    async def _show_loading(self) -> None:
+        """The screen, with what is known, on the terminal before the engine's start (seconds
+        for a 100,000-job file, the loop held all along): until now the last frame before it
+        said "no jobs" and the default mode meanwhile (issue 16)."""
+        what = f"reading {self.engine.queue_path.name}…"
+        self.query_one(HeaderBar).loading = what
+        self.query_one(HeaderBar).refresh()
+        self.query_one("#queue-box").border_title = f"Queue · {what}"
+        painted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def done() -> None:
+            if not painted.done():
+                painted.set_result(None)
+
+        self.table.after_paint(done)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(painted, LOADING_PAINT_S)  # a table never painted: go on
 
     def on_resize(self) -> None:
         for main in self.query("#main"):
@@ -275,6 +306,7 @@ class MainScreen(Screen[None]):
 
     def _sync_settings(self) -> None:
         header = self.query_one(HeaderBar)
+        header.loading = None
         header.settings = self.engine.settings
         header.fake = self.engine.fake
         header.refresh()
