@@ -101,12 +101,15 @@ class MainScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         e = self.engine
-        yield HeaderBar(
+        header = HeaderBar(
             host=self.host,
             queue=display_path(e.queue_path),
             settings=e.settings,
             fake=e.fake,
         )
+        if not getattr(e, "started", False):  # not the mode, dispatch, counts: none read yet
+            header.starting = f"reading {e.queue_path.name}…"
+        yield header
         # A broken edit of the queue file: said here until the file is fixed (a toast goes
         # before the user has read it, and the last good queue runs on meanwhile).
         yield Static("", id="file-banner", markup=False)
@@ -160,7 +163,7 @@ class MainScreen(Screen[None]):
         for a 100,000-job file, the loop held all along): until now the last frame before it
         said "no jobs" and the default mode meanwhile (issue 16)."""
         what = f"reading {self.engine.queue_path.name}…"
-        self.query_one(HeaderBar).loading = what
+        self.query_one(HeaderBar).starting = what
         self.query_one(HeaderBar).refresh()
         self.query_one("#queue-box").border_title = f"Queue · {what}"
         painted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -306,7 +309,7 @@ class MainScreen(Screen[None]):
 
     def _sync_settings(self) -> None:
         header = self.query_one(HeaderBar)
-        header.loading = None
+        header.starting = None
         header.settings = self.engine.settings
         header.fake = self.engine.fake
         header.refresh()
