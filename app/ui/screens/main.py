@@ -34,7 +34,7 @@ from gtui.core.units import first_few, format_duration, plural
 from gtui.ui.alerts import Alerts, end_events
 from gtui.ui.events import Batch
 from gtui.ui.forecast import UiForecast
-from gtui.ui.format import count_states, display_path
+from gtui.ui.format import display_path
 from gtui.ui.forms import changed_fields, fields_from_form, form_from_spec
 from gtui.ui.keys import KEYS, PANEL_KEYS, Key
 from gtui.ui.pager import page
@@ -326,7 +326,7 @@ class MainScreen(Screen[None]):
     def _after_jobs_changed(self) -> None:
         if self._select_after and self.table.select(self._select_after):
             self._select_after = None
-        self._counts = count_states(self.table.views())
+        self._counts = self.table.counts
         self.query_one(HeaderBar).set_state(paused=self.engine.paused, counts=self._counts)
         self._update_queue_title()
         self.query_one(KeyBar).refresh()

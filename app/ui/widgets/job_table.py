@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import operator
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from itertools import islice
 
@@ -30,7 +31,7 @@ from gtui.core.model import ACTIVE_STATES, WAITING_STATES, JobState
 from gtui.core.sched.eta import Estimate
 from gtui.core.state.usage import MemAdvice
 from gtui.ui.forecast import progress_cell
-from gtui.ui.format import COUNT_ORDER, cut_middle, gpu_cell, job_cells, note_cell
+from gtui.ui.format import COUNT_ORDER, count_states, cut_middle, gpu_cell, job_cells, note_cell
 
 _ORDER = operator.attrgetter("order")
 GPU_CELL_MAX = 16  # the gpu column grows to this on a cluster (node2:0,1)
@@ -156,6 +157,7 @@ class JobTable(ScrollView, can_focus=True):
         self._order: list[str] = []  # visible names, queue order
         self._pos: dict[str, int] = {}
         self._in_order = True  # _views iterates in queue order: no sort needed
+        self._counts: Counter[JobState] = Counter()  # the jobs by state, kept as they change
         self._longest = 8
         self._gpu_w = 4
         self._cursor = 0
@@ -233,6 +235,12 @@ class JobTable(ScrollView, can_focus=True):
     def __len__(self) -> int:
         return len(self._views)
 
+    @property
+    def counts(self) -> dict[JobState, int]:
+        """The jobs by state (the header's), kept up to date by every change rather than
+        counted again after each: at 100,000 jobs a count was ~30 ms of every batch."""
+        return {state: n for state, n in self._counts.items() if n}
+
     def _matches(self, v: JobView) -> bool:
         states = FILTERS.get(self.filter_name)
         if states is not None and v.record.state not in states:
@@ -248,6 +256,7 @@ class JobTable(ScrollView, can_focus=True):
         self._gen += 1
         views = list(views)
         self._views = {v.spec.name: v for v in views}
+        self._counts = Counter(count_states(self._views.values()))
         orders = list(map(_ORDER, views))
         self._in_order = all(map(operator.lt, orders, islice(orders, 1, None)))
         self._longest = max(map(len, self._views), default=8)
@@ -264,6 +273,9 @@ class JobTable(ScrollView, can_focus=True):
             name = v.spec.name
             old = self._views.get(name)
             self._views[name] = v
+            if old is not None:
+                self._counts[old.record.state] -= 1
+            self._counts[v.record.state] += 1
             if v.record.node:  # a cluster: the cell names the node
                 wide = min(GPU_CELL_MAX, len(gpu_cell(v)))
                 if wide > self._gpu_w:
@@ -298,7 +310,8 @@ class JobTable(ScrollView, can_focus=True):
         changed = False
         for name in names:
             self.marked.discard(name)
-            if self._views.pop(name, None) is not None:
+            if (old := self._views.pop(name, None)) is not None:
+                self._counts[old.record.state] -= 1
                 changed = True
         if changed:
             self._reorder()
