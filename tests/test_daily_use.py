@@ -131,7 +131,9 @@ async def test_at_80_columns_the_reasons_key_part_comes_before_the_start_estimat
     `starts ~4s · needs 2x7…`)."""
     queue = write_queue(tmp_path, TWO_BIG)
     async with dashboard(queue, size=(80, 24), fake=TWO_BIG_GPUS) as (app, pilot, engine):
-        def starts_in_4_s(views: object, now: float | None = None) -> dict[str, Estimate]:
+        def starts_in_4_s(
+            views: object, now: float | None = None, counts: object = None
+        ) -> dict[str, Estimate]:
             return {"train-vit": Estimate(start_at=(now or time.time()) + 4)}
 
         monkeypatch.setattr(app.main.forecast, "update", starts_in_4_s)

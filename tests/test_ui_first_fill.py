@@ -57,3 +57,49 @@ def test_take_queue_leaves_the_events_after_it() -> None:
     assert buffer.take_queue() == ()
     batch = buffer.take()
     assert batch.queue is None and list(batch.jobs.values()) == [view]
+
+
+async def test_the_screen_says_it_reads_the_file_until_the_engine_has_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 16: a 100,000-job file takes seconds to read. Meanwhile the terminal shows a
+    painted screen that says so, not "no jobs" nor a mode or a dispatch state not read yet;
+    the engine's loop (its first placement pass) starts once the filled table is painted."""
+    from gtui.ui.widgets.header import HeaderBar
+
+    q = write_queue(
+        tmp_path,
+        '[settings]\nmode = "pack"\n\n'
+        + "".join(f'[[jobs]]\nname = "j{i}"\ncmd = "sleep 3600"\n\n' for i in range(3)),
+    )
+    engine = Engine(q, fake_gpus="2x80G", executor=MemoryExecutor(), control=False)
+    app = GtuiApp(engine, host="testhost")
+    seen: list[tuple[str, str, bool]] = []
+    real_start, real_run = Engine._start, Engine.run
+
+    async def starting(self: Engine) -> object:
+        main = app.main
+        header = main.query_one(HeaderBar).render().plain
+        title = str(main.query_one("#queue-box").border_title)
+        seen.append((header, title, not main.table._after_paint))  # painted: callbacks gone
+        return await real_start(self)
+
+    async def running(self: Engine, **kw: bool) -> int:
+        seen.append(("run", str(len(app.main.table)), not app.main.table._after_paint))
+        return await real_run(self, **kw)
+
+    monkeypatch.setattr(Engine, "_start", starting)
+    monkeypatch.setattr(Engine, "run", running)
+    try:
+        async with app.run_test(size=(120, 30)) as pilot:
+            await until(pilot, lambda: app.main.ready and len(app.main.table) == 3)
+            await until(pilot, lambda: len(seen) == 2, what="the engine's loop")
+            header, title, painted = seen[0]
+            assert "reading q.toml…" in header and painted
+            assert "no jobs" not in header and "pack" not in header and " ON" not in header
+            assert title == "Queue · reading q.toml…"
+            assert seen[1] == ("run", "3", True)  # after the filled table's paint
+            now = app.main.query_one(HeaderBar).render().plain
+            assert "pack" in now and "reading" not in now
+    finally:
+        await engine.shutdown(kill_jobs=True)

@@ -25,6 +25,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.timer import Timer
+from textual.worker import Worker
 
 from gtui.core.api import Event
 from gtui.core.errors import GtuiError
@@ -40,6 +41,7 @@ from gtui.ui.widgets.filter_bar import FilterBar
 
 TYPEAHEAD_MAX_S = 2.0  # a form's key that opened no form by then gives its kept keys back
 FLUSH_S = 0.05  # coalescing window for engine events (20 repaints a second at most)
+LOOP_AFTER_S = 1.0  # the engine's loop starts by then even if the table was not painted
 
 
 class GtuiApp(App[int]):
@@ -88,6 +90,7 @@ class GtuiApp(App[int]):
         self._held_since = 0.0
         self._held_timer: Timer | None = None
         self._theme_restored = False
+        self.engine_loop: Worker[None] | None = None  # the engine's loop, once it runs
 
     # -- the theme, kept between runs (gtui.ui.prefs) ----------------------------------------
 
@@ -132,10 +135,22 @@ class GtuiApp(App[int]):
         # after the full read it is no older than it: the buffer folds every event in order).
         self._events_loop = asyncio.get_running_loop()
         self._schedule_flush()
-        self.run_worker(self._run_engine(), name="engine", group="engine", exit_on_error=False)
+        # The loop (its first placement pass: ~1.4 s over 100,000 waiting jobs, then the
+        # never-run records saved a chunk at a time) starts once the filled table is on
+        # screen, not before: started here, it ran ahead of the first frame and the user
+        # looked at an empty screen for all of it (issue 16).
+        self.main.table.after_paint(self._start_loop)
+        self.set_timer(LOOP_AFTER_S, self._start_loop)  # a table never painted (hidden)
         if self.startup_notice:
             self.notify(self.startup_notice, severity="warning", timeout=20, markup=False)
         return True
+
+    def _start_loop(self) -> None:
+        if self._shut_down or self.engine_loop is not None:
+            return
+        self.engine_loop = self.run_worker(
+            self._run_engine(), name="engine", group="engine", exit_on_error=False
+        )
 
     async def _run_engine(self) -> None:
         try:

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from rich.text import Text
 
 from gtui.core.api import JobView
 from gtui.core.exec.base import off_loop
-from gtui.core.model import JobState
+from gtui.core.model import ACTIVE_STATES, JobState
 from gtui.core.progress import Progress, read_progress
 from gtui.core.sched.eta import (
     Estimate,
@@ -51,12 +51,27 @@ class UiForecast:
         self.mem_advice: dict[str, MemAdvice] = {}  # jobs whose mem their runs say is wrong
         self.running: list[tuple[str, str, int]] = []  # the last update's running jobs' logs
 
-    def update(self, views: Iterable[JobView], now: float | None = None) -> dict[str, Estimate]:
+    def update(
+        self,
+        views: Iterable[JobView],
+        now: float | None = None,
+        counts: Mapping[JobState, int] | None = None,
+    ) -> dict[str, Estimate]:
         """The estimates from the progress read so far. No log is read here (see ``read``):
-        this runs on the event loop, where a log on a stalled disk would freeze the screen."""
+        this runs on the event loop, where a log on a stalled disk would freeze the screen.
+
+        ``counts``: the jobs by state, when the caller has them (the header's): then no walk
+        over every job finds the ended ones, and while none runs, none looks for the running
+        ones nor makes estimates (there are none to make). At 100,000 waiting jobs these walks
+        were 0.2-0.3 s every 2 s of an idle dashboard."""
         now = time.time() if now is None else now
         views = list(views)
-        done = sum(1 for v in views if v.record.state in _ENDED)
+        if counts is None:
+            done = sum(1 for v in views if v.record.state in _ENDED)
+            active = True
+        else:
+            done = sum(counts.get(s, 0) for s in _ENDED)
+            active = any(counts.get(s, 0) for s in ACTIVE_STATES)
         since = now - self._runtimes_at
         if (
             self._runtimes is None
@@ -79,12 +94,14 @@ class UiForecast:
             if peaks
             else {}
         )
-        self.running = _running(views)  # what the next ``read`` reads
+        self.running = _running(views) if active else []  # what the next ``read`` reads
         live = {name for name, _, _ in self.running}
         for gone in set(self._sizes) - live:
             self.book.forget(gone)
             self._sizes.pop(gone, None)
             self._read_at.pop(gone, None)
+        if not active:
+            return {}  # what ``estimate`` finds with no job running (after a walk of them all)
         return estimate(views, self.book, self._runtimes, now)
 
     async def read(

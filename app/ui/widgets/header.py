@@ -24,6 +24,9 @@ class HeaderBar(Widget):
         self.fake = fake
         self.paused = False
         self.counts: Mapping[JobState, int] = {}
+        # While the engine starts (a 100,000-job file takes seconds to read): said instead of
+        # the mode, dispatch and counts, which are not known yet (not "no jobs", not "ON").
+        self.starting: str | None = None
 
     def set_state(self, *, paused: bool, counts: Mapping[JobState, int]) -> None:
         if paused != self.paused or dict(counts) != dict(self.counts):
@@ -32,6 +35,12 @@ class HeaderBar(Widget):
             self.refresh()
 
     def render(self) -> Text:
+        if self.starting is not None:
+            t = Text(no_wrap=True, overflow="ellipsis")
+            t.append(" gtui", style="bold")
+            t.append(f" · {self.host} · {self.queue} · ")
+            t.append(self.starting, style="dim")
+            return t
         return header_text(
             host=self.host,
             queue=self.queue,
