@@ -131,15 +131,16 @@ def estimate(
     slots: list[tuple[float, int]] = []  # heap of (free at, tie-break); unknown ones are out
     unknown_slots = 0
     queued: list[tuple[int, int, JobView]] = []  # (-priority, order, view): placement order
-    active: list[JobView] = []
     queued_state, running, suspended = JobState.QUEUED, JobState.RUNNING, JobState.SUSPENDED
+    # No property in these walks: a 100,000-job queue's status walks it. Nothing running:
+    # nothing to start after (below), so the 100,000 waiting jobs' tuples are not made.
+    active = [v for v in views if v.record.state is running or v.record.state is suspended]
+    if not active:
+        return out
     with paused_gc():  # 100,000 small tuples: see JobBook.views
-        for v in views:  # one pass, no property: a 100,000-job queue's status walks it
-            state = v.record.state
-            if state is queued_state:
+        for v in views:
+            if v.record.state is queued_state:
                 queued.append((-v.spec.priority, v.order, v))
-            elif state is running or state is suspended:
-                active.append(v)
     for v in active:
         rec = v.record
         name = v.spec.name
