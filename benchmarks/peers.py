@@ -672,9 +672,11 @@ def run(quick: bool) -> Section:
         )
 
     per_job = (
-        "per job, gtui commits the start and the end to SQLite before it says them, appends the "
-        "attempt to its history, runs a placement pass and starts the job under a small wrapper "
-        "that records its exit status (see 'Where the time goes'); tsp keeps its queue in memory"
+        "per job, gtui starts a small wrapper that records the exit status (a fork and exec "
+        "more than the job's own bash, ~20 % of its time), creates the job's log file, commits "
+        "the start and the end to SQLite before it says them and appends the attempt to its "
+        "history, and runs a placement pass (py-spy shares in 'Where the time goes', "
+        "benchmarks/where_time_goes.py); tsp keeps its queue in memory"
     )
 
     # 1. chain
