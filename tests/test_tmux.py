@@ -430,3 +430,34 @@ def test_detail_view_zoomed_log_and_pager_at_80x24(tmux_server: Path, tmp_path: 
     wait_screen(target, "a Add")
     keys(target, "q")
     wait_screen(target, "rc=0")
+
+
+@pytest.mark.slow
+@pytest.mark.tmux
+def test_a_long_queue_shows_its_screen_while_the_file_is_read(
+    tmux_server: Path, tmp_path: Path
+) -> None:
+    """`gtui q.toml` paints its frame, saying it reads the file, before the engine's start: a
+    100,000-job file takes a second or more to read, and the terminal used to stay blank for
+    all of it (issue 16). Then the table holds every job."""
+    from benchmarks.scale import write_queue as write_sweep
+
+    write_sweep(tmp_path / "q.toml", 100_000)
+    outer(tmp_path, "term", f"{PY} -m gtui --no-tmux --fake-gpus 8x80G q.toml")
+    target = "=term:"
+    seen: list[str] = []
+
+    def painted() -> bool:
+        seen.append(capture(target))
+        return "gtui ·" in seen[-1]
+
+    wait(painted, 60, what="the dashboard's first frame")
+    first = seen[-1]
+    assert "reading q.toml" in first, first  # the frame before the start, not after it
+    assert "train-000000" not in first
+    screen = wait_screen(target, "100000 jobs", timeout=120)
+    assert "train-000000" in screen and "reading q.toml" not in screen.splitlines()[0]
+    keys(target, "q")
+    wait_screen(target, "k Kill, quit")
+    keys(target, "k")
+    wait_screen(target, "rc=0", timeout=60)

@@ -216,31 +216,35 @@ async def _run_app(paths: QueuePaths, opts: GlobalOptions, note: str | None) -> 
     from gtui.core.sched.engine import Engine
     from gtui.ui.app import GtuiApp
 
-    engine = Engine(paths.queue, fake_gpus=opts.fake_gpus, cluster=opts.backend)
-    # `gtui stop` ends this process too (the app quits once its engine's run ends): the command
-    # is told so, and returns once this process has exited.
-    engine.exits_with_run = True
-    # The app (which subscribes to the engine) before the engine starts: what the start says
-    # (a GPU warning, no control socket) waits for the screen instead of being lost.
-    app = GtuiApp(engine, in_tmux=tmux.inside(), startup_notice=note)
-    try:
-        await engine.start()
-    except LockedError:
-        # A second `gtui QUEUE.toml` (in tmux, or --no-tmux): go to the session gtui made for
-        # it, or, when it runs anywhere else (this very session included), show it here.
+    # A second `gtui QUEUE.toml` (in tmux, or --no-tmux): go to the session gtui made for it,
+    # or, when it runs anywhere else (this very session included), show it here.
+    holder = _holder(paths)
+    if holder is None:
+        engine = Engine(paths.queue, fake_gpus=opts.fake_gpus, cluster=opts.backend)
+        # `gtui stop` ends this process too (the app quits once its engine's run ends): the
+        # command is told so, and returns once this process has exited.
+        engine.exits_with_run = True
+        # The app starts the engine itself, once its first frame ("reading q.toml…") is on
+        # the terminal: a 100,000-job file takes ~1.5 s to read, and started here the
+        # terminal stayed blank for all of it (issue 16). What the start says (a GPU warning,
+        # no control socket) waits for the screen; a start that fails ends the app with its
+        # message and exit code.
+        app = GtuiApp(engine, in_tmux=tmux.inside(), startup_notice=note)
+        try:
+            rc = await app.run_async()
+        finally:
+            await app.stop_engine()
+        if not isinstance(app.start_error, LockedError):
+            return int(rc or 0)
+        # Another gtui took the queue between the look above and this start.
         holder = _holder(paths)
         if holder is None:
-            raise
-        pid, session = holder
-        target = _session_to_attach(paths, session)
-        if target is not None:
-            return target
-        return await _run_remote(paths, pid)
-    try:
-        rc = await app.run_async()
-    finally:
-        await app.stop_engine()
-    return int(rc or 0)
+            raise app.start_error
+    pid, session = holder
+    target = _session_to_attach(paths, session)
+    if target is not None:
+        return target
+    return await _run_remote(paths, pid)
 
 
 def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:

@@ -80,6 +80,7 @@ class GtuiApp(App[int]):
         self._shut_down = False
         self.flushes = 0  # batches applied (the benchmark reads it)
         self.engine_error: str | None = None
+        self.start_error: GtuiError | None = None  # what the engine's start raised, if it did
         # Keys typed after a key that opens a form, kept for that form (typed_ahead).
         self._typeahead: list[events.Key] | None = None
         self._typeahead_round = 0  # which form's key the kept keys are for
@@ -127,6 +128,7 @@ class GtuiApp(App[int]):
             try:
                 await self.engine.start()
             except GtuiError as e:
+                self.start_error = e
                 self._shut_down = True
                 self.exit(e.exit_code, return_code=e.exit_code, message=f"gtui: {e}")
                 return False
