@@ -46,7 +46,9 @@ class QueueSource:
         self.problem: str | None = None  # ... and how it was said
         self._recheck: asyncio.TimerHandle | None = None
         self._text: str | None = None  # the text the scheduler runs (for a quick edit)
-        self._tables: str | None = None  # the same text, once known to hold [[jobs]] tables
+        # The same text, once known to hold [[jobs]] tables: the text itself, not a flag, so
+        # that a reader in another thread (the add's worker) cannot pair a flag with a newer text.
+        self._tables: str | None = None
 
     def first(self, pool: list[int | None] | None = None) -> tuple[QueueFile, str]:
         """The first read, at start: a broken file is an error here (nothing runs yet).

@@ -162,8 +162,6 @@ def estimate(
                 unknown_slots += 1
             else:
                 heapq.heappush(slots, (finish, len(slots)))
-    if not out:
-        return out  # nothing runs: nothing to start after
     # The first MAX_STARTS waiting jobs in placement order: beyond them an estimate says little
     # ("starts in ~3 days") and the walk would cost a 100,000-job queue's status 0.4 s.
     waiting = [t[2] for t in heapq.nsmallest(MAX_STARTS, queued)]
