@@ -76,6 +76,8 @@ async def test_the_note_on_mem_stays_in_the_detail_view_and_the_table(tmp_path: 
     from gtui.core.model import JobState
     from tests.test_ui_detail import open_detail
 
+    release = tmp_path / "release"
+    wait = f"while [ ! -e {release} ]; do sleep 0.05; done"
     q = write_queue(
         tmp_path,
         """
@@ -85,15 +87,24 @@ async def test_the_note_on_mem_stays_in_the_detail_view_and_the_table(tmp_path: 
         name = "big"
         mem = "70G"
         env = { GTUI_FAKE_USE = "12G" }
-        cmd = "sleep 0.5"
+        cmd = "WAIT"
         [[jobs]]
         name = "small"
         mem = "8G"
         env = { GTUI_FAKE_USE = "10G" }
-        cmd = "sleep 0.5"
-        """,
+        cmd = "WAIT"
+        """.replace("WAIT", wait),
     )
     async with dashboard(q, size=(200, 40)) as (app, pilot, engine):
+        # Each run's peak is what the note is made from: the jobs end once the scheduler has
+        # seen their use (a 0.5 s job could end between two polls on a busy machine, with no
+        # peak to judge by).
+        await until(
+            pilot,
+            lambda: all(engine.view(n).record.peak_mib for n in ("big", "small")),
+            what="both jobs' use seen",
+        )
+        release.touch()
         await until(
             pilot,
             lambda: all(engine.view(n).record.state == JobState.DONE for n in ("big", "small")),
