@@ -435,8 +435,10 @@ def wrong_command_line(draw: st.DrawFn) -> tuple[list[str], str | None]:
     must: str | None = None
     if family == "unknown-option":
         opt = "--" + draw(st.text(alphabet="abcdefghijklmnopqrstuvwxyz-", min_size=3, max_size=10))
-        if opt in ("--help", "--version", "--json", "--no-tmux", "--fake-gpus") or opt.startswith(
+        known = ("--help", "--version", "--json", "--no-tmux", "--fake-gpus", "--backend")
+        if opt in known or opt.startswith(
             (
+                "--ba",  # --backend, a global option since issue 23 (argparse takes prefixes)
                 "--he",
                 "--ve",
                 "--js",
