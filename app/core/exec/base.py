@@ -17,7 +17,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -73,11 +73,15 @@ class Handle:
 @dataclass(frozen=True)
 class ExitStatus:
     """How a job ended. Both None: unknown (the process is gone and left no status file).
-    ``lost``: why nobody can know (its cluster node was declared dead): failed, retried."""
+    ``lost``: why nobody can know (its cluster node was declared dead): failed, retried.
+    ``ended_at``: when it ended by its own record (the wrapper's status file), None where
+    nothing says: a scheduler that noticed late (stopped, swapped out) must not take the moment
+    it noticed for the end. Not part of equality: it says when, not how."""
 
     exit_code: int | None
     signal: int | None
     lost: str | None = None
+    ended_at: float | None = field(default=None, compare=False)
 
     @property
     def unknown(self) -> bool:

@@ -24,6 +24,9 @@ Why these choices:
   start (benchmarks/end_to_start.py). Nothing reads the file before the wrapper has exited, and a
   wrapper killed between open and write leaves an empty file, which reads as "no status", as
   no file did before.
+- The job's end time is the status file's mtime, set by that one write: no ``date`` exec on
+  the path between a job's end and the next start, and a scheduler that reads the file late
+  (stopped, swapped out) still gets when the job really ended.
 - The wrapper's own stderr goes to /dev/null: bash's "Terminated" notices stay out of the log,
   which holds the job's output only. The job's stdout and stderr both go to the log.
 - Every process of a job carries ``GTUI_RUN_ID`` in its environment, so :func:`kill_tree` finds
@@ -278,18 +281,23 @@ def _oserr(e: OSError) -> str:
 
 
 def read_status_file(path: Path) -> ExitStatus | None:
-    """The status the wrapper wrote ("exit 3", "signal 9"), or None if there is none / garbage."""
+    """The status the wrapper wrote ("exit 3", "signal 9"), or None if there is none / garbage.
+
+    Its ``ended_at`` is the file's mtime: the wrapper's one write, right after the job ended,
+    sets it, so the end is the job's own record even when the scheduler reads it much later."""
     try:
-        text = path.read_text(errors="replace").strip()
+        with open(path, "rb") as f:
+            text = f.read(64).decode(errors="replace").strip()
+            ended_at = os.fstat(f.fileno()).st_mtime
     except OSError:
         return None
     kind, _, num = text.partition(" ")
     if not num.isdigit():
         return None
     if kind == "exit":
-        return ExitStatus(int(num), None)
+        return ExitStatus(int(num), None, ended_at=ended_at)
     if kind == "signal":
-        return ExitStatus(None, int(num))
+        return ExitStatus(None, int(num), ended_at=ended_at)
     return None
 
 

@@ -31,6 +31,7 @@ from gtui.core.units import plural
 QUICK_RUN_S = 60.0  # a failed run shorter than this counts toward the retry back-off
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 300.0
+END_CLOCK_SLACK_S = 0.05  # a status file's mtime may lag the real end by a clock tick (4-10 ms)
 
 Matcher = Callable[[str, Sequence[str]], "tuple[int, int] | None"]
 
@@ -78,8 +79,12 @@ def conclude(
     queue, maybe after a back-off (``rec.retry_at``) and with more memory after a CUDA OOM."""
     rec.exit_code = status.exit_code
     rec.signal = status.signal
-    # Ended while no scheduler ran: when it really ended, not when we noticed.
-    rec.ended_at = ended_at(rec) if recovered else time.time()
+    # When it really ended (its status file), not when we noticed: a scheduler that was
+    # stopped, or not running, may notice long after.
+    if status.ended_at is not None:
+        rec.ended_at = status.ended_at
+    else:
+        rec.ended_at = ended_at(rec) if recovered else time.time()
     if killed:
         rec.state = JobState.KILLED
         rec.diagnosis = diagnose(
@@ -130,6 +135,14 @@ def conclude(
         rec.state = JobState.QUEUED
         rec.queued_since = time.time()
         back_off(rec)
+
+
+def ended_in_time(status: ExitStatus, deadline: float) -> bool:
+    """Whether the job's own record says it ended before its time limit's ``deadline``: then it
+    is no timeout, whenever the scheduler noticed (one stopped past the deadline finds the
+    limit's timer and the exit in the same turn). A file's time is the kernel's coarse clock,
+    up to a tick behind: an end within :data:`END_CLOCK_SLACK_S` of the deadline is no proof."""
+    return status.ended_at is not None and status.ended_at + END_CLOCK_SLACK_S < deadline
 
 
 def retry_left(spec: JobSpec, rec: JobRecord) -> bool:

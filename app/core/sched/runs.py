@@ -90,7 +90,7 @@ class Runs:
         self._watchers: dict[str, asyncio.Task[None]] = {}
         self._timeouts: dict[str, asyncio.TimerHandle] = {}
         self._killing: set[str] = set()
-        self._timed_out: set[str] = set()
+        self._timed_out: dict[str, float] = {}  # job -> the deadline its timer fired for
         self._bg: set[asyncio.Task[Any]] = set()
         self._log_sizes: dict[str, int] = {}
         self._progress_sizes: dict[str, int] = {}  # the log size each job's progress was read at
@@ -201,12 +201,21 @@ class Runs:
         self._timeouts[name] = loop.call_later(delay, self._on_timeout, name)
 
     def _on_timeout(self, name: str) -> None:
+        """The limit's timer: kill the job unless its own record says it ended in time (a
+        scheduler stopped past the deadline runs this timer in the same turn as the exit's
+        notice, which the watcher has not handled yet)."""
         self._timeouts.pop(name, None)
         rec = self._book.records.get(name)
-        if rec is None or not rec.active or not rec.pid:
+        spec = self._book.specs.get(name)
+        if rec is None or not rec.active or not rec.pid or rec.started_at is None:
             return
-        self._timed_out.add(name)
-        self._spawn(self._kill_process(name))
+        deadline = rec.started_at + (spec.timeout_s if spec and spec.timeout_s else 0.0)
+        ended = self._executor.exit_status(handle_of(rec))
+        if ended is not None and outcome.ended_in_time(ended, deadline):
+            return  # it ended on its own before the limit: its watcher records that
+        self._timed_out[name] = deadline
+        if ended is None:
+            self._spawn(self._kill_process(name))
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
@@ -266,9 +275,9 @@ class Runs:
         self._progress_sizes.pop(name, None)
         self._forget_progress(name, ended_done=status.exit_code == 0 and status.signal is None)
         killed = name in self._killing
-        timed_out = name in self._timed_out
+        deadline = self._timed_out.pop(name, None)
+        timed_out = deadline is not None and not outcome.ended_in_time(status, deadline)
         self._killing.discard(name)
-        self._timed_out.discard(name)
         failed = not killed and not (status.exit_code == 0 and status.signal is None)
         if not (killed or failed):
             tail = ""
