@@ -24,6 +24,10 @@ Why these choices:
   start (benchmarks/end_to_start.py). Nothing reads the file before the wrapper has exited, and a
   wrapper killed between open and write leaves an empty file, which reads as "no status", as
   no file did before.
+- A wrapper that cannot fork the job (the user's process limit reached: dash gives up at
+  once, it does not retry as bash does) exits from the error, through its EXIT trap, which
+  writes ``nofork``: the job never ran, and is tried again later without spending a retry.
+  Only that error exit leaves ``rc`` unset; a SIGKILLed wrapper runs no trap at all.
 - The job's end time is the status file's mtime, set by that one write: no ``date`` exec on
   the path between a job's end and the next start, and a scheduler that reads the file late
   (stopped, swapped out) still gets when the job really ended.
@@ -45,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import hashlib
 import os
 import shutil
@@ -63,7 +68,16 @@ from pathlib import Path
 import psutil
 
 from gtui.core.errors import GtuiError
-from gtui.core.exec.base import UNKNOWN, ExitStatus, Handle, LaunchError, LaunchRequest
+from gtui.core.exec.base import (
+    TEMPORARY_ERRNOS,
+    UNKNOWN,
+    ExitStatus,
+    Handle,
+    LaunchDeferred,
+    LaunchError,
+    LaunchRequest,
+    in_thread,
+)
 from gtui.core.paths import ensure_private_dir
 
 RUN_ID_VAR = "GTUI_RUN_ID"
@@ -74,11 +88,13 @@ _POLL_MIN_S = 0.02
 _POLL_MAX_S = 0.5
 _KILL_WAIT_S = 10.0  # after SIGKILL, how long to wait for the kernel to tear a tree down
 _WRAPPER_LAST_WORDS_S = 2.0  # after the job is SIGKILLed, time the wrapper gets to write status
+NOT_FORKED = "its wrapper could not fork it (the user's process limit, ulimit -u, is reached)"
 
 # $1 = the status file, $2 = bash. POSIX sh (see the module's docstring); it runs in the job's
 # cwd (Popen cwd=).
 _WRAPPER = r"""
 trap 'gtui_sig=1' TERM INT HUP
+trap '[ -n "${rc+x}" ] || printf "nofork\n" > "$1"' EXIT
 gtui_cmd=$GTUI_CMD
 unset GTUI_CMD
 "$2" -c "$gtui_cmd" 2>&1
@@ -231,6 +247,8 @@ def launch(req: LaunchRequest) -> Launched:
         os.close(log_fd)
         with contextlib.suppress(OSError):
             log_path.unlink()
+        if e.errno in TEMPORARY_ERRNOS:
+            raise LaunchDeferred(f"no process could be made: {_oserr(e)}") from e
         raise LaunchError(f"job {req.name}: could not start: {_oserr(e)}") from e
     os.close(log_fd)
     return Launched(proc.pid, create_time_of(proc.pid), log_path, status_path)
@@ -273,6 +291,8 @@ def _oserr(e: OSError) -> str:
         return "no space left on the device; free some space and retry the job"
     if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return f"{e.strerror} (check the directory's permissions)"
+    if e.errno == errno.EAGAIN:
+        return f"{e.strerror} (the user's process limit, ulimit -u, is reached)"
     return e.strerror or str(e)
 
 
@@ -291,6 +311,8 @@ def read_status_file(path: Path) -> ExitStatus | None:
             ended_at = os.fstat(f.fileno()).st_mtime
     except OSError:
         return None
+    if text == "nofork":
+        return ExitStatus(None, None, not_started=NOT_FORKED, ended_at=ended_at)
     kind, _, num = text.partition(" ")
     if not num.isdigit():
         return None
@@ -759,15 +781,15 @@ async def kill_tree(
     (``gtui kill``) answers from there."""
     if _pid_reused(pid, create_time):
         return
-    log = await asyncio.to_thread(_log_file, pid, log_path)
-    procs = await asyncio.to_thread(_collect, pid, log)
+    log = await in_thread(functools.partial(_log_file, pid, log_path))
+    procs = await in_thread(functools.partial(_collect, pid, log))
     _send(pid, procs.values(), _signal.SIGTERM)
     _send(pid, procs.values(), _signal.SIGCONT)
     if on_signalled is not None:
         on_signalled()
     await _wait_all_gone(procs.values(), max(0.0, grace_s))
     for _round in range(5):
-        found = await asyncio.to_thread(_collect, pid, log)
+        found = await in_thread(functools.partial(_collect, pid, log))
         found.update({q: p for q, p in procs.items() if _still_there(p)})
         if not found:
             return

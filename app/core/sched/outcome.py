@@ -31,6 +31,9 @@ from gtui.core.units import plural
 QUICK_RUN_S = 60.0  # a failed run shorter than this counts toward the retry back-off
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 300.0
+START_RETRY_FIRST_S = 0.5  # a start put off for want of a process: first wait, doubling
+START_RETRY_MAX_S = 10.0
+NOT_STARTED = "not_started"  # the diagnosis of a start put off (defer_start)
 END_CLOCK_SLACK_S = 0.05  # a status file's mtime may lag the real end by a clock tick (4-10 ms)
 
 Matcher = Callable[[str, Sequence[str]], "tuple[int, int] | None"]
@@ -176,9 +179,28 @@ def grow_after_oom(
         rec.mem_mib = grown
 
 
+def defer_start(rec: JobRecord, why: str, tries: int, *, ran_wrapper: bool) -> None:
+    """No process could be made for the job (the user's process limit, memory short): it waits
+    and is tried again after a back-off, :data:`START_RETRY_FIRST_S` doubling to
+    :data:`START_RETRY_MAX_S` over ``tries`` in a row, failing nothing and spending no retry.
+    ``ran_wrapper``: its wrapper started (the attempt's number is used, its retry is not)."""
+    rec.state = JobState.QUEUED
+    if ran_wrapper:
+        rec.first_attempt += 1
+    rec.retry_at = time.time() + min(START_RETRY_MAX_S, START_RETRY_FIRST_S * 2 ** max(0, tries))
+    rec.diagnosis = Diagnosis(
+        NOT_STARTED,
+        f"could not start it: {why}",
+        "it starts by itself once processes are free; kill or pause it to stop that",
+    )
+    rec.reason = backoff_reason(rec, time.time())
+
+
 def backoff_reason(rec: JobRecord, now: float) -> str:
     left = format_wait((rec.retry_at or now) - now)
     at = time.strftime("%H:%M:%S", time.localtime(rec.retry_at or now))
+    if rec.diagnosis is not None and rec.diagnosis.kind == NOT_STARTED:
+        return f"{rec.diagnosis.line}; trying again at {at} (in {left}), no retry spent"
     return (
         f"retry at {at} (in {left}): failed {rec.quick_fails} times in a row within a minute; "
         "kill or pause it to stop"
