@@ -24,6 +24,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gtui.core.exec.runner import WRAPPER, read_status_file
 from tests.reliability.helpers import wait_for
 from tests.reliability.mixed import load_records
 
@@ -54,6 +55,10 @@ BOMB = (
 HOLDER = (
     "import os, time\nwhile not os.path.exists('go'):\n    time.sleep(0.05)\nprint('released')\n"
 )
+
+
+def _sh() -> str:
+    return "/bin/sh" if os.access("/bin/sh", os.X_OK) else "/bin/bash"
 
 
 def _site_packages() -> str:
@@ -236,3 +241,22 @@ def test_a_fork_bomb_at_the_process_limit_fails_no_waiting_job_and_dies_by_gtui_
         name = f"w{i}"
         # retries = 0: a start put off by the limit spent none, and failed nothing
         assert recs[name].state.value == "done", (name, recs[name], out)
+
+
+def test_a_wrapper_that_cannot_fork_its_job_says_so_in_the_status_file(
+    user: pwd.struct_passwd, shared: Path
+) -> None:
+    """With no process left to the user (its only one is the wrapper), the wrapper cannot fork
+    the job: dash gives up at once; its status file says ``nofork``, read as a start that never
+    was (not a failure with exit 2). The job's command never ran."""
+    status = shared / "job.1.status"
+    wrapper = [_sh(), "-c", WRAPPER, "gtui-job", str(status), "/bin/bash"]
+    env = {"PATH": "/usr/bin:/bin", "GTUI_CMD": "touch ran"}
+    done = subprocess.run(
+        _as(user, *wrapper, nproc=1), cwd=shared, env=env, capture_output=True, timeout=30
+    )
+    assert done.returncode != 0
+    assert status.read_text().strip() == "nofork"
+    got = read_status_file(status)
+    assert got is not None and got.not_started and not got.unknown
+    assert not (shared / "ran").exists()
