@@ -114,3 +114,12 @@ def test_a_start_put_off_for_want_of_a_process_spends_no_retry_and_says_why() ->
     defer_start(rec, "its wrapper could not fork it", 3, ran_wrapper=False)
     assert rec.first_attempt == 2  # only a start whose wrapper ran used an attempt's number
     assert rec.retry_at - time.time() > first
+
+
+def test_an_end_that_says_its_job_never_started_is_a_start_put_off() -> None:
+    """Read by a command with no scheduler too (gtui kill, status): never failed, never unknown."""
+    rec = running()
+    not_started = ExitStatus(None, None, not_started="its wrapper could not fork it")
+    conclude(rec, spec(0), not_started, "", RULES, SNAPSHOT, recovered=True)
+    assert rec.state is JobState.QUEUED and retry_left(spec(0), rec)
+    assert rec.diagnosis is not None and rec.diagnosis.kind == "not_started"

@@ -112,6 +112,14 @@ def _processes_of(uid: int) -> list[psutil.Process]:
     return found
 
 
+def _alive(p: psutil.Process) -> bool:
+    """Still the same process (pid and create time), not a zombie."""
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def _kill_all_of(uid: int) -> None:
     """Every process of the test's own user, by pid (the bomb's children included)."""
     for _ in range(5):
@@ -225,7 +233,7 @@ def test_a_fork_bomb_at_the_process_limit_fails_no_waiting_job_and_dies_by_gtui_
         # is_running() checks the create time too: a pid reused by a waiting job's start
         # does not count as the bomb's.
         wait_for(
-            lambda: not [p for p in bomb if p.is_running() and p.status() != "zombie"],
+            lambda: not [p for p in bomb if _alive(p)],
             timeout=60,
             what="every process of the bomb killed",
         )
@@ -235,6 +243,8 @@ def test_a_fork_bomb_at_the_process_limit_fails_no_waiting_job_and_dies_by_gtui_
             run.kill()
             run.wait()
     assert "Traceback" not in out, out
+    assert "waits w" in out and "could not start it" in out, out  # said, in gtui run's log too
+    assert "held by you" not in out, out  # nobody held them: the summary says what they wait for
     recs = load_records(queue)
     assert recs["bomb"].state.value == "killed", out
     for i in range(WAITERS):

@@ -94,6 +94,9 @@ def conclude(
             status.exit_code, status.signal, tail, killed_by_user=True
         ) or Diagnosis("killed_by_user", "killed by you", "retry it with r / gtui retry")
         return
+    if status.not_started is not None:  # its wrapper could not fork it: it never ran
+        defer_start(rec, status.not_started, 0, ran_wrapper=True)
+        return
     if status.exit_code == 0 and status.signal is None:
         rec.state = JobState.DONE
         rec.diagnosis = None
@@ -194,6 +197,13 @@ def defer_start(rec: JobRecord, why: str, tries: int, *, ran_wrapper: bool) -> N
         "it starts by itself once processes are free; kill or pause it to stop that",
     )
     rec.reason = backoff_reason(rec, time.time())
+
+
+def backoff_group(rec: JobRecord) -> str:
+    """A job backing off, as the queue's summary counts it (its own reason has the time)."""
+    if rec.diagnosis is not None and rec.diagnosis.kind == NOT_STARTED:
+        return "start put off: no process could be made"
+    return "backing off after quick failures"
 
 
 def backoff_reason(rec: JobRecord, now: float) -> str:
