@@ -69,6 +69,7 @@ class Commands:
         for name in names:
             rec = book.records[name]
             if rec.active:
+                self._kill_failures.pop(name, None)  # an earlier kill's (a time limit's)
                 self._killing.add(name)
                 if wait:
                     tasks.append(self._kill_process(name))

@@ -52,6 +52,7 @@ from gtui.core.state.usage import auto_mem, mem_note, mem_notes, peaks_by_job
 UNISOLATED_WARNING = "runs unisolated (isolate = false): no CUDA_VISIBLE_DEVICES, it sees every GPU"
 LOG_WATCH_S = 0.5  # how often running jobs' logs are checked for growth
 LEFTOVER_BATCH_S = 0.1  # job ends this close together share one scan for leftovers
+KILL_RETRY_S = 5.0  # a time limit's kill that signalled nothing is tried again after this
 TAIL_WAIT_S = 10.0  # a failed job's end waits this long for its log's tail, then goes without
 
 
@@ -478,9 +479,11 @@ class Runs:
                 self._bus.notice("error", f"killing {name}: SIGTERM sent, then: {why}")
             else:
                 self._killing.discard(name)
-                self._timed_out.pop(name, None)
                 self._kill_failures[name] = why
                 self._bus.notice("error", f"could not kill {name}: {why}; it still runs")
+                if self._timed_out.pop(name, None) is not None:  # past its limit: try again
+                    loop = asyncio.get_running_loop()
+                    self._timeouts[name] = loop.call_later(KILL_RETRY_S, self._on_timeout, name)
         finally:
             if signalled is not None:
                 signalled.set()
