@@ -8,7 +8,14 @@ import time
 from gtui.core.exec.base import ExitStatus
 from gtui.core.gpus.fake import FakeBackend
 from gtui.core.model import JobRecord, JobSpec, JobState, Settings
-from gtui.core.sched.outcome import Rules, conclude
+from gtui.core.sched.outcome import (
+    Rules,
+    backoff_reason,
+    conclude,
+    defer_start,
+    ended_in_time,
+    retry_left,
+)
 
 GIB = 1024
 OOM_TAIL = (
@@ -74,3 +81,45 @@ def test_no_exit_status_is_unknown_and_a_kill_is_killed() -> None:
     conclude(rec, spec(1), ExitStatus(None, 15), "", RULES, SNAPSHOT, killed=True)
     assert rec.state is JobState.KILLED
     assert rec.diagnosis is not None and rec.diagnosis.kind == "killed_by_user"
+
+
+def test_the_end_is_the_status_files_when_it_says_one() -> None:
+    """A scheduler that noticed late (stopped, swapped out) records when the job ended."""
+    rec = running()
+    ended = time.time() - 600
+    conclude(rec, spec(0), ExitStatus(1, None, ended_at=ended), "", RULES, SNAPSHOT)
+    assert rec.ended_at == ended
+
+
+def test_an_end_before_the_deadline_by_the_jobs_own_record_is_no_timeout() -> None:
+    deadline = 1000.0
+    assert ended_in_time(ExitStatus(1, None, ended_at=deadline - 5), deadline)
+    assert not ended_in_time(ExitStatus(None, 15, ended_at=deadline + 0.2), deadline)
+    assert not ended_in_time(ExitStatus(1, None), deadline)  # nothing says: the timer decides
+    # A file's time may lag the real end by a clock tick: no proof so close to the deadline.
+    assert not ended_in_time(ExitStatus(None, 15, ended_at=deadline - 0.001), deadline)
+
+
+def test_a_start_put_off_for_want_of_a_process_spends_no_retry_and_says_why() -> None:
+    """The wrapper ran but could not fork the job (the process limit): queued again after a
+    back-off that doubles, with retries = 0 still able to run, and a reason that says why."""
+    rec = running()
+    defer_start(rec, "its wrapper could not fork it", 0, ran_wrapper=True)
+    assert rec.state is JobState.QUEUED
+    assert retry_left(spec(0), rec)  # its retry budget is untouched
+    assert rec.retry_at is not None
+    first = rec.retry_at - time.time()
+    assert "could not start it: its wrapper could not fork it" in rec.reason
+    assert "no retry spent" in backoff_reason(rec, time.time())
+    defer_start(rec, "its wrapper could not fork it", 3, ran_wrapper=False)
+    assert rec.first_attempt == 2  # only a start whose wrapper ran used an attempt's number
+    assert rec.retry_at - time.time() > first
+
+
+def test_an_end_that_says_its_job_never_started_is_a_start_put_off() -> None:
+    """Read by a command with no scheduler too (gtui kill, status): never failed, never unknown."""
+    rec = running()
+    not_started = ExitStatus(None, None, not_started="its wrapper could not fork it")
+    conclude(rec, spec(0), not_started, "", RULES, SNAPSHOT, recovered=True)
+    assert rec.state is JobState.QUEUED and retry_left(spec(0), rec)
+    assert rec.diagnosis is not None and rec.diagnosis.kind == "not_started"

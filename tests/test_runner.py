@@ -269,6 +269,20 @@ def test_read_status_file_rejects_missing_and_garbage(tmp_path: Path) -> None:
         assert read_status_file(tmp_path / "s") is None
 
 
+def test_the_status_file_says_when_the_job_ended_and_nofork_is_a_start_that_never_was(
+    tmp_path: Path,
+) -> None:
+    """The end time is the file's mtime (the wrapper's one write); ``nofork`` is what the
+    wrapper's EXIT trap writes when it could not fork the job (the process limit)."""
+    (tmp_path / "s").write_text("exit 1\n")
+    os.utime(tmp_path / "s", (1000.0, 1234.5))
+    got = read_status_file(tmp_path / "s")
+    assert got == ExitStatus(1, None) and got.ended_at == 1234.5
+    (tmp_path / "s").write_text("nofork\n")
+    got = read_status_file(tmp_path / "s")
+    assert got is not None and got.not_started and not got.unknown
+
+
 async def test_stale_status_file_does_not_speak_for_a_new_run(tmp_path: Path) -> None:
     req = make_req(tmp_path, "exit 4")
     stale = status_path_for(req.run_dir, req.name, req.attempt)

@@ -29,7 +29,7 @@ class EventLog:
     def __init__(self, out: TextIO, queue_name: str = "QUEUE.toml") -> None:
         self.out = out
         self._queue_name = queue_name
-        self._last_state: dict[str, tuple[str, int]] = {}
+        self._last_state: dict[str, tuple[str, int, str | None]] = {}
         self._paused = False
 
     def line(self, text: str) -> None:
@@ -57,7 +57,8 @@ class EventLog:
     def _job(self, event: JobChanged) -> None:
         rec = event.job.record
         spec = event.job.spec
-        key = (rec.state.value, rec.attempt)
+        # The diagnosis's kind too: a start put off keeps its state and attempt (still queued).
+        key = (rec.state.value, rec.attempt, rec.diagnosis.kind if rec.diagnosis else None)
         if self._last_state.get(rec.name) == key:
             return
         previous = self._last_state.get(rec.name)
@@ -103,6 +104,8 @@ class EventLog:
             self.line(f"suspended {name}")
         elif rec.state == JobState.HELD:
             self.line(f"held {name}")
+        elif rec.state == JobState.QUEUED and diag is not None and diag.kind == "not_started":
+            self.line(f"waits {name}: {rec.reason}")  # a start put off: no retry spent
         elif rec.state == JobState.QUEUED and previous is not None:
             if previous[0] in (JobState.RUNNING.value, JobState.SUSPENDED.value):
                 left = "until it succeeds" if spec.retries < 0 else (

@@ -208,6 +208,7 @@ KIND_LABEL = {
     "no_space": "no space left",
     "killed_by_user": "killed by you",
     "launch": "could not start",
+    "not_started": "start put off",
 }
 
 

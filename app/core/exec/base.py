@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import threading
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -30,6 +31,7 @@ __all__ = [
     "ExitStatus",
     "Found",
     "Handle",
+    "LaunchDeferred",
     "LaunchError",
     "LaunchRequest",
     "handle_of",
@@ -38,6 +40,15 @@ __all__ = [
 
 class LaunchError(GtuiError):
     """A job could not be started: missing cwd, unwritable log dir, full disk, no bash."""
+
+
+class LaunchDeferred(LaunchError):
+    """A job could not be started *now*: no process could be made (EAGAIN: the user's process
+    limit, ENOMEM). Nothing ran; the scheduler tries again later, spending no retry."""
+
+
+# A fork or a thread's start that fails with these is a passing shortage, not the job's fault.
+TEMPORARY_ERRNOS = frozenset({errno.EAGAIN, errno.ENOMEM})
 
 
 @dataclass(frozen=True)
@@ -73,15 +84,27 @@ class Handle:
 @dataclass(frozen=True)
 class ExitStatus:
     """How a job ended. Both None: unknown (the process is gone and left no status file).
-    ``lost``: why nobody can know (its cluster node was declared dead): failed, retried."""
+    ``lost``: why nobody can know (its cluster node was declared dead): failed, retried.
+    ``not_started``: why the job never ran though its wrapper did (it could not fork it, at
+    the user's process limit): no retry spent, tried again later.
+    ``ended_at``: when it ended by its own record (the wrapper's status file), None where
+    nothing says: a scheduler that noticed late (stopped, swapped out) must not take the moment
+    it noticed for the end. Not part of equality: it says when, not how."""
 
     exit_code: int | None
     signal: int | None
     lost: str | None = None
+    not_started: str | None = None
+    ended_at: float | None = field(default=None, compare=False)
 
     @property
     def unknown(self) -> bool:
-        return self.exit_code is None and self.signal is None and self.lost is None
+        return (
+            self.exit_code is None
+            and self.signal is None
+            and self.lost is None
+            and self.not_started is None
+        )
 
     @property
     def ok(self) -> bool:
@@ -203,11 +226,24 @@ def file_size(path: str) -> int | None:
 T = TypeVar("T")
 
 
+def start_thread(target: Callable[[], object], name: str) -> bool:
+    """Start ``target`` in a daemon thread; False where no thread can be made now (the user's
+    process limit counts threads: a job forking up to it leaves the scheduler none). The
+    caller goes on without one, never with the RuntimeError."""
+    try:
+        threading.Thread(target=target, name=name, daemon=True).start()
+    except RuntimeError:  # "can't start new thread": pthread_create's EAGAIN
+        return False
+    return True
+
+
 def off_loop(fn: Callable[[], T]) -> asyncio.Future[T]:
     """``fn()`` (a log read that a hung disk may block for ever) in a daemon thread of its own,
     its result a future of the running loop. Not ``asyncio.to_thread``: the default executor
     has a few threads (CPU count + 4) that stuck reads would fill, leaving every other
-    ``to_thread`` waiting, and its threads are joined at exit, so gtui could not quit."""
+    ``to_thread`` waiting, and its threads are joined at exit, so gtui could not quit. Where no
+    thread can be started (see :func:`start_thread`), ``fn`` runs here, on the loop: a read
+    that may block beats a scheduler that dies."""
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[T] = loop.create_future()
 
@@ -229,8 +265,26 @@ def off_loop(fn: Callable[[], T]) -> asyncio.Future[T]:
         with contextlib.suppress(RuntimeError):  # the loop closed while the read was stuck
             loop.call_soon_threadsafe(settle, value, error)
 
-    threading.Thread(target=run, name="gtui-read", daemon=True).start()
+    if not start_thread(run, "gtui-read"):
+        value: T | None = None
+        error: BaseException | None = None
+        try:
+            value = fn()
+        except Exception as e:
+            error = e
+        settle(value, error)
     return fut
+
+
+async def in_thread(fn: Callable[[], T]) -> T:
+    """``await asyncio.to_thread(fn)`` for a short, read-only ``fn`` (a /proc walk), run here
+    where no thread can be started. Only for what may run twice: the default executor keeps a
+    call whose thread failed to start, and a later thread may still run it."""
+    try:
+        fut = asyncio.get_running_loop().run_in_executor(None, fn)
+    except RuntimeError:  # "can't start new thread"
+        return fn()
+    return await fut
 
 
 def read_file_range(path: str, offset: int, limit: int) -> bytes:

@@ -24,6 +24,13 @@ Why these choices:
   start (benchmarks/end_to_start.py). Nothing reads the file before the wrapper has exited, and a
   wrapper killed between open and write leaves an empty file, which reads as "no status", as
   no file did before.
+- A wrapper that cannot fork the job (the user's process limit reached: dash gives up at
+  once, it does not retry as bash does) exits from the error, through its EXIT trap, which
+  writes ``nofork``: the job never ran, and is tried again later without spending a retry.
+  Only that error exit leaves ``rc`` unset; a SIGKILLed wrapper runs no trap at all.
+- The job's end time is the status file's mtime, set by that one write: no ``date`` exec on
+  the path between a job's end and the next start, and a scheduler that reads the file late
+  (stopped, swapped out) still gets when the job really ended.
 - The wrapper's own stderr goes to /dev/null: bash's "Terminated" notices stay out of the log,
   which holds the job's output only. The job's stdout and stderr both go to the log.
 - Every process of a job carries ``GTUI_RUN_ID`` in its environment, so :func:`kill_tree` finds
@@ -42,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import hashlib
 import os
 import shutil
@@ -60,7 +68,16 @@ from pathlib import Path
 import psutil
 
 from gtui.core.errors import GtuiError
-from gtui.core.exec.base import UNKNOWN, ExitStatus, Handle, LaunchError, LaunchRequest
+from gtui.core.exec.base import (
+    TEMPORARY_ERRNOS,
+    UNKNOWN,
+    ExitStatus,
+    Handle,
+    LaunchDeferred,
+    LaunchError,
+    LaunchRequest,
+    in_thread,
+)
 from gtui.core.paths import ensure_private_dir
 
 RUN_ID_VAR = "GTUI_RUN_ID"
@@ -71,11 +88,13 @@ _POLL_MIN_S = 0.02
 _POLL_MAX_S = 0.5
 _KILL_WAIT_S = 10.0  # after SIGKILL, how long to wait for the kernel to tear a tree down
 _WRAPPER_LAST_WORDS_S = 2.0  # after the job is SIGKILLed, time the wrapper gets to write status
+NOT_FORKED = "its wrapper could not fork it (the user's process limit, ulimit -u, is reached)"
 
 # $1 = the status file, $2 = bash. POSIX sh (see the module's docstring); it runs in the job's
 # cwd (Popen cwd=).
 _WRAPPER = r"""
 trap 'gtui_sig=1' TERM INT HUP
+trap '[ -n "${rc+x}" ] || printf "nofork\n" > "$1"' EXIT
 gtui_cmd=$GTUI_CMD
 unset GTUI_CMD
 "$2" -c "$gtui_cmd" 2>&1
@@ -228,6 +247,8 @@ def launch(req: LaunchRequest) -> Launched:
         os.close(log_fd)
         with contextlib.suppress(OSError):
             log_path.unlink()
+        if e.errno in TEMPORARY_ERRNOS:
+            raise LaunchDeferred(f"no process could be made: {_oserr(e)}") from e
         raise LaunchError(f"job {req.name}: could not start: {_oserr(e)}") from e
     os.close(log_fd)
     return Launched(proc.pid, create_time_of(proc.pid), log_path, status_path)
@@ -270,6 +291,8 @@ def _oserr(e: OSError) -> str:
         return "no space left on the device; free some space and retry the job"
     if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return f"{e.strerror} (check the directory's permissions)"
+    if e.errno == errno.EAGAIN:
+        return f"{e.strerror} (the user's process limit, ulimit -u, is reached)"
     return e.strerror or str(e)
 
 
@@ -278,18 +301,25 @@ def _oserr(e: OSError) -> str:
 
 
 def read_status_file(path: Path) -> ExitStatus | None:
-    """The status the wrapper wrote ("exit 3", "signal 9"), or None if there is none / garbage."""
+    """The status the wrapper wrote ("exit 3", "signal 9"), or None if there is none / garbage.
+
+    Its ``ended_at`` is the file's mtime: the wrapper's one write, right after the job ended,
+    sets it, so the end is the job's own record even when the scheduler reads it much later."""
     try:
-        text = path.read_text(errors="replace").strip()
+        with open(path, "rb") as f:
+            text = f.read(64).decode(errors="replace").strip()
+            ended_at = os.fstat(f.fileno()).st_mtime
     except OSError:
         return None
+    if text == "nofork":
+        return ExitStatus(None, None, not_started=NOT_FORKED, ended_at=ended_at)
     kind, _, num = text.partition(" ")
     if not num.isdigit():
         return None
     if kind == "exit":
-        return ExitStatus(int(num), None)
+        return ExitStatus(int(num), None, ended_at=ended_at)
     if kind == "signal":
-        return ExitStatus(None, int(num))
+        return ExitStatus(None, int(num), ended_at=ended_at)
     return None
 
 
@@ -751,15 +781,15 @@ async def kill_tree(
     (``gtui kill``) answers from there."""
     if _pid_reused(pid, create_time):
         return
-    log = await asyncio.to_thread(_log_file, pid, log_path)
-    procs = await asyncio.to_thread(_collect, pid, log)
+    log = await in_thread(functools.partial(_log_file, pid, log_path))
+    procs = await in_thread(functools.partial(_collect, pid, log))
     _send(pid, procs.values(), _signal.SIGTERM)
     _send(pid, procs.values(), _signal.SIGCONT)
     if on_signalled is not None:
         on_signalled()
     await _wait_all_gone(procs.values(), max(0.0, grace_s))
     for _round in range(5):
-        found = await asyncio.to_thread(_collect, pid, log)
+        found = await in_thread(functools.partial(_collect, pid, log))
         found.update({q: p for q, p in procs.items() if _still_there(p)})
         if not found:
             return

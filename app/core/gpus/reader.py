@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 from collections.abc import Sequence
 
 from gtui.core.bus import EventBus
+from gtui.core.exec.base import start_thread
 from gtui.core.gpus.holders import HolderReader
 from gtui.core.gpus.snapshot import GpuBackend, GpuSnapshot, JobUsage
 
@@ -97,7 +97,8 @@ class GpuReader:
                 with contextlib.suppress(RuntimeError):  # the loop has closed meanwhile
                     loop.call_soon_threadsafe(deliver)
 
-            threading.Thread(target=work, name="gtui-nvml", daemon=True).start()
+            if not start_thread(work, "gtui-nvml"):
+                return None  # no thread now (the process limit): the last reading stands
             self._in_flight = future
         read = self._in_flight
         await asyncio.wait({read}, timeout=0 if self._slow else NVML_WAIT_S)

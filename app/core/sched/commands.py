@@ -36,6 +36,7 @@ class Commands:
     _settings: Settings
     _paused: bool
     _killing: set[str]
+    _kill_failures: dict[str, str]
     _source: QueueSource
     _quarantine: Quarantine
 
@@ -57,7 +58,8 @@ class Commands:
         self._bus.publish(JobChanged(self._book.view(name)))
 
     async def kill(self, names: Sequence[str], *, wait: bool = True) -> None:
-        """Kill running jobs (TERM, KILL after kill_grace); waiting jobs become killed.
+        """Kill running jobs (TERM, KILL after kill_grace); waiting jobs become killed. Raises
+        GtuiError, once all are done, for a job whose kill signalled nothing (it still runs).
 
         ``wait=False`` returns once TERM is sent (``gtui kill``): the grace and the KILL go on
         in the background, and the job's end is recorded as killed when it comes."""
@@ -67,6 +69,7 @@ class Commands:
         for name in names:
             rec = book.records[name]
             if rec.active:
+                self._kill_failures.pop(name, None)  # an earlier kill's (a time limit's)
                 self._killing.add(name)
                 if wait:
                     tasks.append(self._kill_process(name))
@@ -80,6 +83,12 @@ class Commands:
                 self._changed(name)
         await asyncio.gather(*tasks)
         self._kick()
+        failed = {n: self._kill_failures.pop(n) for n in names if n in self._kill_failures}
+        if failed:
+            raise GtuiError(
+                "; ".join(f"could not kill {n}: {why}" for n, why in failed.items())
+                + ": nothing was signalled, it still runs"
+            )
 
     async def pause(self, names: Sequence[str]) -> None:
         """Hold waiting jobs; suspend running ones (their GPU memory stays counted)."""

@@ -424,7 +424,8 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
         if kill and self._started:
             killed = [n for n in self._book.active_names() if self._book.records[n].active]
             if killed:
-                await self.kill(killed)
+                with contextlib.suppress(GtuiError):  # told already; what still runs is said
+                    await self.kill(killed)
         running = [v.spec.name for v in self.jobs() if v.record.active]
         left = (
             f"{plural(len(running), 'running job')} keep{'s' if len(running) == 1 else ''} "
@@ -450,7 +451,8 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
             # Kill while the watchers still record the ends: the jobs are stored as killed.
             active = [n for n in self._book.active_names() if self._book.records[n].active]
             if active:
-                await self.kill(active)
+                with contextlib.suppress(GtuiError):  # a kill that failed is told already
+                    await self.kill(active)
         self._stopping = True
         if self._wake is not None:
             self._wake.set()

@@ -31,6 +31,10 @@ from gtui.core.units import plural
 QUICK_RUN_S = 60.0  # a failed run shorter than this counts toward the retry back-off
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 300.0
+START_RETRY_FIRST_S = 0.5  # a start put off for want of a process: first wait, doubling
+START_RETRY_MAX_S = 10.0
+NOT_STARTED = "not_started"  # the diagnosis of a start put off (defer_start)
+END_CLOCK_SLACK_S = 0.05  # a status file's mtime may lag the real end by a clock tick (4-10 ms)
 
 Matcher = Callable[[str, Sequence[str]], "tuple[int, int] | None"]
 
@@ -78,13 +82,20 @@ def conclude(
     queue, maybe after a back-off (``rec.retry_at``) and with more memory after a CUDA OOM."""
     rec.exit_code = status.exit_code
     rec.signal = status.signal
-    # Ended while no scheduler ran: when it really ended, not when we noticed.
-    rec.ended_at = ended_at(rec) if recovered else time.time()
+    # When it really ended (its status file), not when we noticed: a scheduler that was
+    # stopped, or not running, may notice long after.
+    if status.ended_at is not None:
+        rec.ended_at = status.ended_at
+    else:
+        rec.ended_at = ended_at(rec) if recovered else time.time()
     if killed:
         rec.state = JobState.KILLED
         rec.diagnosis = diagnose(
             status.exit_code, status.signal, tail, killed_by_user=True
         ) or Diagnosis("killed_by_user", "killed by you", "retry it with r / gtui retry")
+        return
+    if status.not_started is not None:  # its wrapper could not fork it: it never ran
+        defer_start(rec, status.not_started, 0, ran_wrapper=True)
         return
     if status.exit_code == 0 and status.signal is None:
         rec.state = JobState.DONE
@@ -132,6 +143,14 @@ def conclude(
         back_off(rec)
 
 
+def ended_in_time(status: ExitStatus, deadline: float) -> bool:
+    """Whether the job's own record says it ended before its time limit's ``deadline``: then it
+    is no timeout, whenever the scheduler noticed (one stopped past the deadline finds the
+    limit's timer and the exit in the same turn). A file's time is the kernel's coarse clock,
+    up to a tick behind: an end within :data:`END_CLOCK_SLACK_S` of the deadline is no proof."""
+    return status.ended_at is not None and status.ended_at + END_CLOCK_SLACK_S < deadline
+
+
 def retry_left(spec: JobSpec, rec: JobRecord) -> bool:
     return spec.retries < 0 or rec.attempt - rec.first_attempt < spec.retries
 
@@ -163,9 +182,35 @@ def grow_after_oom(
         rec.mem_mib = grown
 
 
+def defer_start(rec: JobRecord, why: str, tries: int, *, ran_wrapper: bool) -> None:
+    """No process could be made for the job (the user's process limit, memory short): it waits
+    and is tried again after a back-off, :data:`START_RETRY_FIRST_S` doubling to
+    :data:`START_RETRY_MAX_S` over ``tries`` in a row, failing nothing and spending no retry.
+    ``ran_wrapper``: its wrapper started (the attempt's number is used, its retry is not)."""
+    rec.state = JobState.QUEUED
+    if ran_wrapper:
+        rec.first_attempt += 1
+    rec.retry_at = time.time() + min(START_RETRY_MAX_S, START_RETRY_FIRST_S * 2 ** max(0, tries))
+    rec.diagnosis = Diagnosis(
+        NOT_STARTED,
+        f"could not start it: {why}",
+        "it starts by itself once processes are free; kill or pause it to stop that",
+    )
+    rec.reason = backoff_reason(rec, time.time())
+
+
+def backoff_group(rec: JobRecord) -> str:
+    """A job backing off, as the queue's summary counts it (its own reason has the time)."""
+    if rec.diagnosis is not None and rec.diagnosis.kind == NOT_STARTED:
+        return "start put off: no process could be made"
+    return "backing off after quick failures"
+
+
 def backoff_reason(rec: JobRecord, now: float) -> str:
     left = format_wait((rec.retry_at or now) - now)
     at = time.strftime("%H:%M:%S", time.localtime(rec.retry_at or now))
+    if rec.diagnosis is not None and rec.diagnosis.kind == NOT_STARTED:
+        return f"{rec.diagnosis.line}; trying again at {at} (in {left}), no retry spent"
     return (
         f"retry at {at} (in {left}): failed {rec.quick_fails} times in a row within a minute; "
         "kill or pause it to stop"

@@ -21,8 +21,8 @@ from gtui.core.bus import EventBus
 from gtui.core.gpus.claims import NeighbourClaim
 from gtui.core.gpus.snapshot import GpuSnapshot
 from gtui.core.model import JobRecord, JobSpec, JobState, Settings
-from gtui.core.sched.outcome import backoff_reason
-from gtui.core.sched.policy import Allocation, Candidate, Decision, Reasons, place
+from gtui.core.sched.outcome import backoff_group, backoff_reason
+from gtui.core.sched.policy import HELD_REASON, Allocation, Candidate, Decision, Reasons, place
 from gtui.core.sched.reasonkey import reason_key
 from gtui.core.state.book import JobBook
 from gtui.core.state.records import Records
@@ -367,6 +367,8 @@ class Planner:
             for name, reason in reasons.items():
                 rec = live.get(name)
                 if rec is not None and rec.state == queued:
+                    if rec.retry_at is not None and reason == HELD_REASON:
+                        reason = backoff_group(rec)  # out of placement for a while, not held
                     groups[reason] = groups.get(reason, 0) + 1  # a reason is never empty
                     explained += 1
         # queued but without a reason: it starts in this pass ("starting")

@@ -28,8 +28,10 @@ from gtui.core.exec.base import (
     Executor,
     ExitStatus,
     Handle,
+    LaunchDeferred,
     LaunchRequest,
     handle_of,
+    in_thread,
     off_loop,
 )
 from gtui.core.gpus.reader import GpuReader
@@ -50,6 +52,7 @@ from gtui.core.state.usage import auto_mem, mem_note, mem_notes, peaks_by_job
 UNISOLATED_WARNING = "runs unisolated (isolate = false): no CUDA_VISIBLE_DEVICES, it sees every GPU"
 LOG_WATCH_S = 0.5  # how often running jobs' logs are checked for growth
 LEFTOVER_BATCH_S = 0.1  # job ends this close together share one scan for leftovers
+KILL_RETRY_S = 5.0  # a time limit's kill that signalled nothing is tried again after this
 TAIL_WAIT_S = 10.0  # a failed job's end waits this long for its log's tail, then goes without
 
 
@@ -90,12 +93,14 @@ class Runs:
         self._watchers: dict[str, asyncio.Task[None]] = {}
         self._timeouts: dict[str, asyncio.TimerHandle] = {}
         self._killing: set[str] = set()
-        self._timed_out: set[str] = set()
+        self._timed_out: dict[str, float] = {}  # job -> the deadline its timer fired for
         self._bg: set[asyncio.Task[Any]] = set()
         self._log_sizes: dict[str, int] = {}
         self._progress_sizes: dict[str, int] = {}  # the log size each job's progress was read at
         self._leftover_pending: dict[str, str] = {}  # job -> token: see _check_leftovers_soon
         self._leftover_checking = False
+        self._kill_failures: dict[str, str] = {}  # job -> why its kill signalled nothing
+        self._start_tries: dict[str, int] = {}  # job -> starts put off in a row (_defer_start)
 
     # ------------------------------------------------------------------ start
     def _infos(self) -> tuple[GpuInfo, ...]:
@@ -170,6 +175,11 @@ class Runs:
                     node=node,
                 )
             )
+        except LaunchDeferred as e:
+            for field in RECORD_FIELDS:  # nothing ran: the attempt is not spent
+                setattr(rec, field, getattr(before, field))
+            self._defer_start(name, str(e), ran_wrapper=False)
+            return
         except GtuiError as e:
             outcome.launch_failed(rec, str(e))
             book.commit(rec)
@@ -186,6 +196,18 @@ class Runs:
         self._bus.publish(JobChanged(book.view(name)))
         self._adopt(name, handle)
 
+    def _defer_start(self, name: str, why: str, *, ran_wrapper: bool) -> None:
+        """No process could be made for the job now: it waits for a back-off, then is a
+        candidate again (outcome.defer_start)."""
+        rec = self._book.records[name]
+        tries = self._start_tries.get(name, 0)
+        self._start_tries[name] = tries + 1
+        outcome.defer_start(rec, why, tries, ran_wrapper=ran_wrapper)
+        self._book.commit(rec)
+        self._bus.publish(JobChanged(self._book.view(name)))
+        if rec.retry_at is not None:
+            self._arm_retry(name, rec.retry_at - time.time())
+
     def _adopt(self, name: str, handle: Handle) -> None:
         self._watchers[name] = asyncio.create_task(self._watch(name, handle))
         self._arm_timeout(name)
@@ -201,12 +223,21 @@ class Runs:
         self._timeouts[name] = loop.call_later(delay, self._on_timeout, name)
 
     def _on_timeout(self, name: str) -> None:
+        """The limit's timer: kill the job unless its own record says it ended in time (a
+        scheduler stopped past the deadline runs this timer in the same turn as the exit's
+        notice, which the watcher has not handled yet)."""
         self._timeouts.pop(name, None)
         rec = self._book.records.get(name)
-        if rec is None or not rec.active or not rec.pid:
+        spec = self._book.specs.get(name)
+        if rec is None or not rec.active or not rec.pid or rec.started_at is None:
             return
-        self._timed_out.add(name)
-        self._spawn(self._kill_process(name))
+        deadline = rec.started_at + (spec.timeout_s if spec and spec.timeout_s else 0.0)
+        ended = self._executor.exit_status(handle_of(rec))
+        if ended is not None and outcome.ended_in_time(ended, deadline):
+            return  # it ended on its own before the limit: its watcher records that
+        self._timed_out[name] = deadline
+        if ended is None:
+            self._spawn(self._kill_process(name))
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
@@ -266,9 +297,13 @@ class Runs:
         self._progress_sizes.pop(name, None)
         self._forget_progress(name, ended_done=status.exit_code == 0 and status.signal is None)
         killed = name in self._killing
-        timed_out = name in self._timed_out
+        deadline = self._timed_out.pop(name, None)
+        timed_out = deadline is not None and not outcome.ended_in_time(status, deadline)
         self._killing.discard(name)
-        self._timed_out.discard(name)
+        if status.not_started is not None and not killed:
+            self._defer_start(name, status.not_started, ran_wrapper=True)
+            return
+        self._start_tries.pop(name, None)
         failed = not killed and not (status.exit_code == 0 and status.signal is None)
         if not (killed or failed):
             tail = ""
@@ -368,7 +403,8 @@ class Runs:
             while self._leftover_pending:
                 await asyncio.sleep(LEFTOVER_BATCH_S)
                 batch, self._leftover_pending = self._leftover_pending, {}
-                found = await asyncio.to_thread(self._executor.leftovers, set(batch.values()))
+                leftovers = functools.partial(self._executor.leftovers, set(batch.values()))
+                found = await in_thread(leftovers)
                 for name, token in batch.items():
                     self._note_leftovers(name, token, found.get(token, []))
         finally:
@@ -387,42 +423,67 @@ class Runs:
         in a thread, one sweep at a time: a stat on a hung disk must not freeze the loop."""
         while True:
             await asyncio.sleep(LOG_WATCH_S)
-            records = self._book.records
-            logs = [(n, log) for n in self._book.active_names() if (log := _active_log(records[n]))]
-            if not logs:
+            try:
+                await self._watch_logs_once()
+            except Exception as e:  # never the end of `gtui run`: the next sweep tries again
+                self._bus.notice("warning", f"reading the jobs' log sizes failed: {e!r}")
+
+    async def _watch_logs_once(self) -> None:
+        records = self._book.records
+        logs = [(n, log) for n in self._book.active_names() if (log := _active_log(records[n]))]
+        if not logs:
+            return
+        sizes = await off_loop(functools.partial(_log_sizes, self._executor, logs))
+        for (name, log), size in zip(logs, sizes, strict=True):
+            rec = self._book.records.get(name)
+            if rec is None or _active_log(rec) != log:
+                continue  # ended (or started again) meanwhile
+            if size is None:
                 continue
-            sizes = await off_loop(functools.partial(_log_sizes, self._executor, logs))
-            for (name, log), size in zip(logs, sizes, strict=True):
-                rec = self._book.records.get(name)
-                if rec is None or _active_log(rec) != log:
-                    continue  # ended (or started again) meanwhile
-                if size is None:
-                    continue
-                if self._log_sizes.get(name) != size:
-                    self._log_sizes[name] = size
-                    self._bus.publish(LogGrew(name, log, size))
-                # Its progress is read at each size once: a size whose read was put off (one
-                # under way, or the throttle) is asked again at the next look.
-                if self._progress_sizes.get(name) != size and self._read_progress(name, rec, size):
-                    self._progress_sizes[name] = size
+            if self._log_sizes.get(name) != size:
+                self._log_sizes[name] = size
+                self._bus.publish(LogGrew(name, log, size))
+            # Its progress is read at each size once: a size whose read was put off (one
+            # under way, or the throttle) is asked again at the next look.
+            if self._progress_sizes.get(name) != size and self._read_progress(name, rec, size):
+                self._progress_sizes[name] = size
 
     # ------------------------------------------------------------------ kill
     async def _kill_process(self, name: str, signalled: asyncio.Event | None = None) -> None:
         """Kill the job's processes; ``signalled`` is set once TERM is sent (or it is certain
-        none will be: a failure must not leave the caller waiting)."""
+        none will be: a failure must not leave the caller waiting). A kill that signalled
+        nothing is no kill: the job is not recorded killed, the error is kept for the caller
+        (``_kill_failures``) and told."""
+        sent = False
+
+        def on_signalled() -> None:
+            nonlocal sent
+            sent = True
+            if signalled is not None:
+                signalled.set()
+
         try:
             rec = self._book.records[name]
             if rec.pid is None:
                 return
             watcher = self._watchers.get(name)
             await self._executor.kill(
-                handle_of(rec),
-                self._settings.kill_grace_s,
-                on_signalled=signalled.set if signalled is not None else None,
+                handle_of(rec), self._settings.kill_grace_s, on_signalled=on_signalled
             )
             if watcher is not None:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await asyncio.wait_for(asyncio.shield(watcher), timeout=5.0)
+        except Exception as e:  # the scheduler outlives a kill that failed, and says so
+            why = str(e) or type(e).__name__
+            if sent:
+                self._bus.notice("error", f"killing {name}: SIGTERM sent, then: {why}")
+            else:
+                self._killing.discard(name)
+                self._kill_failures[name] = why
+                self._bus.notice("error", f"could not kill {name}: {why}; it still runs")
+                if self._timed_out.pop(name, None) is not None:  # past its limit: try again
+                    loop = asyncio.get_running_loop()
+                    self._timeouts[name] = loop.call_later(KILL_RETRY_S, self._on_timeout, name)
         finally:
             if signalled is not None:
                 signalled.set()
