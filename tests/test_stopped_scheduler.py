@@ -8,6 +8,7 @@ whose other end reads nothing, reads and never answers, or is stopped while the 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -23,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from gtui.core.control.client import JobsNow, watch_jobs
 from gtui.core.control.rpc import NoAnswer, exchange
 from gtui.core.deadline import TooLate, within
 from gtui.core.errors import EXIT_LOCKED, EXIT_UNKNOWN
@@ -32,7 +34,6 @@ from gtui.core.queue.writeback import append_job
 from tests.conftest import write_queue
 from tests.test_cli_support import Procs, cleaned_procs, gate, gtui, live_state, release
 from tests.waiting import wait_for
-
 
 
 @pytest.fixture(name="procs")
@@ -138,6 +139,27 @@ def test_commands_say_at_once_that_the_scheduler_is_stopped_and_do_nothing_late(
     wait_for(lambda: live_state(q, "next") == "done", what="next done")
 
 
+def test_a_watcher_reads_the_saved_state_of_a_stopped_scheduler_at_once(
+    tmp_path: Path, procs: Procs
+) -> None:
+    """`gtui follow / wait / events` and an attached dashboard watch the scheduler's events:
+    a stopped one would send its hello only when continued, so the saved state is read."""
+    q = queue(tmp_path)
+    sched = procs.scheduler(q)
+    wait_for(lambda: live_state(q, "long") == "running", what="long running")
+
+    async def first() -> JobsNow:
+        async with contextlib.aclosing(watch_jobs(queue_paths(q))) as jobs:
+            return await asyncio.wait_for(anext(jobs), 20)
+
+    with stopped(sched.proc.pid):
+        now = asyncio.run(first())
+    assert not now.live
+    assert {n: j["state"] for n, j in now.jobs.items()} == {"long": "running", "next": "queued"}
+    release(q, "long")
+    wait_for(lambda: live_state(q, "next") == "done", what="next done")
+
+
 def send(paths: QueuePaths, request: dict[str, Any]) -> socket.socket:
     """A request written to the scheduler's socket as an older or slower client would: no look
     at its state first."""
@@ -199,9 +221,9 @@ def listening(paths: QueuePaths) -> socket.socket:
 
 
 def test_a_request_never_read_before_its_deadline_is_not_done(paths: QueuePaths) -> None:
-    with listening(paths):  # listens, never accepts: a scheduler too busy to take it
-        with pytest.raises(NoAnswer) as caught:
-            exchange(paths, "pause", timeout=1.0, deadline=0.5, names=["a"])
+    # It listens and never accepts: a scheduler too busy to take the request.
+    with listening(paths), pytest.raises(NoAnswer) as caught:
+        exchange(paths, "pause", timeout=1.0, deadline=0.5, names=["a"])
     assert caught.value.exit_code == EXIT_LOCKED
     assert str(caught.value) == (
         f"the scheduler (pid {os.getpid()}) of q.toml did not take the request within 0.5s "

@@ -46,7 +46,7 @@ READS = frozenset({"status", "ping"})  # requests that change nothing: no outcom
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
-def _peer(sock: socket.socket) -> tuple[int, int]:
+def peer_of(sock: socket.socket) -> tuple[int, int]:
     """The pid and uid of the process at the other end of a connected Unix socket (for a
     listening one: the process that listens, even before it accepts)."""
     raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
@@ -56,7 +56,7 @@ def _peer(sock: socket.socket) -> tuple[int, int]:
 
 def peer_uid(sock: socket.socket) -> int:
     """The uid of the process at the other end of a connected Unix socket."""
-    return _peer(sock)[1]
+    return peer_of(sock)[1]
 
 
 def deadline_s() -> float:
@@ -192,7 +192,7 @@ def exchange(
             ):
                 return None
             raise
-        pid, uid = _peer(s)
+        pid, uid = peer_of(s)
         if uid != os.getuid():
             raise GtuiError(f"{path} is served by another user; gtui will not use it")
         state = stopped_state(pid)
