@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# A process in one of these states runs no code until someone sends it SIGCONT (Ctrl-Z on
-# `gtui run`, `kill -STOP`) or its debugger lets it go.
-STOPPED = frozenset({"T", "t"})
+# A process stopped by a signal (Ctrl-Z on `gtui run`, `kill -STOP`) runs no code until it is
+# sent SIGCONT. A traced one ("t") is left out: under strace it is "t" for a moment at every
+# system call, and `kill -CONT` is not what lets a debugger's go.
+STOPPED = frozenset({"T"})
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,6 @@ def read_stat(pid: int) -> ProcStat | None:
 
 
 def stopped_state(pid: int) -> str | None:
-    """``T`` or ``t`` when ``pid`` is stopped (it answers nothing until continued), else None."""
+    """``T`` when ``pid`` is stopped (it answers nothing until continued), else None."""
     st = read_stat(pid)
     return st.state if st is not None and st.stopped else None
