@@ -246,8 +246,9 @@ def test_a_request_read_and_never_answered_is_of_unknown_outcome(paths: QueuePat
             exchange(paths, "pause", timeout=1.0, deadline=0.5, names=["a"])
         reader.join(30)
     assert caught.value.exit_code == EXIT_UNKNOWN
-    assert "did not answer within 1s. It had read the request: whether it was done is unknown" in (
-        str(caught.value)
+    assert str(caught.value) == (
+        f"the scheduler (pid {os.getpid()}) of q.toml did not answer within 1s. It had read your "
+        "request: whether it was done is unknown; `gtui status q.toml` shows it"
     )
     assert json.loads(got[0])["deadline"] > 0  # the request carried its deadline
 

@@ -250,47 +250,44 @@ class _Waiting:
         self.end = None if timeout is None else time.monotonic() + timeout
 
     def look(self) -> None:
-        """Returns to wait on; raises NoAnswer once there is nothing to wait for."""
+        """Returns to wait on; raises NoAnswer once there is nothing to wait for: the
+        scheduler is stopped, or its deadline passed with the request unread (it will refuse
+        it), or the time ran out."""
         q = self.paths.queue.name
+        unread = _unread(self.s)
+        late = unread and time.time() > self.due  # it will refuse it when it reads it
         state = stopped_state(self.pid)
+        if state is None and not late:
+            if self.end is None or time.monotonic() < self.end:
+                return
+            if unread and time.monotonic() < self.end + self.take:
+                return  # its deadline is a moment away (the wall clock and ours differ a little)
         if state is not None:
             why = stopped_words(self.paths, self.pid, state)
-            if self.op in READS:
-                raise NoAnswer(why, "", EXIT_UNKNOWN, self.pid)
-            if _unread(self.s):
-                outcome = (
-                    f"Your request waits in its socket: done if it resumes before "
-                    f"{_clock(self.due)}, refused after; `gtui status {q}` shows which"
-                )
-            else:
-                outcome = (
-                    "It stopped after it had read your request: whether it was done is "
-                    f"unknown; `gtui status {q}` shows it once it runs again"
-                )
-            raise NoAnswer(why, outcome, EXIT_UNKNOWN, self.pid)
-        if self.end is None or time.monotonic() < self.end:
-            return
-        unread = _unread(self.s)
-        if unread and time.time() <= self.due and time.monotonic() < self.end + self.take:
-            return  # its deadline is a moment away (the wall clock and ours differ a little)
-        silent = f"the scheduler (pid {self.pid}) of {q} did not answer within {self.timeout:g}s"
-        if self.op in READS:
-            raise NoAnswer(silent, "", EXIT_LOCKED, self.pid)
-        if unread:
-            raise NoAnswer(
+        elif self.op in READS or not late:
+            why = f"the scheduler (pid {self.pid}) of {q} did not answer within {self.timeout:g}s"
+        else:
+            why = (
                 f"the scheduler (pid {self.pid}) of {q} did not take the request within "
-                f"{self.take:g}s (busy, or its machine is swapping)",
-                f"It will refuse it: {_what(self.op)} not done",
-                EXIT_LOCKED,
-                self.pid,
+                f"{self.take:g}s (busy, or its machine is swapping)"
             )
-        raise NoAnswer(
-            silent,
-            f"It had read the request: whether it was done is unknown; `gtui status {q}` shows "
-            "it",
-            EXIT_UNKNOWN,
-            self.pid,
-        )
+        if self.op in READS:
+            raise NoAnswer(why, "", EXIT_LOCKED, self.pid)
+        if late:
+            refused = f"It will refuse it: {_what(self.op)} not done"
+            raise NoAnswer(why, refused, EXIT_LOCKED, self.pid)
+        if unread:
+            when = "it resumes" if state is not None else "it takes it"
+            outcome = (
+                f"Your request waits in its socket: done if {when} before {_clock(self.due)}, "
+                f"refused after; `gtui status {q}` shows which"
+            )
+        else:
+            outcome = (
+                f"It {'stopped after it had read' if state is not None else 'had read'} "
+                f"your request: whether it was done is unknown; `gtui status {q}` shows it"
+            )
+        raise NoAnswer(why, outcome, EXIT_UNKNOWN, self.pid)
 
 
 def _read_line(s: socket.socket, look: Callable[[], None] | None = None) -> bytes:
