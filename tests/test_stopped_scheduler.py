@@ -253,6 +253,28 @@ def test_a_request_read_and_never_answered_is_of_unknown_outcome(paths: QueuePat
     assert json.loads(got[0])["deadline"] > 0  # the request carried its deadline
 
 
+def test_a_long_reply_that_keeps_coming_is_waited_for(paths: QueuePaths) -> None:
+    """The reply time is how long nothing comes, not the whole reply's: a status of 100,000
+    jobs comes in pieces for longer than that."""
+    with listening(paths) as server:
+
+        def answer_slowly() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.makefile("rb").readline()
+                conn.sendall(b'{"ok":true,"pid":1')
+                for _ in range(8):  # 2 s in all, past the 1 s the client waits for nothing
+                    time.sleep(0.25)
+                    conn.sendall(b" ")
+                conn.sendall(b"}\n")
+
+        writer = threading.Thread(target=answer_slowly)
+        writer.start()
+        line = exchange(paths, "ping", timeout=1.0)
+        writer.join(30)
+    assert line is not None and json.loads(line) == {"ok": True, "pid": 1}
+
+
 FAKE_SCHEDULER = """
 import socket, sys, time
 server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -248,12 +248,17 @@ class _Waiting:
         self.paths, self.op, self.s, self.pid, self.due, self.take = paths, op, s, pid, due, take
         self.timeout = timeout
         self.end = None if timeout is None else time.monotonic() + timeout
+        self.got = 0  # bytes of the reply so far
 
-    def look(self) -> None:
+    def look(self, got: int) -> None:
         """Returns to wait on; raises NoAnswer once there is nothing to wait for: the
         scheduler is stopped, or its deadline passed with the request unread (it will refuse
-        it), or the time ran out."""
+        it), or ``timeout`` passed with nothing more of the reply (``got``: its bytes so far; a
+        long reply that keeps coming is waited for)."""
         q = self.paths.queue.name
+        if got > self.got:
+            self.got = got
+            self.end = None if self.timeout is None else time.monotonic() + self.timeout
         unread = _unread(self.s)
         late = unread and time.time() > self.due  # it will refuse it when it reads it
         state = stopped_state(self.pid)
@@ -290,11 +295,11 @@ class _Waiting:
         raise NoAnswer(why, outcome, EXIT_UNKNOWN, self.pid)
 
 
-def _read_line(s: socket.socket, look: Callable[[], None] | None = None) -> bytes:
+def _read_line(s: socket.socket, look: Callable[[int], None] | None = None) -> bytes:
     """Up to the first newline; b"" when the connection ends before one (a reply cut off is no
     reply). Each chunk is searched alone: searching the whole buffer at every chunk made a
-    45 MiB reply quadratic. ``look`` is called each time the socket's timeout passes with
-    nothing read (it raises to give up); without it the timeout raises."""
+    45 MiB reply quadratic. ``look(bytes so far)`` is called each time the socket's timeout
+    passes with nothing read (it raises to give up); without it the timeout raises."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -303,7 +308,7 @@ def _read_line(s: socket.socket, look: Callable[[], None] | None = None) -> byte
         except TimeoutError:
             if look is None:
                 raise
-            look()
+            look(size)
             continue
         if not chunk:
             return b""
