@@ -116,6 +116,7 @@ def test_commands_say_at_once_that_the_scheduler_is_stopped_and_do_nothing_late(
             ("add", str(q), "--name", "extra", "--", "true"),
             ("pause", str(q), "next"),
             ("kill", str(q), "long"),
+            ("stop", str(q)),
         ):
             r = run(*args)
             assert r.returncode == EXIT_LOCKED, (args, r.stdout, r.stderr)
