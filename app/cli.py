@@ -53,7 +53,8 @@ EXIT_CODES = (
     ("0", "ok: the command did what it said (run, wait, follow: every job ended done)"),
     ("1", "jobs failed (run, wait, follow)"),
     ("2", "bad input: a queue file, an option, a job name (one line says which)"),
-    ("3", "another scheduler already runs this queue (its pid is named)"),
+    ("3", "another scheduler runs this queue (its pid is named), or is stopped or busy: not done"),
+    ("4", "the scheduler took the command and never answered: whether it was done is unknown"),
     ("124", "gtui wait --timeout: the time ran out"),
     ("130", "interrupted (ctrl+c)"),
 )

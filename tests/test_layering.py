@@ -59,7 +59,10 @@ def test_blocking_textual_really_blocks() -> None:
 # The layers of gtui.core, lowest first: a module may import its own layer and those below, never
 # one above (the folder layout shows the architecture; ARCHITECTURE.md draws it).
 LAYERS = [
-    {"model", "errors", "units", "paths", "atomic", "termtext", "tmux", "progress"},
+    {
+        "model", "errors", "units", "paths", "atomic", "termtext", "tmux", "progress",
+        "procstat", "deadline",
+    },
     {"exec", "gpus", "diagnosis", "queue", "api", "bus"},
     {"state"},
     {"sched"},

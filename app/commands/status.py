@@ -17,7 +17,7 @@ from typing import Any
 
 from gtui.commands.options import GlobalOptions
 from gtui.core.control.client import TIMEOUT_S, perform
-from gtui.core.control.rpc import status_document
+from gtui.core.control.rpc import NoAnswer, status_document
 from gtui.core.errors import GtuiError
 from gtui.core.gpus.snapshot import gpu_label
 from gtui.core.paths import queue_paths
@@ -85,6 +85,9 @@ def _scheduler_line(sched: dict[str, Any]) -> str:
             return "?"
         return f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(t))} ({_ago(t)} ago)"
 
+    if sched.get("not_answering"):
+        why = str(sched["not_answering"])
+        return f"{why[:1].upper()}{why[1:]}; the saved state is shown"
     if sched.get("running"):
         return f"scheduler: running, pid {sched.get('pid')}, since {when(sched.get('since'))}"
     if sched.get("pid") is None:
@@ -213,7 +216,10 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
         paths = queue_paths(ns.queue)
         if not paths.queue.exists():
             raise GtuiError(f"{ns.queue}: no such queue file")
-        doc = status_document(paths, timeout=TIMEOUT_S)
+        try:
+            doc = status_document(paths, timeout=TIMEOUT_S)
+        except NoAnswer:
+            doc = None  # stopped, or too busy: the saved state below says so
         if doc is not None:
             out = sys.stdout.buffer
             out.write(doc)
@@ -221,6 +227,9 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
             out.flush()
             return 0
     status = get_status(ns.queue)
+    why = (status.get("scheduler") or {}).get("not_answering")
+    if ns.json and why:
+        print(f"gtui status: {why}; the saved state is shown", file=sys.stderr)
     if ns.json:
         # Indented for a person; compact into a pipe, where 100,000 jobs' indentation is
         # megabytes and most of the time.

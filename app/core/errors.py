@@ -9,6 +9,8 @@ EXIT_OK = 0
 EXIT_JOBS_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_LOCKED = 3
+# A scheduler took a request and gave no answer: whether it was done is not known.
+EXIT_UNKNOWN = 4
 
 
 class GtuiError(Exception):

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from gtui.core.api import Event, JobChanged, JobRemoved, QueueChanged, QueuePaused
-from gtui.core.control.rpc import call
+from gtui.core.control.rpc import NoAnswer, call
 from gtui.core.errors import EXIT_LOCKED, GtuiError, LockedError
 from gtui.core.paths import QueuePaths, queue_paths
 
@@ -148,7 +148,10 @@ async def perform(paths: QueuePaths, op: Op, *args: Any, **kw: Any) -> tuple[Any
     Returns the result and whether a scheduler did it.
 
     A scheduler that holds the lock but does not answer (still starting, or its socket
-    failed) is waited for ANSWER_WAIT_S, then reported (exit 3)."""
+    failed) is waited for ANSWER_WAIT_S, then reported (exit 3). One that listens but gives no
+    answer (stopped, or too busy to take the request) is reported at once by the request
+    (rpc.NoAnswer: not done, or not known), except to ``status``, which is then answered from
+    the saved state, saying why in its scheduler's ``not_answering``."""
     from gtui.core.control.offline import StoreClient
     from gtui.core.state.lock import QueueLock
 
@@ -159,6 +162,12 @@ async def perform(paths: QueuePaths, op: Op, *args: Any, **kw: Any) -> tuple[Any
             return await getattr(client, op)(*args, **kw), True
         except NotAnswering:
             pass
+        except NoAnswer as e:
+            if op != "status":
+                raise
+            doc = await StoreClient(paths).status()
+            doc["scheduler"]["not_answering"] = e.why
+            return doc, False
         if op == "status":  # reading needs no lock
             client = StoreClient(paths)
             return await client.status(), False

@@ -23,6 +23,7 @@ from typing import Any
 
 from gtui.core.api import JobView
 from gtui.core.bus import EventBus
+from gtui.core.control.rpc import stopped_words
 from gtui.core.errors import GtuiError
 from gtui.core.exec.base import Executor, ExitStatus, handle_of
 from gtui.core.exec.local import LocalExecutor
@@ -34,6 +35,7 @@ from gtui.core.paths import (
     queue_paths,
     register_queue,
 )
+from gtui.core.procstat import stopped_state
 from gtui.core.queue.queuefile import QueueFile, check_trusted, load_queue, refuse_node_names
 from gtui.core.sched import outcome, transitions
 from gtui.core.sched.quarantine import Quarantine, parse_quarantine
@@ -259,6 +261,11 @@ def status_from_store(queue: Path) -> dict[str, Any]:
         "since": _number(meta["scheduler_since"], float),
         "stopped": None if holder else _number(meta["scheduler_stopped"], float),
     }
+    state = stopped_state(holder) if holder else None
+    if holder and state is not None:
+        # It holds the queue and runs nothing (Ctrl-Z, `kill -STOP`): the saved state is all
+        # there is to show, and how to let it go on.
+        scheduler["not_answering"] = stopped_words(paths, holder, state)
     cluster = on_a_cluster(qf, meta["backend"])
 
     def shown(rec: JobRecord) -> JobRecord:

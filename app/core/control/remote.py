@@ -52,12 +52,14 @@ from gtui.core.control.rpc import (
     _check_owner,
     _encode,
     call,
-    peer_uid,
+    peer_of,
+    stopped_words,
 )
 from gtui.core.control.wire import Hello, WireError, decode_event, from_json
 from gtui.core.errors import EXIT_LOCKED, GtuiError
 from gtui.core.model import Settings
 from gtui.core.paths import QueuePaths, queue_paths
+from gtui.core.procstat import stopped_state
 
 log = logging.getLogger("gtui.remote")
 
@@ -282,8 +284,14 @@ class RemoteEngine:
             raise NotAnswering(f"no scheduler answers for {name}: {e}") from None
         try:
             sock = writer.get_extra_info("socket")
-            if sock is None or peer_uid(sock) != os.getuid():
+            if sock is None:
                 raise GtuiError(f"{path} is served by another user; gtui will not use it")
+            pid, uid = peer_of(sock)
+            if uid != os.getuid():
+                raise GtuiError(f"{path} is served by another user; gtui will not use it")
+            state = stopped_state(pid)
+            if state is not None:  # its hello would come when it is continued: not wait for it
+                raise NotAnswering(stopped_words(self.paths, pid, state))
             writer.write(_encode({"op": "watch"}))
             await writer.drain()
             line = await asyncio.wait_for(reader.readline(), HELLO_TIMEOUT_S)

@@ -8,6 +8,10 @@ engine command, so the CLI, the socket and the dashboard share one implementatio
 Requests: ``{"op": OP, "names": [...]}`` (``"fields": {...}`` for ``add``, ``"wait": false``
 for a ``kill`` that answers once SIGTERM is sent), one per line.
 Replies: ``{"ok": true, ...}`` or ``{"ok": false, "error": "message"}``, one per line.
+A request may carry ``"deadline"`` (wall-clock seconds): one taken after it is refused, not
+applied (``"exit": 3``), since its client has given up and said it was not done; the deadline
+is checked again after any wait before the change (gtui.core.deadline). The server touches the
+socket file every HEARTBEAT_S, so a client that finds the scheduler stopped can say since when.
 
 The queue file's edits: ``{"op": "edit", "name": N, "fields": {...}}``, ``{"op": "remove",
 "name": N}``, ``{"op": "move", "name": N, "where": "up" | "down" | "top"}``.
@@ -57,6 +61,8 @@ from gtui.core.control.rpc import (  # noqa: F401  (the client side, re-exported
     request,
 )
 from gtui.core.control.wire import Hello, encode_event, to_json
+from gtui.core.deadline import check as check_deadline
+from gtui.core.deadline import within
 from gtui.core.errors import GtuiError, LockedError
 from gtui.core.model import Settings
 from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths
@@ -66,6 +72,7 @@ log = logging.getLogger("gtui.control")
 IDLE_TIMEOUT_S = 60.0  # a client that sends nothing for this long is dropped
 BUSY_WAIT_S = 30.0  # how long close() lets requests in progress finish
 WATCH_BUFFER = 10_000  # events a watcher may fall behind before it is dropped
+HEARTBEAT_S = 1.0  # the socket file's mtime is touched this often (see rpc.stopped_words)
 
 NAME_OPS = ("kill", "pause", "resume", "retry")
 OPS = (
@@ -167,72 +174,89 @@ def _status_reply(engine: ControlledEngine) -> Iterator[str]:
     yield "}"
 
 
+def _deadline(req: dict[str, Any]) -> float | None:
+    deadline = req.get("deadline")
+    if deadline is None:
+        return None  # an older client's request
+    if isinstance(deadline, bool) or not isinstance(deadline, int | float):
+        raise GtuiError("bad request: deadline must be a time in seconds")
+    return float(deadline)
+
+
 async def dispatch(engine: ControlledEngine, req: object) -> dict[str, Any] | RawReply:
-    """Run one request on the engine and build its reply; never raises."""
+    """Run one request on the engine and build its reply; never raises. A request past its
+    deadline is refused here, before anything is done."""
     try:
         if not isinstance(req, dict) or not isinstance(req.get("op"), str):
             raise GtuiError('bad request: expected {"op": ..., "names": [...]}')
-        op = req["op"]
-        if op == "kill":
-            # "wait": false answers once SIGTERM is sent, not after the whole grace.
-            names = _names(req)
-            await engine.kill(names, wait=req.get("wait") is not False)
-            return {"ok": True, "names": names}
-        if op in NAME_OPS:
-            names = _names(req)
-            await getattr(engine, op)(names)
-            return {"ok": True, "names": names}
-        if op == "pause_queue":
-            await engine.pause_queue()
-            return {"ok": True}
-        if op == "resume_queue":
-            await engine.resume_queue()
-            return {"ok": True}
-        if op == "reload":
-            await engine.reload()
-            return {"ok": True}
-        if op == "add":
-            return {"ok": True, "name": await engine.add(_fields(req))}
-        if op == "edit":
-            name = _name(req)
-            await engine.edit(name, _fields(req))
-            return {"ok": True, "name": name}
-        if op == "remove":
-            name = _name(req)
-            await engine.remove(name)
-            return {"ok": True, "name": name}
-        if op == "move":
-            name = _name(req)
-            where = req.get("where")
-            if where == "up" or where == "down" or where == "top":
-                await engine.move(name, where)
-                return {"ok": True, "name": name}
-            raise GtuiError(f"bad request: move needs where: {', '.join(MOVES)}")
-        if op == "watch":
-            raise GtuiError("bad request: watch takes over a connection of the socket server")
-        if op == "status":
-            # The document as text: the client passes it through (`status --json`).
-            return RawReply(_status_reply(engine))
-        if op == "clear_quarantine":
-            gpus = req.get("gpus")
-            if gpus is not None and (
-                not isinstance(gpus, list) or not all(isinstance(g, int) for g in gpus)
-            ):
-                raise GtuiError("bad request: gpus must be a list of GPU indices, or null")
-            return {"ok": True, "cleared": await engine.clear_quarantine(gpus)}
-        if op == "stop":
-            await engine.stop(kill=req.get("kill") is True)
-            exits = getattr(engine, "exits_with_run", False) is True  # a headless `gtui run`
-            return {"ok": True, "pid": os.getpid(), "exits": exits}
-        if op == "ping":
-            return {"ok": True, "pid": os.getpid()}
-        raise GtuiError(f"unknown request {op!r}; this scheduler knows: {', '.join(OPS)}")
+        with within(_deadline(req)):
+            check_deadline()
+            return await _apply(engine, req)
     except GtuiError as e:
         return {"ok": False, "error": str(e), "exit": e.exit_code}
     except Exception as e:  # the server must outlive any bug behind one request
         log.exception("control request failed: %r", req)
         text = str(e).splitlines()[0][:200] if str(e) else ""
         return {"ok": False, "error": f"internal error: {type(e).__name__}: {text}".rstrip(": ")}
+
+
+async def _apply(engine: ControlledEngine, req: dict[str, Any]) -> dict[str, Any] | RawReply:
+    """One request on the engine, its reply built."""
+    op = req["op"]
+    if op == "kill":
+        # "wait": false answers once SIGTERM is sent, not after the whole grace.
+        names = _names(req)
+        await engine.kill(names, wait=req.get("wait") is not False)
+        return {"ok": True, "names": names}
+    if op in NAME_OPS:
+        names = _names(req)
+        await getattr(engine, op)(names)
+        return {"ok": True, "names": names}
+    if op == "pause_queue":
+        await engine.pause_queue()
+        return {"ok": True}
+    if op == "resume_queue":
+        await engine.resume_queue()
+        return {"ok": True}
+    if op == "reload":
+        await engine.reload()
+        return {"ok": True}
+    if op == "add":
+        return {"ok": True, "name": await engine.add(_fields(req))}
+    if op == "edit":
+        name = _name(req)
+        await engine.edit(name, _fields(req))
+        return {"ok": True, "name": name}
+    if op == "remove":
+        name = _name(req)
+        await engine.remove(name)
+        return {"ok": True, "name": name}
+    if op == "move":
+        name = _name(req)
+        where = req.get("where")
+        if where == "up" or where == "down" or where == "top":
+            await engine.move(name, where)
+            return {"ok": True, "name": name}
+        raise GtuiError(f"bad request: move needs where: {', '.join(MOVES)}")
+    if op == "watch":
+        raise GtuiError("bad request: watch takes over a connection of the socket server")
+    if op == "status":
+        # The document as text: the client passes it through (`status --json`).
+        return RawReply(_status_reply(engine))
+    if op == "clear_quarantine":
+        gpus = req.get("gpus")
+        if gpus is not None and (
+            not isinstance(gpus, list) or not all(isinstance(g, int) for g in gpus)
+        ):
+            raise GtuiError("bad request: gpus must be a list of GPU indices, or null")
+        return {"ok": True, "cleared": await engine.clear_quarantine(gpus)}
+    if op == "stop":
+        await engine.stop(kill=req.get("kill") is True)
+        exits = getattr(engine, "exits_with_run", False) is True  # a headless `gtui run`
+        return {"ok": True, "pid": os.getpid(), "exits": exits}
+    if op == "ping":
+        return {"ok": True, "pid": os.getpid()}
+    raise GtuiError(f"unknown request {op!r}; this scheduler knows: {', '.join(OPS)}")
 
 
 async def _send_pieces(writer: asyncio.StreamWriter, reply: RawReply) -> bool:
@@ -322,6 +346,7 @@ class ControlServer:
         self._busy: set[asyncio.Task[None]] = set()  # handling a request: let it answer
         self._closing = False
         self._inode: tuple[int, int] | None = None
+        self._beat: asyncio.TimerHandle | None = None
 
     @property
     def paths(self) -> QueuePaths:
@@ -348,6 +373,14 @@ class ControlServer:
         self._inode = (st.st_dev, st.st_ino)
         self._engine = engine
         self._server = await asyncio.start_unix_server(self._serve, sock=sock, limit=MAX_LINE)
+        self._heartbeat()
+
+    def _heartbeat(self) -> None:
+        """The socket's mtime says when this process last ran its loop: a client that finds it
+        stopped (state T) tells since when."""
+        with contextlib.suppress(OSError):
+            os.utime(self.path)
+        self._beat = asyncio.get_running_loop().call_later(HEARTBEAT_S, self._heartbeat)
 
     def _remove_stale(self, path: Path) -> None:
         try:
@@ -370,6 +403,8 @@ class ControlServer:
         server, self._server = self._server, None
         if server is None:
             return
+        if self._beat is not None:
+            self._beat.cancel()
         self._closing = True
         server.close()
         for task in list(self._clients - self._busy):

@@ -79,6 +79,7 @@ from gtui.core.exec.base import (
     in_thread,
 )
 from gtui.core.paths import ensure_private_dir
+from gtui.core.procstat import ProcStat, read_stat
 
 RUN_ID_VAR = "GTUI_RUN_ID"
 CREATE_TIME_TOLERANCE_S = 0.011  # psutil create_time has clock-tick (10 ms) resolution
@@ -466,27 +467,9 @@ def process_tree(pid: int) -> set[int]:
     return {pid, *(k.pid for k in kids)}
 
 
-@dataclass(frozen=True)
-class _Proc:
-    pid: int
-    ppid: int
-    pgid: int
-    start: int  # clock ticks since boot: with pid, identifies a process
-    state: str
-    sid: int = 0
-
-
-def _read_stat(pid: int) -> _Proc | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read().decode(errors="replace")
-    except OSError:
-        return None
-    rest = raw[raw.rfind(")") + 2 :].split()
-    try:
-        return _Proc(pid, int(rest[1]), int(rest[2]), int(rest[19]), rest[0], int(rest[3]))
-    except (IndexError, ValueError):
-        return None
+# A process as /proc says it (one reader for the core: gtui.core.procstat).
+_Proc = ProcStat
+_read_stat = read_stat
 
 
 def _environ_has(pid: int, entry: bytes) -> bool:

@@ -78,6 +78,7 @@ from typing import Any, Literal
 import psutil
 
 from gtui.core.gpus.snapshot import GpuInfo, GpuSnapshot
+from gtui.core.procstat import read_stat
 from gtui.core.units import format_mib
 
 ENV_DIR = "GTUI_CLAIMS_DIR"
@@ -767,12 +768,9 @@ def _alive(pid: int, start: float, boot: float | None) -> bool:
 
 def _ppid(pid: int) -> int:
     """``pid``'s parent (0: unknown), from /proc, else psutil."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-        return int(data[data.rindex(b")") + 2 :].split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
+    st = read_stat(pid)
+    if st is not None:
+        return st.ppid
     try:
         return psutil.Process(pid).ppid()
     except psutil.Error:

@@ -57,6 +57,7 @@ import tomlkit
 from tomlkit.items import Array, InlineTable, Table
 
 from gtui.core.atomic import write_atomically
+from gtui.core.deadline import check as check_deadline
 from gtui.core.errors import GtuiError, QueueFileError
 from gtui.core.model import JobSpec, Settings
 from gtui.core.paths import ensure_state_dir, queue_paths
@@ -114,6 +115,9 @@ def _locked(queue: Path) -> Iterator[None]:
     fd = os.open(paths.file_lock, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
+        # A scheduler's request may have waited here past its client's deadline: then the
+        # client has said it was not done, and it must not be.
+        check_deadline()
         yield
     finally:
         os.close(fd)  # closing releases the lock
