@@ -369,3 +369,24 @@ async def test_a_socket_path_that_cannot_be_bound_is_a_plain_error(
     q.write_text("")
     with pytest.raises(GtuiError, match="cannot listen on"):
         await ControlServer(q).start(RecordingEngine(q))
+
+
+def test_recent_events_are_replayed_after_a_number_or_a_time_and_say_what_is_gone() -> None:
+    """What a watcher that came late is replayed (the socket's ``watch`` with ``replay``): the
+    events after its last one, or after its last read of the saved state; once the oldest
+    are dropped, asking for them says so."""
+    from gtui.core.api import QueuePaused
+    from gtui.core.control.server import Recent
+
+    recent = Recent(size=3)
+    events = [QueuePaused(i % 2 == 0) for i in range(5)]
+    for e in events[:3]:
+        recent(e)
+    assert recent.since(1) == (events[1:3], False)
+    assert recent.after(0.0) == (events[:3], False)
+    for e in events[3:]:
+        recent(e)
+    assert recent.seq == 5
+    assert recent.since(2) == (events[2:], False)
+    assert recent.since(1) == (events[2:], True)  # number 2 is gone
+    assert recent.after(0.0) == (events[2:], True)

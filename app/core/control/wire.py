@@ -22,7 +22,7 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
-from gtui.core.api import Event, GpusRead, JobView
+from gtui.core.api import Event, GpusRead, JobChanged, JobRemoved, JobView, QueuePaused
 from gtui.core.gpus.snapshot import GpuSnapshot
 from gtui.core.model import JobSpec, Settings
 
@@ -52,6 +52,10 @@ class Hello:
 
 
 EVENT_TYPES: dict[str, type[Any]] = {cls.__name__: cls for cls in get_args(Event)}
+# The events a scheduler numbers from its start and replays to a watcher that came late (its
+# jobs' every change). Not QueueChanged: taken by nobody, the engine does not build it (every
+# job's view, at 100,000 jobs), and a watch's hello holds the same.
+REPLAYED = (JobChanged, JobRemoved, QueuePaused)
 
 
 # -- encoding -------------------------------------------------------------------------------
