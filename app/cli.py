@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from gtui import __version__
 from gtui.commands.options import GlobalOptions
-from gtui.core.errors import EXIT_BAD_INPUT, GtuiError, did_you_mean
+from gtui.core.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, GtuiError, did_you_mean
 
 SUBCOMMANDS = (
     "run",
@@ -55,7 +55,7 @@ EXIT_CODES = (
     ("2", "bad input: a queue file, an option, a job name (one line says which)"),
     ("3", "another scheduler already runs this queue (its pid is named)"),
     ("124", "gtui wait --timeout: the time ran out"),
-    ("130", "interrupted (ctrl+c)"),
+    ("130", "interrupted: ctrl+c, a signal, or `gtui stop` before every job ended (run)"),
 )
 
 NAMES_HELP = (
@@ -458,7 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gtui: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
     except OSError as e:

@@ -9,6 +9,7 @@ EXIT_OK = 0
 EXIT_JOBS_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_LOCKED = 3
+EXIT_INTERRUPTED = 130  # stopped by the user (ctrl+c, a signal, `gtui stop`): no job failed
 
 
 class GtuiError(Exception):
