@@ -61,6 +61,7 @@ import psutil
 
 from gtui.core.errors import GtuiError
 from gtui.core.exec.base import UNKNOWN, ExitStatus, Handle, LaunchError, LaunchRequest
+from gtui.core.model import cmd_too_long
 from gtui.core.paths import ensure_private_dir
 
 RUN_ID_VAR = "GTUI_RUN_ID"
@@ -190,6 +191,9 @@ def launch(req: LaunchRequest) -> Launched:
     bash = _bash()
     if bash is None:
         raise LaunchError(f"job {req.name}: bash not found on PATH; gtui runs every job with bash")
+    too_long = cmd_too_long(req.cmd)  # what the queue file's check says: never E2BIG
+    if too_long:
+        raise LaunchError(f"job {req.name}: {too_long}")
     if not req.cwd.is_dir():
         what = "is not a directory" if req.cwd.exists() else "does not exist"
         raise LaunchError(f"job {req.name}: cwd {req.cwd} {what}; fix its cwd in the queue file")
