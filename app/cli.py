@@ -20,7 +20,13 @@ from collections.abc import Sequence
 
 from gtui import __version__
 from gtui.commands.options import GlobalOptions
-from gtui.core.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, GtuiError, did_you_mean
+from gtui.core.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    GtuiError,
+    did_you_mean,
+    os_error_text,
+)
 
 SUBCOMMANDS = (
     "run",
@@ -463,7 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except OSError as e:
         # A file that cannot be read or written: the user's to fix, not a crash.
-        print(f"gtui: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
+        print(f"gtui: {os_error_text(e)}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
 

@@ -12,6 +12,15 @@ EXIT_LOCKED = 3
 EXIT_INTERRUPTED = 130  # stopped by the user (ctrl+c, a signal, `gtui stop`): no job failed
 
 
+def os_error_text(e: OSError) -> str:
+    """A file gtui could not use, in one line naming it and the problem (``Permission denied:
+    /path``): the user's to fix, never a traceback."""
+    text = e.strerror or str(e)
+    if e.filename is not None:
+        text += f": {e.filename}"
+    return text
+
+
 class GtuiError(Exception):
     """A user-facing error. ``str(e)`` is what gtui prints; ``exit_code`` what it exits with."""
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
@@ -208,7 +209,7 @@ async def stop(paths: QueuePaths, *, kill: bool = False) -> Stopped | None:
             )
         await asyncio.sleep(0.2)  # still starting: its socket comes with its lock
     deadline = time.monotonic() + STOP_WAIT_S
-    while await asyncio.to_thread(lock.holder) is not None:
+    while await asyncio.to_thread(_still_runs, lock, stopped.pid):
         if time.monotonic() >= deadline:
             raise GtuiError(
                 f"the scheduler (pid {stopped.pid}) of {paths.queue.name} was asked to stop, "
@@ -217,6 +218,23 @@ async def stop(paths: QueuePaths, *, kill: bool = False) -> Stopped | None:
             )
         await asyncio.sleep(0.05)
     return stopped
+
+
+def _still_runs(lock: Any, pid: int | None) -> bool:
+    """Whether the scheduler asked to stop still holds the queue; by its pid when the lock
+    file cannot be read (a state directory made unreadable: the stop was still done)."""
+    try:
+        return lock.holder() is not None
+    except OSError:
+        if pid is None:
+            raise
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
 
 
 @dataclass(frozen=True)

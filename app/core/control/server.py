@@ -68,7 +68,7 @@ from gtui.core.control.rpc import (  # noqa: F401  (the client side, re-exported
     request,
 )
 from gtui.core.control.wire import REPLAYED, Hello, encode_event, to_json
-from gtui.core.errors import GtuiError, LockedError
+from gtui.core.errors import EXIT_BAD_INPUT, GtuiError, LockedError, os_error_text
 from gtui.core.model import Settings
 from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths
 
@@ -77,6 +77,7 @@ log = logging.getLogger("gtui.control")
 IDLE_TIMEOUT_S = 60.0  # a client that sends nothing for this long is dropped
 BUSY_WAIT_S = 30.0  # how long close() lets requests in progress finish
 WATCH_BUFFER = 10_000  # events a watcher may fall behind before it is dropped
+HOLD_REPLY = 64 * 1024  # a reply made in pieces is sent once this much is made (or all of it)
 REPLAY_EVENTS = 10_000  # the last job events kept for a watcher that came late
 
 NAME_OPS = ("kill", "pause", "resume", "retry")
@@ -267,28 +268,57 @@ async def dispatch(engine: ControlledEngine, req: object) -> dict[str, Any] | Ra
         raise GtuiError(f"unknown request {op!r}; this scheduler knows: {', '.join(OPS)}")
     except GtuiError as e:
         return {"ok": False, "error": str(e), "exit": e.exit_code}
+    except OSError as e:  # a file of the queue it could not use: said, not a bug of gtui's
+        return _os_failure(req, e)
     except Exception as e:  # the server must outlive any bug behind one request
         log.exception("control request failed: %r", req)
         text = str(e).splitlines()[0][:200] if str(e) else ""
         return {"ok": False, "error": f"internal error: {type(e).__name__}: {text}".rstrip(": ")}
 
 
+def _os_failure(req: object, e: OSError) -> dict[str, Any]:
+    """The reply to a request that met a file it could not use (a state directory made
+    unreadable): the file and the problem, to the client and in one line of the log."""
+    op = req.get("op") if isinstance(req, dict) else None
+    text = os_error_text(e)
+    log.warning("%s refused: %s", op or "a request", text)
+    return {"ok": False, "error": text, "exit": EXIT_BAD_INPUT}
+
+
 async def _send_pieces(writer: asyncio.StreamWriter, reply: RawReply) -> bool:
-    """Each piece as it is made, the loop free between them; False when a piece could not be
-    made (a bug behind it): the line is then left without its end and the connection closed,
-    which the client reports as a reply it did not get. Half a document is never taken for a
-    whole one."""
+    """Each piece as it is made, the loop free between them. A piece that cannot be made
+    before anything was sent gets an error reply instead; after, False: the line is left
+    without its end and the connection closed, which the client reports as a reply it did
+    not get. Half a document is never taken for a whole one."""
     pieces = iter(reply.pieces)
+    held: list[str] | None = []  # the first pieces, kept until they are worth a write
     while True:
         try:
             piece = next(pieces, None)
-        except Exception:
-            log.exception("control reply failed")
-            return False
+        except Exception as e:
+            if held is None:  # some of the line is out: it cannot be taken back
+                log.exception("control reply failed")
+                return False
+            failure = (
+                _os_failure({"op": "status"}, e)
+                if isinstance(e, OSError)
+                else {"ok": False, "error": f"internal error: {type(e).__name__}"}
+            )
+            if not isinstance(e, OSError):
+                log.exception("control reply failed")
+            writer.write(_encode(failure))
+            return True
         if piece is None:
             break
+        if held is not None:
+            held.append(piece)
+            if sum(map(len, held)) < HOLD_REPLY:
+                continue
+            piece, held = "".join(held), None
         writer.write(piece.encode())
         await writer.drain()
+    if held:
+        writer.write("".join(held).encode())
     writer.write(b"\n")
     return True
 
@@ -584,16 +614,13 @@ class ControlServer:
             head.update(replay=0, lost=True)
             return []
         seq, after = req.get("seq"), req.get("after")
-        if req.get("pid") == os.getpid() and _number(seq):
-            events, lost = recent.since(int(seq))
+        if req.get("pid") == os.getpid() and isinstance(seq, int) and not isinstance(seq, bool):
+            events, lost = recent.since(seq)
         else:
-            events, lost = recent.after(float(after) if _number(after) else 0.0)
+            when = after if isinstance(after, int | float) and not isinstance(after, bool) else 0
+            events, lost = recent.after(float(when))
         head.update(replay=len(events), lost=lost)
         return events
-
-
-def _number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
