@@ -228,6 +228,12 @@ def _still_runs(lock: Any, pid: int | None) -> bool:
     except OSError:
         if pid is None:
             raise
+    try:  # its state in /proc: an ended process its parent has not reaped yet is a zombie
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    except (OSError, IndexError):
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
@@ -235,6 +241,7 @@ def _still_runs(lock: Any, pid: int | None) -> bool:
         except PermissionError:
             pass
         return True
+    return state not in (b"Z", b"X")
 
 
 @dataclass(frozen=True)
