@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from gtui.core.control import server as server_module
 from gtui.core.control.server import MAX_LINE, ControlServer, call, request
 from gtui.core.errors import GtuiError
 from gtui.core.paths import queue_paths
@@ -139,14 +140,19 @@ async def test_requests_map_onto_engine_commands(
 
 
 async def test_a_status_that_breaks_halfway_is_no_reply_and_the_server_survives(
-    queue: Path, served: tuple[ControlServer, RecordingEngine]
+    queue: Path, served: tuple[ControlServer, RecordingEngine], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The status is sent in pieces as they are made: one that cannot be made must not leave
-    the client with half a document taken for a whole one."""
+    the client with half a document taken for a whole one. Before anything is sent (the first
+    64 KiB are held), the client gets an error reply; after, no reply."""
     _, engine = served
     engine.broken_status = True
-    with pytest.raises(GtuiError, match="stopped before it answered"):
-        await ask(queue, "status")
+    reply = await ask(queue, "status")
+    assert reply == {"ok": False, "error": "internal error: RuntimeError"}
+    with monkeypatch.context() as m:
+        m.setattr(server_module, "HOLD_REPLY", 1)  # the first piece goes out at once
+        with pytest.raises(GtuiError, match=r"the scheduler \(pid \d+\) of q.toml could not"):
+            await ask(queue, "status")
     engine.broken_status = False
     reply = await ask(queue, "status")
     assert reply is not None and reply["status"]["jobs"][0]["name"] == "a"
