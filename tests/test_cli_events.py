@@ -236,3 +236,28 @@ def test_events_says_what_it_missed_when_the_scheduler_came_and_went_unseen(
     for name, lines in job_lines(ev.text()).items():
         assert [(e["from"], e["state"]) for e in lines] == [("queued", "done")], (name, lines)
         assert lines[0]["missed"] is True and lines[0]["attempt"] == 1
+
+
+@pytest.mark.parametrize(
+    ("before", "now", "diagnosis", "missed"),
+    [
+        (("queued", 0), ("running", 1), None, False),  # a start, seen
+        (("running", 1), ("done", 1), None, False),
+        (("done", 1), ("queued", 1), None, False),  # `gtui retry`
+        (None, ("running", 1), None, False),  # new to the stream as it starts
+        (("queued", 0), ("failed", 1), "launch", False),  # never ran: its launch failed
+        (("queued", 0), ("queued", 1), "launch", False),  # ... and waits to try again
+        (("queued", 0), ("done", 1), None, True),  # ran unseen
+        (("queued", 0), ("failed", 1), "cuda_oom", True),
+        (("running", 1), ("running", 2), None, True),  # an end and a start unseen
+        (("queued", 1), ("running", 3), None, True),
+        (None, ("done", 1), None, True),
+    ],
+)
+def test_a_change_that_hides_a_run_is_marked_missed(
+    before: tuple[str, int] | None, now: tuple[str, int], diagnosis: str | None, missed: bool
+) -> None:
+    from gtui.commands.events import skipped
+
+    job = {"diagnosis": {"kind": diagnosis} if diagnosis else None}
+    assert skipped(before, now, job) is missed

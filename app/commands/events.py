@@ -37,15 +37,18 @@ from gtui.core.paths import QueuePaths
 RUNNING = frozenset({"running", "suspended"})
 
 
-def skipped(before: tuple[str, int] | None, now: tuple[str, int]) -> bool:
+def skipped(before: tuple[str, int] | None, now: tuple[str, int], job: dict[str, Any]) -> bool:
     """Whether a job's change from ``before`` to ``now`` (state, attempt) hides states: an
     attempt begins as the job starts running, so a new attempt seen other than as one start
-    ran (at least in part) unseen."""
+    (or one launch that failed, which never ran) ran, at least in part, unseen."""
     state, attempt = now
     was_state, was_attempt = before if before is not None else ("", 0)
     if attempt == was_attempt:
         return False
-    return not (attempt == was_attempt + 1 and state in RUNNING and was_state not in RUNNING)
+    if attempt != was_attempt + 1 or was_state in RUNNING:
+        return True
+    never_ran = (job.get("diagnosis") or {}).get("kind") == "launch" and state not in RUNNING
+    return state not in RUNNING and not never_ran
 
 
 def emit(out: TextIO, obj: dict[str, Any]) -> None:
@@ -94,7 +97,7 @@ async def events(paths: QueuePaths, out: TextIO) -> int:
             last[name] = key
             if not first:
                 line: dict[str, Any] = {"type": "job", "from": before[0] if before else None}
-                if now.lost or skipped(before, key):
+                if now.lost or skipped(before, key, job):
                     line["missed"] = True
                 emit(out, {**line, **job})
         first = False
