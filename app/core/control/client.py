@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
@@ -223,25 +222,14 @@ async def stop(paths: QueuePaths, *, kill: bool = False) -> Stopped | None:
 def _still_runs(lock: Any, pid: int | None) -> bool:
     """Whether the scheduler asked to stop still holds the queue; by its pid when the lock
     file cannot be read (a state directory made unreadable: the stop was still done)."""
+    from gtui.core.state.lock import process_lives
+
     try:
         return lock.holder() is not None
     except OSError:
         if pid is None:
             raise
-    try:  # its state in /proc: an ended process its parent has not reaped yet is a zombie
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        return True
-    return state not in (b"Z", b"X")
+    return process_lives(pid)
 
 
 @dataclass(frozen=True)

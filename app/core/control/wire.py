@@ -52,9 +52,7 @@ class Hello:
 
 
 EVENT_TYPES: dict[str, type[Any]] = {cls.__name__: cls for cls in get_args(Event)}
-# The events a scheduler numbers from its start and replays to a watcher that came late (its
-# jobs' every change). Not QueueChanged: taken by nobody, the engine does not build it (every
-# job's view, at 100,000 jobs), and a watch's hello holds the same.
+# What a scheduler numbers and replays to a late watcher (not QueueChanged: unbuilt if untaken)
 REPLAYED = (JobChanged, JobRemoved, QueuePaused)
 
 
