@@ -20,7 +20,13 @@ from collections.abc import Sequence
 
 from gtui import __version__
 from gtui.commands.options import GlobalOptions
-from gtui.core.errors import EXIT_BAD_INPUT, GtuiError, did_you_mean
+from gtui.core.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    GtuiError,
+    did_you_mean,
+    os_error_text,
+)
 
 SUBCOMMANDS = (
     "run",
@@ -56,7 +62,7 @@ EXIT_CODES = (
     ("3", "another scheduler runs this queue (its pid is named), or is stopped or busy: not done"),
     ("4", "the scheduler took the command and never answered: whether it was done is unknown"),
     ("124", "gtui wait --timeout: the time ran out"),
-    ("130", "interrupted (ctrl+c)"),
+    ("130", "interrupted: ctrl+c, a signal, or `gtui stop` before every job ended (run)"),
 )
 
 NAMES_HELP = (
@@ -459,12 +465,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gtui: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
     except OSError as e:
         # A file that cannot be read or written: the user's to fix, not a crash.
-        print(f"gtui: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
+        print(f"gtui: {os_error_text(e)}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
 

@@ -32,6 +32,7 @@ SUITE = [
     "simulate",
     "forecast",  # issue 19.3: progress from a log's tail, estimates at 100,000 jobs
     "usage",  # issue 19: host memory walk and GPU holders' names, per poll
+    "log_lines",  # a log's endless last line to a terminal: linear in its length
 ]
 FULL_ONLY = {"ui_latency"}  # keeps --quick under two minutes on 2 cores
 NOTES = Path(__file__).with_name("OPTIMIZATIONS.md")

@@ -4,6 +4,7 @@ sweep base names (kill / pause / resume / retry), against a real headless schedu
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from tests.test_cli_support import (
     in_pty,
     live_state,
     release,
+    status,
 )
 from tests.waiting import wait_for
 
@@ -168,3 +170,94 @@ def test_globs_and_sweep_names_act_where_the_verb_applies(tmp_path: Path, procs:
     assert r.returncode == 2 and "zz* matches no job in q.toml" in r.stderr
     r = gtui("wait", str(q), "swep")
     assert r.returncode == 2 and "no job named 'swep' in q.toml; did you mean `sweep`?" in r.stderr
+
+
+def sixty_jobs(tmp: Path, *, keeper: bool) -> Path:
+    jobs = "".join(f'\n[[jobs]]\nname = "j{i:02}"\ngpus = 0\ncmd = "true"\n' for i in range(60))
+    if keeper:  # keeps the scheduler running (it exits once nothing more can run)
+        jobs += f'\n[[jobs]]\nname = "keeper"\ngpus = 0\ncmd = "{gate("keeper")}"\n'
+    return write_queue(tmp, '[settings]\npoll = "0.2s"\n' + jobs)
+
+
+def job_lines(text: str) -> dict[str, list[dict[str, Any]]]:
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for e in json_lines(text):
+        if e["type"] == "job":
+            by_name.setdefault(e["name"], []).append(e)
+    return by_name
+
+
+def all_done(q: Path, n: int) -> bool:
+    jobs = status(q)["jobs"]
+    return sum(j["state"] == "done" for j in jobs) == n
+
+
+def test_events_started_before_the_scheduler_shows_each_of_its_jobs_start_and_end(
+    tmp_path: Path, procs: Procs
+) -> None:
+    """`gtui events` follows the saved state while no scheduler runs; the jobs the first
+    scheduler runs before events reaches its socket still show queued, running, done: the
+    scheduler replays its events from its start (here events is stopped with SIGSTOP until all
+    sixty have run, the widest that window can be)."""
+    q = sixty_jobs(tmp_path, keeper=True)
+    ev = procs.start("events", str(q))
+    ev.wait_for("no scheduler runs q.toml")
+    ev.proc.send_signal(signal.SIGSTOP)
+    try:
+        procs.scheduler(q)
+        wait_for(lambda: all_done(q, 60), what="the sixty jobs done")
+    finally:
+        ev.proc.send_signal(signal.SIGCONT)
+    wait_for(lambda: len(job_lines(ev.text())) >= 60 and all(
+        lines[-1]["state"] == "done" for n, lines in job_lines(ev.text()).items() if n != "keeper"
+    ), what="every job's end, told")
+    release(q, "keeper")
+    by_name = job_lines(ev.text())
+    for i in range(60):
+        seen = [(e["from"], e["state"], e.get("missed", False)) for e in by_name[f"j{i:02}"]]
+        assert seen == [("queued", "running", False), ("running", "done", False)], (i, seen)
+
+
+def test_events_says_what_it_missed_when_the_scheduler_came_and_went_unseen(
+    tmp_path: Path, procs: Procs
+) -> None:
+    """A whole `gtui run` between two reads of the saved state: its events are gone with it.
+    Each job's line says so (``"missed": true``: it ran, unseen), never a silent queued to
+    done."""
+    q = sixty_jobs(tmp_path, keeper=False)
+    ev = procs.start("events", str(q))
+    ev.wait_for("no scheduler runs q.toml")
+    ev.proc.send_signal(signal.SIGSTOP)
+    try:
+        assert gtui("run", str(q), "--fake-gpus", FAKE).returncode == 0
+    finally:
+        ev.proc.send_signal(signal.SIGCONT)
+    wait_for(lambda: len(job_lines(ev.text())) == 60, what="every job's end, told")
+    for name, lines in job_lines(ev.text()).items():
+        assert [(e["from"], e["state"]) for e in lines] == [("queued", "done")], (name, lines)
+        assert lines[0]["missed"] is True and lines[0]["attempt"] == 1
+
+
+@pytest.mark.parametrize(
+    ("before", "now", "diagnosis", "missed"),
+    [
+        (("queued", 0), ("running", 1), None, False),  # a start, seen
+        (("running", 1), ("done", 1), None, False),
+        (("done", 1), ("queued", 1), None, False),  # `gtui retry`
+        (None, ("running", 1), None, False),  # new to the stream as it starts
+        (("queued", 0), ("failed", 1), "launch", False),  # never ran: its launch failed
+        (("queued", 0), ("queued", 1), "launch", False),  # ... and waits to try again
+        (("queued", 0), ("done", 1), None, True),  # ran unseen
+        (("queued", 0), ("failed", 1), "cuda_oom", True),
+        (("running", 1), ("running", 2), None, True),  # an end and a start unseen
+        (("queued", 1), ("running", 3), None, True),
+        (None, ("done", 1), None, True),
+    ],
+)
+def test_a_change_that_hides_a_run_is_marked_missed(
+    before: tuple[str, int] | None, now: tuple[str, int], diagnosis: str | None, missed: bool
+) -> None:
+    from gtui.commands.events import skipped
+
+    job = {"diagnosis": {"kind": diagnosis} if diagnosis else None}
+    assert skipped(before, now, job) is missed

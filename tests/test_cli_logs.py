@@ -4,6 +4,7 @@ headless scheduler, and with none running."""
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import subprocess
 import sys
@@ -11,8 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from gtui.commands._logs import LogPrinter, tail_offset
+from gtui.commands._logs import BLOCK, LogPrinter, tail_offset
 from tests.conftest import write_queue
 from tests.test_cli_support import (
     FAKE,
@@ -145,8 +148,11 @@ def test_the_terminal_printer_redraws_a_line_in_progress() -> None:
     p.feed(b"\x93 line\x1bc\n")
     p.close()
     assert out.getvalue() == (
-        "\r\x1b[K 10%|#" "\r\x1b[K 50%|#####" "\r\x1b[K100%|##########\n"
-        "\r\x1b[Knext " "\r\x1b[Knext \u2713 line\n"
+        "\r\x1b[K 10%|#"
+        "\r\x1b[K 50%|#####"
+        "\r\x1b[K100%|##########\n"
+        "\r\x1b[Knext "
+        "\r\x1b[Knext \u2713 line\n"
     )
 
 
@@ -225,3 +231,115 @@ def test_follow_with_no_scheduler_prints_an_ended_job_and_its_end(tmp_path: Path
     assert (r.returncode, r.stdout.splitlines()[0]) == (0, "attempt 2")
     r = gtui("follow", str(q), "never")
     assert r.returncode == 1 and "never failed (exit 1)" in r.stderr
+
+
+def _reference_terminal(chunks: list[bytes]) -> str:
+    """What the terminal printer wrote before it kept a line's parts apart: every read
+    rebuilt the whole unfinished line and showed it again (quadratic in a long line, and the
+    model its output is held to on short ones)."""
+    import codecs
+
+    from gtui.commands._logs import _CLEAR_LINE, _ended, shown_line
+
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pending, shown, out = "", False, []
+    for data in chunks:
+        if not data:
+            continue
+        lines = (pending + decoder.decode(data)).split("\n")
+        pending = lines.pop()
+        if lines and shown:
+            out.append(_CLEAR_LINE)
+            shown = False
+        out.extend(_ended(shown_line(raw)) + "\n" for raw in lines)
+        if pending:
+            partial = shown_line(pending)
+            if partial or shown:
+                out.append(_CLEAR_LINE + _ended(partial))
+                shown = True
+    rest = pending + decoder.decode(b"", final=True)
+    if rest or shown:
+        out.append(_CLEAR_LINE + _ended(shown_line(rest)) + "\n")
+    return "".join(out)
+
+
+def _terminal(chunks: list[bytes]) -> str:
+    out = io.StringIO()
+    p = LogPrinter(out, terminal=True)
+    for chunk in chunks:
+        p.feed(chunk)
+    p.close()
+    return out.getvalue()
+
+
+_PIECES = [
+    b"a",
+    b"bc",
+    b" ",
+    b"\r",
+    b"\n",
+    b"\r\n",
+    b"\x1b",
+    b"[31m",
+    b"[0m",
+    b"]0;t",
+    b"\x07",
+    b"\x1bc",
+    b"\xe2\x9c\x93",
+    b"\xe2",
+    b"\t",
+    b"\x9b",
+    b"\xc2\x9b",
+    b"50%|##",
+]
+
+
+@given(
+    pieces=st.lists(st.sampled_from(_PIECES), max_size=60),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=8),
+)
+@settings(max_examples=300, deadline=None)
+def test_the_terminal_printer_shows_what_it_always_showed_on_short_lines(
+    pieces: list[bytes], cuts: list[int]
+) -> None:
+    """Whatever the bytes and wherever the reads cut them (between the bytes of a UTF-8
+    character, of an escape, of ``\\r\\n``), a log of short lines reaches the terminal as
+    it did when every read rebuilt the whole line."""
+    data = b"".join(pieces)
+    at = sorted({0, len(data), *(c for c in cuts if c < len(data))})
+    chunks = [data[a:b] for a, b in itertools.pairwise(at)]
+    assert _terminal(chunks) == _reference_terminal(chunks)
+
+
+def _blocks(data: bytes, size: int = BLOCK) -> list[bytes]:
+    return [data[i : i + size] for i in range(0, len(data), size)]
+
+
+def test_a_long_line_of_redraws_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tqdm bar written to a file: megabytes of ``\\r`` redraws and no newline. Each read
+    hands the line's cleaner only what it has not seen (and the redraw on the screen), not
+    the whole line again: the text cleaned grows with the log, not with its square."""
+    import gtui.commands._logs as logs
+
+    cleaned = [0]
+    real = logs.shown_line
+
+    def counting(raw: str, *, colour: bool = True) -> str:
+        cleaned[0] += len(raw)
+        return real(raw, colour=colour)
+
+    monkeypatch.setattr(logs, "shown_line", counting)
+    bar = b"\r 42%|####      | 420/1000 [00:10<00:14, 41.2it/s]"
+    data = bar * (2 * 1024 * 1024 // len(bar))
+    out = _terminal(_blocks(data))
+    assert out.endswith("\r\x1b[K 42%|####      | 420/1000 [00:10<00:14, 41.2it/s]\n")
+    assert cleaned[0] <= 2 * len(data)  # rebuilt at every read: 32 reads, ~17 times the log
+
+
+def test_a_long_line_without_carriage_returns_is_written_once() -> None:
+    """2 MB with neither newline nor ``\\r`` (dots, a JSON blob): its redraws while it grows
+    stay bounded, and when it ends the whole line is there, once."""
+    data = b"." * (2 * 1024 * 1024)
+    out = _terminal(_blocks(data))
+    assert out.endswith("\r\x1b[K" + "." * len(data) + "\n")
+    assert len(out) <= 2 * len(data)  # the whole line at every read: ~16 times the log

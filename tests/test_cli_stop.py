@@ -5,6 +5,7 @@ command returns once it has exited; running jobs go on (re-adopted next time), o
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,6 +70,7 @@ def test_stop_a_headless_scheduler_leaves_its_job_to_the_next(
     # Returned once the scheduler had exited.
     assert sched.proc.poll() is not None and lock_free(q)
     out = sched.live.finish()
+    assert sched.proc.returncode == 130  # stopped by you before the queue finished: no job failed
     assert "warning: stopped by `gtui stop`: this scheduler has ended; 1 running job keeps" in out
     assert "stopped by `gtui stop`: 1 queued, 1 running" in out
     assert pid is not None and psutil.Process(pid).is_running()
@@ -80,7 +82,7 @@ def test_stop_a_headless_scheduler_leaves_its_job_to_the_next(
     r = gtui("stop", str(q), "--kill")
     assert r.returncode == 0, r.stderr
     assert "its running jobs were killed" in r.stdout
-    assert sched.proc.poll() is not None
+    assert sched.proc.wait(10) == 130
     assert records(q)["long"].state.value == "killed"
     assert (tmp_path / "long.runs").read_text() == "run\n"  # never started twice
 
@@ -136,3 +138,21 @@ def test_stop_with_no_scheduler_and_kill_ends_what_a_crashed_one_left(
     assert r.returncode == 0, r.stderr
     assert r.stdout == "no scheduler runs q.toml: nothing to stop\nkilled long\n"
     assert records(q)["long"].state.value == "killed"
+
+
+@pytest.mark.parametrize("signals", [1, 2])
+def test_ctrl_c_of_gtui_run_exits_130_as_documented(
+    tmp_path: Path, procs: Procs, signals: int
+) -> None:
+    """Ctrl-C (once, or twice while it shuts down) of a headless `gtui run`: exit 130,
+    "interrupted", not 1 ("jobs failed": none did); its running job goes on, no traceback."""
+    q = queue(tmp_path)
+    sched = procs.scheduler(q)
+    wait_for(lambda: live_state(q, "long") == "running", what="long running")
+    for _ in range(signals):
+        sched.proc.send_signal(signal.SIGINT)
+    out = sched.live.finish()
+    assert sched.proc.returncode == 130, out
+    assert "SIGINT: scheduler stopped; 1 running job keeps running (long)" in out
+    assert "Traceback" not in out
+    assert records(q)["long"].state.value == "running"

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from gtui.core.control import server as server_module
 from gtui.core.control.server import MAX_LINE, ControlServer, call, request
 from gtui.core.errors import GtuiError
 from gtui.core.paths import queue_paths
@@ -139,14 +140,19 @@ async def test_requests_map_onto_engine_commands(
 
 
 async def test_a_status_that_breaks_halfway_is_no_reply_and_the_server_survives(
-    queue: Path, served: tuple[ControlServer, RecordingEngine]
+    queue: Path, served: tuple[ControlServer, RecordingEngine], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The status is sent in pieces as they are made: one that cannot be made must not leave
-    the client with half a document taken for a whole one."""
+    the client with half a document taken for a whole one. Before anything is sent (the first
+    64 KiB are held), the client gets an error reply; after, no reply."""
     _, engine = served
     engine.broken_status = True
-    with pytest.raises(GtuiError, match="stopped before it answered"):
-        await ask(queue, "status")
+    reply = await ask(queue, "status")
+    assert reply == {"ok": False, "error": "internal error: RuntimeError"}
+    with monkeypatch.context() as m:
+        m.setattr(server_module, "HOLD_REPLY", 1)  # the first piece goes out at once
+        with pytest.raises(GtuiError, match=r"the scheduler \(pid \d+\) of q.toml could not"):
+            await ask(queue, "status")
     engine.broken_status = False
     reply = await ask(queue, "status")
     assert reply is not None and reply["status"]["jobs"][0]["name"] == "a"
@@ -369,3 +375,24 @@ async def test_a_socket_path_that_cannot_be_bound_is_a_plain_error(
     q.write_text("")
     with pytest.raises(GtuiError, match="cannot listen on"):
         await ControlServer(q).start(RecordingEngine(q))
+
+
+def test_recent_events_are_replayed_after_a_number_or_a_time_and_say_what_is_gone() -> None:
+    """What a watcher that came late is replayed (the socket's ``watch`` with ``replay``): the
+    events after its last one, or after its last read of the saved state; once the oldest
+    are dropped, asking for them says so."""
+    from gtui.core.api import QueuePaused
+    from gtui.core.control.server import Recent
+
+    recent = Recent(size=3)
+    events = [QueuePaused(i % 2 == 0) for i in range(5)]
+    for e in events[:3]:
+        recent(e)
+    assert recent.since(1) == (events[1:3], False)
+    assert recent.after(0.0) == (events[:3], False)
+    for e in events[3:]:
+        recent(e)
+    assert recent.seq == 5
+    assert recent.since(2) == (events[2:], False)
+    assert recent.since(1) == (events[2:], True)  # number 2 is gone
+    assert recent.after(0.0) == (events[2:], True)

@@ -14,9 +14,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from textual.app import App, ComposeResult
 
-from gtui.core.termtext import safe_text
+from gtui.core.termtext import _CONTROL, _ESCAPE, _keep_sgr, safe_text
 from gtui.ui.logtail import clean_line
 from gtui.ui.widgets.log_view import LogView
 from tests.conftest import write_queue
@@ -79,6 +81,21 @@ def test_colours_and_styles_pass(sgr: str) -> None:
 def test_tabs_stay_and_plain_text_is_unchanged() -> None:
     line = "epoch 3\tloss 0.25 — ünïcode ✓"
     assert safe_text(line) == line
+
+
+@given(
+    st.text(
+        alphabet=st.sampled_from(
+            list("a \t\u00e9\u2713\x1b[31m;]0\x07\x9b\x90\x7f\x00\u00ad\u2028")
+        ),
+        max_size=40,
+    )
+)
+def test_the_printable_shortcut_drops_what_the_patterns_drop(text: str) -> None:
+    """A line with no control in it is returned as is, without the patterns: the same text
+    they would have made of it, whatever the line holds."""
+    slow = _CONTROL.sub("", _ESCAPE.sub(_keep_sgr, text))
+    assert safe_text(text) == slow
 
 
 def test_the_log_panel_line_cleaner_uses_it() -> None:

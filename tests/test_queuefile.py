@@ -631,3 +631,13 @@ def test_any_text_gives_a_queue_or_a_queue_file_error(text: str) -> None:
         load_queue(Path("q.toml"), text=text)
     except QueueFileError as e:
         assert str(e).startswith("q.toml")
+
+
+def test_a_command_longer_than_linux_passes_is_refused_at_validate(tmp_path: Path) -> None:
+    """A 200 KB command passed validate and failed at launch ("Argument list too long"):
+    Linux caps one argument at 128 KiB. Validate says it, naming the job's line."""
+    q = write_queue(tmp_path, f'[[jobs]]\nname = "big"\ngpus = 0\ncmd = "echo {"x" * 200_000}"\n')
+    r = gtui("validate", str(q))
+    assert r.returncode == 2, r.stdout[:200]
+    assert f"{q}:4: cmd: the command is 200,005 bytes" in r.stderr, r.stderr[:400]
+    assert "put it in a script" in r.stderr and "Traceback" not in r.stderr

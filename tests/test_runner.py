@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import socket
 import stat
 import subprocess
@@ -586,3 +587,29 @@ def test_create_time_of_a_launched_job_is_psutils_and_identifies_it() -> None:
         proc.kill()
         proc.wait()
     assert abs(create_time_of(os.getpid()) - psutil.Process().create_time()) <= 0.011
+
+
+# --- a command as long as Linux passes ----------------------------------------------------------
+
+
+async def test_the_longest_command_validate_accepts_runs(tmp_path: Path) -> None:
+    """The wrapper gets a job's command in one environment string and hands it to bash as one
+    argument, each capped by Linux (MAX_ARG_STRLEN, 128 KiB): the longest the queue file
+    accepts (gtui.core.model.MAX_CMD_BYTES) starts and runs."""
+    from gtui.core.model import MAX_CMD_BYTES
+
+    cmd = "echo ran #"
+    cmd += "x" * (MAX_CMD_BYTES - len(cmd))
+    launched, status = await run_job(tmp_path, cmd)
+    assert status.exit_code == 0 and launched.log_path.read_text() == "ran\n"
+
+
+def test_a_longer_command_is_refused_with_the_words_validate_gives(tmp_path: Path) -> None:
+    """Past the cap the launch says what validate says, never "Argument list too long"."""
+    from gtui.core.model import MAX_CMD_BYTES, cmd_too_long
+
+    cmd = "echo " + "x" * MAX_CMD_BYTES
+    said = cmd_too_long(cmd)
+    assert said is not None
+    with pytest.raises(LaunchError, match=re.escape(said)):
+        launch(make_req(tmp_path, cmd))

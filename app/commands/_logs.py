@@ -25,6 +25,7 @@ from gtui.core.termtext import plain_text, safe_text, strip_sgr_bytes
 BLOCK = 64 * 1024
 _CLEAR_LINE = "\r\x1b[K"  # back to the line's start, erase it: gtui's own, not the log's
 _RESET = "\x1b[0m"
+REDRAW_MAX = 4096  # an unfinished line longer than this is redrawn by its last characters
 
 
 def _ended(line: str) -> str:
@@ -79,6 +80,61 @@ def tail_offset(path: Path, lines: int) -> int:
         return 0
 
 
+class _Line:
+    """The line being written, kept as a terminal shows it: of its carriage-return parts only
+    the last non-empty one can be on the screen, so the parts before it are dropped as they
+    come. Each byte of a log is handled a fixed number of times, however long the line runs
+    (a tqdm bar written to a file is megabytes of redraws before its newline)."""
+
+    def __init__(self) -> None:
+        self.size = 0  # characters taken since the line began
+        self._last = ""  # the last non-empty part ended by a carriage return
+        self._cur: list[str] = []  # the part after the last carriage return, in pieces
+        self._cur_len = 0
+
+    def add(self, piece: str) -> None:
+        """Take more of the line (``piece`` holds no newline)."""
+        self.size += len(piece)
+        if "\r" not in piece:
+            if piece:
+                self._cur.append(piece)
+                self._cur_len += len(piece)
+            return
+        parts = piece.split("\r")
+        tail = parts.pop()
+        later = next((p for p in reversed(parts[1:]) if p), "")
+        if later:
+            self._last = later
+        elif self._cur_len or parts[0]:
+            self._last = "".join(self._cur) + parts[0]
+        self._cur = [tail] if tail else []
+        self._cur_len = len(tail)
+
+    def shown_len(self) -> int:
+        return self._cur_len or len(self._last)
+
+    def shown(self) -> str:
+        """The part a terminal shows: the last non-empty one (what ``shown_line`` picks)."""
+        if not self._cur_len:
+            return self._last
+        if len(self._cur) > 1:
+            self._cur = ["".join(self._cur)]
+        return self._cur[0]
+
+    def shown_tail(self, n: int) -> str:
+        """The last ``n`` characters of :meth:`shown`, without joining the rest."""
+        if not self._cur_len:
+            return self._last[-n:]
+        taken: list[str] = []
+        got = 0
+        for piece in reversed(self._cur):
+            taken.append(piece[-(n - got) :])
+            got += len(taken[-1])
+            if got >= n:
+                break
+        return "".join(reversed(taken))
+
+
 class LogPrinter:
     """Writes a log's bytes as they come, raw or made safe for a terminal (module docstring)."""
 
@@ -87,7 +143,7 @@ class LogPrinter:
         self.terminal = self.out.isatty() if terminal is None else terminal
         self.colour = not no_color()
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._pending = ""  # the line being written, not yet ended by a newline
+        self._line = _Line()  # the line being written, not yet ended by a newline
         self._shown = False  # whether that line is on the screen (to be redrawn)
         self._held = b""  # piped with NO_COLOR: a colour sequence the next read may end
 
@@ -99,23 +155,34 @@ class LogPrinter:
                 data, self._held = strip_sgr_bytes(self._held + data)
             self._write_raw(data)
             return
-        text = self._pending + self._decoder.decode(data)
-        lines = text.split("\n")
-        self._pending = lines.pop()
+        pieces = self._decoder.decode(data).split("\n")
         parts: list[str] = []
-        if lines and self._shown:
-            parts.append(_CLEAR_LINE)
-            self._shown = False
-        for raw in lines:
-            line = shown_line(raw, colour=self.colour)
-            parts.append(_ended(line) + "\n")
-        if self._pending:
-            partial = shown_line(self._pending, colour=self.colour)
+        for piece in pieces[:-1]:
+            if self._shown:
+                parts.append(_CLEAR_LINE)
+                self._shown = False
+            self._line.add(piece)
+            parts.append(_ended(shown_line(self._line.shown(), colour=self.colour)) + "\n")
+            self._line = _Line()
+        self._line.add(pieces[-1])
+        if self._line.size:
+            partial = self._partial()
             if partial or self._shown:
                 parts.append(_CLEAR_LINE + _ended(partial))
                 self._shown = True
         self.out.write("".join(parts))
         self.out.flush()
+
+    def _partial(self) -> str:
+        """The unfinished line's redraw. One longer than ``REDRAW_MAX`` (far wider than a
+        terminal) is redrawn by its last ``REDRAW_MAX`` characters, so a line that grows for
+        megabytes costs each read a bounded redraw (the cut may fall inside an escape
+        sequence, shown as text until the line ends); its newline, or the log's end, prints
+        it whole."""
+        line = self._line
+        if line.shown_len() <= REDRAW_MAX:
+            return shown_line(line.shown(), colour=self.colour)
+        return shown_line(line.shown_tail(REDRAW_MAX), colour=self.colour)
 
     def _write_raw(self, data: bytes) -> None:
         buffer: BinaryIO | None = getattr(self.out, "buffer", None)
@@ -134,12 +201,12 @@ class LogPrinter:
             if held:  # a sequence the log never ended: as written
                 self._write_raw(held)
             return
-        rest = self._pending + self._decoder.decode(b"", final=True)
-        self._pending = ""
-        if rest or self._shown:
-            line = shown_line(rest, colour=self.colour)
+        self._line.add(self._decoder.decode(b"", final=True))
+        if self._line.size or self._shown:
+            line = shown_line(self._line.shown(), colour=self.colour)
             self.out.write(_CLEAR_LINE + _ended(line) + "\n")
             self.out.flush()
+        self._line = _Line()
         self._shown = False
 
 

@@ -9,8 +9,15 @@ Each line has ``time`` (Unix seconds) and ``type``:
   taken out of the queue;
 - ``"queue"``: ``paused`` (true or false);
 - ``"scheduler"``: ``running`` and ``pid``, when a scheduler starts or stops. While none runs the
-  saved state is followed (a ``gtui kill`` then still shows), and a new scheduler's first
-  view is compared with the last one, so no transition in between is missed.
+  saved state is followed (a ``gtui kill`` then still shows); a scheduler reached later
+  replays its events since then, so a job it started and ended before it was reached still
+  shows each state.
+
+A job line that cannot show every state the job went through says so with ``"missed": true``:
+it ran, or ran again, unseen (its ``attempt`` changed other than by one start seen as
+``running``: a whole ``gtui run`` between two reads of the saved state, or a scheduler that
+no longer had its events), or the scheduler's events were lost before it. No other line
+carries ``missed``.
 
 The first view is not printed: only what changes after it (``gtui status --json`` gives a view)."""
 
@@ -26,6 +33,22 @@ from typing import Any, TextIO
 from gtui.commands.options import GlobalOptions, queue_file
 from gtui.core.control.client import watch_jobs
 from gtui.core.paths import QueuePaths
+
+RUNNING = frozenset({"running", "suspended"})
+
+
+def skipped(before: tuple[str, int] | None, now: tuple[str, int], job: dict[str, Any]) -> bool:
+    """Whether a job's change from ``before`` to ``now`` (state, attempt) hides states: an
+    attempt begins as the job starts running, so a new attempt seen other than as one start
+    (or one launch that failed, which never ran) ran, at least in part, unseen."""
+    state, attempt = now
+    was_state, was_attempt = before if before is not None else ("", 0)
+    if attempt == was_attempt:
+        return False
+    if attempt != was_attempt + 1 or was_state in RUNNING:
+        return True
+    never_ran = (job.get("diagnosis") or {}).get("kind") == "launch" and state not in RUNNING
+    return state not in RUNNING and not never_ran
 
 
 def emit(out: TextIO, obj: dict[str, Any]) -> None:
@@ -73,7 +96,10 @@ async def events(paths: QueuePaths, out: TextIO) -> int:
                 continue
             last[name] = key
             if not first:
-                emit(out, {"type": "job", "from": before[0] if before else None, **job})
+                line: dict[str, Any] = {"type": "job", "from": before[0] if before else None}
+                if now.lost or skipped(before, key, job):
+                    line["missed"] = True
+                emit(out, {**line, **job})
         first = False
     return 0
 

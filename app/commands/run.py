@@ -17,6 +17,7 @@ from gtui.core.api import (
     QueuePaused,
     WaitingSummary,
 )
+from gtui.core.errors import EXIT_INTERRUPTED
 from gtui.core.gpus.snapshot import gpu_label
 from gtui.core.model import JobState
 from gtui.core.sched.engine import Engine
@@ -129,6 +130,9 @@ async def run_headless(
 
     def on_signal(signame: str) -> None:
         # SIGTERM / SIGHUP (an SSH drop without tmux): stop scheduling, leave jobs running.
+        # Once: a second Ctrl-C while it shuts down must not cut the shutdown short.
+        if stop_reason:
+            return
         stop_reason.append(signame)
         if task is not None:
             task.cancel()
@@ -158,11 +162,13 @@ async def run_headless(
                 else "no job was running"
             )
         )
-        return 1
+        return EXIT_INTERRUPTED
     counts = engine.counts()
     # `gtui stop` ended it (its notice said what became of the running jobs), or it finished.
     ended = "stopped by `gtui stop`" if engine.stop_requested else "finished"
     log.line(f"{ended}: " + ", ".join(f"{v} {k}" for k, v in counts.items() if v))
+    if engine.stop_requested and code != 0:
+        return EXIT_INTERRUPTED  # the user stopped it before every job ended: none failed
     return code
 
 

@@ -11,6 +11,16 @@ EXIT_BAD_INPUT = 2
 EXIT_LOCKED = 3
 # A scheduler took a request and gave no answer: whether it was done is not known.
 EXIT_UNKNOWN = 4
+EXIT_INTERRUPTED = 130  # stopped by the user (ctrl+c, a signal, `gtui stop`): no job failed
+
+
+def os_error_text(e: OSError) -> str:
+    """A file gtui could not use, in one line naming it and the problem (``Permission denied:
+    /path``): the user's to fix, never a traceback."""
+    text = e.strerror or str(e)
+    if e.filename is not None:
+        text += f": {e.filename}"
+    return text
 
 
 class GtuiError(Exception):

@@ -12,6 +12,25 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, Literal, NoReturn
 
+# The longest command a job may have, in UTF-8 bytes. The wrapper gets it in one environment
+# string (GTUI_CMD=...) and hands it to bash as one argument; Linux caps each at
+# MAX_ARG_STRLEN (128 KiB with its NUL). A KiB is left for what {gpu} / {gpus} become.
+MAX_CMD_BYTES = 127 * 1024
+
+
+def cmd_too_long(cmd: str) -> str | None:
+    """Why ``cmd`` cannot be run (too long to pass to a process), or None: the queue file's
+    check and the launch's, in the same words."""
+    if len(cmd) * 4 <= MAX_CMD_BYTES:  # no need to encode a command that cannot be too long
+        return None
+    size = len(cmd.encode("utf-8", errors="surrogatepass"))
+    if size <= MAX_CMD_BYTES:
+        return None
+    return (
+        f"the command is {size:,} bytes; Linux passes at most {MAX_CMD_BYTES:,} to a job "
+        "as one argument: put it in a script and run that"
+    )
+
 
 class Mode(StrEnum):
     """How our jobs may share GPUs (DESIGN.md 4.1)."""

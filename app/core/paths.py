@@ -142,19 +142,45 @@ class QueuePaths:
         return f"gtui-{safe[:40]}-{digest}"
 
     def log_dir(self, log_dir_setting: str) -> Path:
+        """``log_dir`` from the queue file's folder; with ``$GTUI_STATE_DIR`` set, from the
+        queue's state folder there: whoever cannot keep state beside the queue file (another
+        user's folder, a read-only one) cannot keep logs there either."""
         p = Path(os.path.expanduser(log_dir_setting))
-        return p if p.is_absolute() else self.queue.parent / p
+        if p.is_absolute():
+            return p
+        return (self.state_dir if os.environ.get(STATE_DIR_ENV) else self.queue.parent) / p
 
 
 def ensure_state_dir(paths: QueuePaths) -> Path:
     """The queue's state directory, made private; a folder the user cannot write gets a
     plain message saying where state goes and how to put it elsewhere, not a traceback."""
+    refuse_foreign_state(paths)
     try:
         return ensure_private_dir(paths.state_dir)
     except OSError as e:
         if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise
         raise GtuiError(read_only_hint(paths, e)) from None
+
+
+def refuse_foreign_state(paths: QueuePaths) -> None:
+    """Refuse a state directory another user made, saying how to keep ours elsewhere: two
+    users' queue files in one shared folder share the place their state would go."""
+    try:
+        st = paths.state_dir.lstat()
+    except OSError:
+        return
+    if st.st_uid == os.getuid():
+        return
+    text = f"{paths.state_dir} belongs to another user (uid {st.st_uid}); gtui will not use it"
+    if not os.environ.get(STATE_DIR_ENV):
+        text += (
+            f" (it keeps the state of their queues in {paths.queue.parent}).\n"
+            f"put your queue's state in a folder of yours: export {STATE_DIR_ENV}="
+            "~/.local/state/gtui (for every gtui command on this queue; its logs go there "
+            "too, unless log_dir in [settings] is an absolute path)"
+        )
+    raise GtuiError(text)
 
 
 def read_only_hint(paths: QueuePaths, e: OSError) -> str:
@@ -166,8 +192,8 @@ def read_only_hint(paths: QueuePaths, e: OSError) -> str:
         f"database, lock, exit statuses) beside the queue file, and {folder} is read-only for "
         "you.\n"
         f"put the state in a folder of yours: export {STATE_DIR_ENV}=~/.local/state/gtui (for "
-        "every gtui command on this queue), and set log_dir in [settings] to a folder you can "
-        "write; or copy the queue file to a folder you can write"
+        "every gtui command on this queue; its logs go there too, unless log_dir in [settings] "
+        "is an absolute path); or copy the queue file to a folder you can write"
     )
 
 

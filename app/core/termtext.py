@@ -39,6 +39,12 @@ _SGR_CUT_B = re.compile(rb"\x1b(?:\[[0-9;:]*)?\Z")  # the start of one, cut by t
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1a\x1c-\x1f\x7f-\x9f]")
 
 
+def _printable(text: str) -> bool:
+    """Whether ``text`` holds no control at all but tabs: every escape starts with one (ESC or
+    a C1 control), and Python counts none of them printable."""
+    return text.isprintable() or ("\t" in text and text.replace("\t", "").isprintable())
+
+
 def _keep_sgr(m: re.Match[str]) -> str:
     seq = m.group(0)
     return seq if _SGR.fullmatch(seq) else ""
@@ -49,6 +55,8 @@ def safe_text(text: str) -> str:
 
     Newlines and carriage returns go too: call it on one line (after resolving ``\\r``).
     """
+    if _printable(text):  # nothing to drop (most lines): str's own test is many times faster
+        return text
     if _START.search(text):
         text = _ESCAPE.sub(_keep_sgr, text)
     return _CONTROL.sub("", text)

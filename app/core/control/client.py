@@ -38,6 +38,7 @@ TIMEOUT_S = 60.0
 KILL_TIMEOUT_S = 3600.0  # kill --wait waits for TERM, then kill_grace, then KILL
 STOP_WAIT_S = 120.0  # a scheduler asked to stop finishes what was under way, then exits
 OFFLINE_POLL_S = 1.0  # watch_jobs reads the saved state this often while no scheduler runs
+SOCKET_POLL_S = 0.1  # and looks for a scheduler's socket this often
 
 
 class Client(Protocol):
@@ -216,7 +217,7 @@ async def stop(paths: QueuePaths, *, kill: bool = False) -> Stopped | None:
             )
         await asyncio.sleep(0.2)  # still starting: its socket comes with its lock
     deadline = time.monotonic() + STOP_WAIT_S
-    while await asyncio.to_thread(lock.holder) is not None:
+    while await asyncio.to_thread(_still_runs, lock, stopped.pid):
         if time.monotonic() >= deadline:
             raise GtuiError(
                 f"the scheduler (pid {stopped.pid}) of {paths.queue.name} was asked to stop, "
@@ -225,6 +226,19 @@ async def stop(paths: QueuePaths, *, kill: bool = False) -> Stopped | None:
             )
         await asyncio.sleep(0.05)
     return stopped
+
+
+def _still_runs(lock: Any, pid: int | None) -> bool:
+    """Whether the scheduler asked to stop still holds the queue; by its pid when the lock
+    file cannot be read (a state directory made unreadable: the stop was still done)."""
+    from gtui.core.state.lock import process_lives
+
+    try:
+        return lock.holder() is not None
+    except OSError:
+        if pid is None:
+            raise
+    return process_lives(pid)
 
 
 @dataclass(frozen=True)
@@ -238,6 +252,9 @@ class JobsNow:
     live: bool  # a scheduler runs the queue (else: its saved state, read every OFFLINE_POLL_S)
     pid: int | None  # that scheduler's
     paused: bool
+    # events of the scheduler were lost before this (a watcher that fell far behind): a job's
+    # change in it may have skipped states
+    lost: bool = False
 
 
 async def watch_jobs(
@@ -246,23 +263,28 @@ async def watch_jobs(
     """The queue's jobs now, then again each time they change, for as long as the caller
     reads: from the running scheduler's events (its ``watch`` stream), and while none runs from
     the saved state (each job as it really stands: gtui.core.state.status.settled), switching
-    as schedulers come and go. Events that came together are given as one change, unless
-    ``batch`` is False (a job's every state then shows, however fast it went on). Close it
-    with ``contextlib.aclosing``."""
+    as schedulers come and go. A scheduler reached after the first view replays its events
+    since that view (since the last one of its events seen, or since the saved state was last
+    read), so a job that started and ended before it was reached still shows each state.
+    Events that came together are given as one change, unless ``batch`` is False (a job's
+    every state then shows, however fast it went on). Close it with ``contextlib.aclosing``."""
     from gtui.core.control.offline import status_from_store
     from gtui.core.control.remote import NotAnswering as NoWatch
-    from gtui.core.control.remote import RemoteEngine
+    from gtui.core.control.remote import RemoteEngine, Since
     from gtui.core.state.status import job_dict
 
     jobs: dict[str, dict[str, Any]] = {}
+    paused = False
     first = True
     was_live = False  # a scheduler's view was the last given: going offline is news
+    since = Since()
     while True:
-        remote = RemoteEngine(paths, reconnect_for=0.0)
+        remote = RemoteEngine(paths, reconnect_for=0.0, since=None if first else since)
         try:
             await remote.start()
         except NoWatch:
             began = time.monotonic()
+            read_at = time.time()
             try:
                 status = await asyncio.to_thread(status_from_store, paths.queue)
             except GtuiError:
@@ -272,43 +294,76 @@ async def watch_jobs(
             if status is not None:
                 new = {j["name"]: j for j in status["jobs"]}
                 changed = {n for n, j in new.items() if jobs.get(n) != j} | (set(jobs) - set(new))
-                jobs = new
+                jobs, paused = new, bool(status["paused"])
                 if first or changed or was_live:
-                    yield JobsNow(
-                        jobs, None if first else frozenset(changed), False, None,
-                        bool(status["paused"]),
-                    )
+                    yield JobsNow(jobs, None if first else frozenset(changed), False, None, paused)
                 first = was_live = False
-            # A big queue's saved state takes a while to read: never more than a fifth of the time.
-            await asyncio.sleep(max(offline_poll_s, 4 * (time.monotonic() - began)))
+                since = Since(after=read_at)
+            # A big queue's saved state takes a while to read: never more than a fifth of the
+            # time. A scheduler's socket is looked for more often: the sooner it is reached,
+            # the fewer of its events it has to replay.
+            await _socket_or_sleep(paths, max(offline_poll_s, 4 * (time.monotonic() - began)))
             continue
         inbox: asyncio.Queue[Event] = asyncio.Queue()
         unsubscribe = remote.subscribe(inbox.put_nowait)
         runner = asyncio.create_task(remote.run())
         try:
-            jobs = {v.spec.name: job_dict(v) for v in remote.jobs()}
-            paused = remote.paused
-            yield JobsNow(jobs, None, True, remote.pid, paused)
+            if not first:
+                for group in [remote.replayed] if batch else [[e] for e in remote.replayed]:
+                    jobs, paused, update = _apply(jobs, paused, group)
+                    if update is not None:
+                        yield JobsNow(jobs, update, True, remote.pid, paused, remote.lost)
+            new = {v.spec.name: job_dict(v) for v in remote.jobs()}
+            changed = {n for n, j in new.items() if jobs.get(n) != j} | (set(jobs) - set(new))
+            jobs, paused = new, remote.paused
+            yield JobsNow(
+                jobs, None if first else frozenset(changed), True, remote.pid, paused,
+                remote.lost and not first,
+            )
             first, was_live = False, True
             while True:
                 getter = asyncio.create_task(inbox.get())
                 await asyncio.wait({getter, runner}, return_when=asyncio.FIRST_COMPLETED)
-                if not getter.done():  # the scheduler went away, and no other answered
-                    getter.cancel()
-                    break
-                events = [getter.result()]
+                events = [getter.result()] if getter.done() else []
+                getter.cancel()
                 while not inbox.empty():
                     events.append(inbox.get_nowait())
+                if not events:  # the scheduler went away, all it sent is taken, none answered
+                    break
                 for group in [events] if batch else [[e] for e in events]:
                     jobs, paused, update = _apply(jobs, paused, group)
                     if update is not None:
                         yield JobsNow(jobs, update, True, remote.pid, paused)
         finally:
+            # Every event it sent was taken: a watcher dropped for falling behind is replayed
+            # the rest by the same scheduler, and another replays all it kept (it started
+            # after this one ended).
+            since = Since(remote.pid, remote.seq) if remote.seq is not None else Since()
             unsubscribe()
             await remote.shutdown()
             runner.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await runner
+
+
+async def _socket_or_sleep(paths: QueuePaths, seconds: float) -> None:
+    """Sleep ``seconds``, or less once a new control socket of the queue is there (not the one
+    a killed scheduler left)."""
+
+    def socket_now() -> tuple[int, int] | None:
+        try:
+            st = paths.socket.stat()
+        except OSError:
+            return None
+        return st.st_ino, st.st_mtime_ns
+
+    was = await asyncio.to_thread(socket_now)
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        await asyncio.sleep(min(SOCKET_POLL_S, left))
+        now = await asyncio.to_thread(socket_now)
+        if now is not None and now != was:
+            return
 
 
 def _apply(

@@ -33,6 +33,7 @@ from gtui.core.paths import (
     QueuePaths,
     ensure_state_dir,
     queue_paths,
+    refuse_foreign_state,
     register_queue,
 )
 from gtui.core.procstat import stopped_state
@@ -238,6 +239,7 @@ def status_from_store(queue: Path) -> dict[str, Any]:
     paths = queue_paths(queue)
     qf = load_queue(paths.queue)
     _refuse_node_names_offline(qf)
+    refuse_foreign_state(paths)
     store = open_store_readonly(paths.db)
     records: dict[str, JobRecord] = store.load() if store else {}
     meta = {

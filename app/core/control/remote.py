@@ -33,6 +33,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -55,7 +56,7 @@ from gtui.core.control.rpc import (
     peer_of,
     stopped_words,
 )
-from gtui.core.control.wire import Hello, WireError, decode_event, from_json
+from gtui.core.control.wire import REPLAYED, Hello, WireError, decode_event, from_json
 from gtui.core.errors import EXIT_LOCKED, GtuiError
 from gtui.core.model import Settings
 from gtui.core.paths import QueuePaths, queue_paths
@@ -77,6 +78,17 @@ class NotAnswering(GtuiError):
     exit_code = EXIT_LOCKED
 
 
+@dataclass(frozen=True)
+class Since:
+    """Where a watcher's view of the queue stands: scheduler ``pid``'s events up to number
+    ``seq`` seen (None: no scheduler's), or the saved state as read at ``after`` (Unix time;
+    0: nothing). A scheduler replays what came after it."""
+
+    pid: int | None = None
+    seq: int = 0
+    after: float = 0.0
+
+
 class RemoteEngine:
     """The EnginePort of a scheduler that runs in another process (see the module docstring)."""
 
@@ -88,7 +100,11 @@ class RemoteEngine:
         *,
         reconnect_every: float = RECONNECT_EVERY_S,
         reconnect_for: float = RECONNECT_FOR_S,
+        since: Since | None = None,
     ) -> None:
+        """``since``: where the caller's view stands, to be replayed the job events after it
+        (gtui.core.control.server), which ``replayed`` then holds; ``lost`` says some of them
+        were no longer kept."""
         self.paths = queue_path if isinstance(queue_path, QueuePaths) else queue_paths(queue_path)
         self.queue_path: Path = self.paths.queue
         self.reconnect_every = reconnect_every
@@ -108,6 +124,10 @@ class RemoteEngine:
         self._stop = asyncio.Event()
         self._syncs: dict[int, asyncio.Future[None]] = {}
         self._next_sync = 0
+        self._since = since
+        self.replayed: list[Event] = []
+        self.lost = False
+        self.seq: int | None = None  # the scheduler's number of the last job event seen here
 
     # ------------------------------------------------------------------ the state, read here
     @property
@@ -292,7 +312,11 @@ class RemoteEngine:
             state = stopped_state(pid)
             if state is not None:  # its hello would come when it is continued: not wait for it
                 raise NotAnswering(stopped_words(self.paths, pid, state))
-            writer.write(_encode({"op": "watch"}))
+            ask: dict[str, Any] = {"op": "watch"}
+            if self._since is not None:
+                since = self._since
+                ask.update(replay=True, pid=since.pid, seq=since.seq, after=since.after)
+            writer.write(_encode(ask))
             await writer.drain()
             line = await asyncio.wait_for(reader.readline(), HELLO_TIMEOUT_S)
             if not line:
@@ -311,6 +335,7 @@ class RemoteEngine:
                     f"the scheduler of {name} speaks another version of gtui ({e}); "
                     "restart it with this one"
                 ) from None
+            await self._take_replay(reader, reply)
         except (OSError, TimeoutError, ValueError) as e:
             writer.close()
             raise NotAnswering(f"the scheduler of {name} did not answer: {e}") from None
@@ -320,6 +345,23 @@ class RemoteEngine:
         self._reader, self._writer = reader, writer
         self.connected = True
         return hello
+
+    async def _take_replay(self, reader: asyncio.StreamReader, reply: dict[str, Any]) -> None:
+        """The events the hello says follow it, older than it (asked for with ``since``)."""
+        seq, count = reply.get("seq"), reply.get("replay")
+        self.seq = seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+        if self._since is None:
+            return
+        self.lost = reply.get("lost") is not False  # a scheduler that keeps none: lost
+        self.replayed = []
+        for _ in range(count if isinstance(count, int) else 0):
+            line = await asyncio.wait_for(reader.readline(), HELLO_TIMEOUT_S)
+            if not line:
+                raise NotAnswering(f"the scheduler of {self.queue_path.name} closed the connection")
+            try:
+                self.replayed.append(decode_event(json.loads(line)))
+            except (ValueError, WireError):
+                self.lost = True
 
     def _take_hello(self, hello: Hello) -> None:
         """The whole state, as Engine.start publishes it."""
@@ -361,6 +403,8 @@ class RemoteEngine:
             except WireError as e:
                 log.warning("skipped an event: %s", e)
                 return
+            if self.seq is not None and isinstance(event, REPLAYED):
+                self.seq += 1
             self._apply(event)
             self._bus.publish(event)
         elif "settings" in msg:
@@ -433,4 +477,4 @@ class RemoteEngine:
         return self._stopping
 
 
-__all__ = ["NotAnswering", "RemoteEngine"]
+__all__ = ["NotAnswering", "RemoteEngine", "Since"]

@@ -17,6 +17,7 @@ or not known (exit 4).
 from __future__ import annotations
 
 import array
+import contextlib
 import errno
 import fcntl
 import json
@@ -216,13 +217,9 @@ def exchange(
         except (BrokenPipeError, ConnectionResetError):
             line = b""
         if not line:
-            # It took the request and went away: whether it acted is unknown, so say so
-            # rather than act a second time on the saved state.
-            raise GtuiError(
-                f"the scheduler of {paths.queue.name} stopped before it answered; "
-                f"see `gtui status {paths.queue.name}`",
-                EXIT_UNKNOWN,
-            )
+            # It took the request and went away, or could not answer: whether it acted is
+            # unknown, so say so rather than act a second time on the saved state.
+            raise GtuiError(_no_reply(paths, op), EXIT_LOCKED if op in READS else EXIT_UNKNOWN)
         return line
     finally:
         s.close()
@@ -293,6 +290,22 @@ class _Waiting:
                 f"your request: whether it was done is unknown; `gtui status {q}` shows it"
             )
         raise NoAnswer(why, outcome, EXIT_UNKNOWN, self.pid)
+
+
+def _no_reply(paths: QueuePaths, op: str) -> str:
+    """What to say of a request taken and never answered: whether it acted is unknown, so
+    say so rather than act a second time on the saved state; and whether the scheduler is
+    still there (then the reply failed, and its output says why) or went away."""
+    q = paths.queue.name
+    pid = None
+    if op != "ping":
+        with contextlib.suppress(GtuiError, OSError, ValueError):
+            again = exchange(paths, "ping", timeout=CONNECT_TIMEOUT_S)
+            pid = json.loads(again).get("pid") if again else None
+    if pid is None:
+        return f"the scheduler of {q} stopped before it answered; see `gtui status {q}`"
+    unknown = "" if op == "status" else f"; whether it did it is unknown: see `gtui status {q}`"
+    return f"the scheduler (pid {pid}) of {q} could not answer {op} (its output says why){unknown}"
 
 
 def _read_line(s: socket.socket, look: Callable[[int], None] | None = None) -> bytes:

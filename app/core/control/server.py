@@ -30,6 +30,15 @@ every event published before it, so a client that has its command's reply can wa
 view has caught up. A watcher is never dropped for being idle; one that falls WATCH_BUFFER events
 behind is (the scheduler never waits for a slow reader), and reconnects for a fresh hello.
 
+A watcher that came late (``gtui events`` started before the scheduler, or one dropped and back)
+may ask ``{"op": "watch", "replay": true, "pid": PID, "seq": SEQ, "after": TIME}``: the events
+this scheduler published after its event number SEQ when PID is its own, else after TIME (Unix
+seconds: when the watcher last read the saved state; 0: from the start). Every hello carries
+``"seq"`` (the number of the last job, removal or pause event, counted from the scheduler's
+start); this one ``"replay": N`` too, and those N events come as event lines before the live
+ones. The scheduler keeps the last REPLAY_EVENTS of them; ``"lost": true`` says some asked for
+are gone.
+
 Size: the server and its one-request client share the wire format and the socket's security
 checks (owner, mode, SO_PEERCRED); they stay together so both sides change at once.
 """
@@ -43,6 +52,8 @@ import logging
 import os
 import socket
 import stat
+import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,10 +71,10 @@ from gtui.core.control.rpc import (  # noqa: F401  (the client side, re-exported
     peer_uid,
     request,
 )
-from gtui.core.control.wire import Hello, encode_event, to_json
+from gtui.core.control.wire import REPLAYED, Hello, encode_event, to_json
 from gtui.core.deadline import check as check_deadline
 from gtui.core.deadline import within
-from gtui.core.errors import GtuiError, LockedError
+from gtui.core.errors import EXIT_BAD_INPUT, GtuiError, LockedError, os_error_text
 from gtui.core.model import Settings
 from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths
 
@@ -73,6 +84,8 @@ IDLE_TIMEOUT_S = 60.0  # a client that sends nothing for this long is dropped
 BUSY_WAIT_S = 30.0  # how long close() lets requests in progress finish
 WATCH_BUFFER = 10_000  # events a watcher may fall behind before it is dropped
 HEARTBEAT_S = 1.0  # the socket file's mtime is touched this often (see rpc.stopped_words)
+HOLD_REPLY = 64 * 1024  # a reply made in pieces is sent once this much is made (or all of it)
+REPLAY_EVENTS = 10_000  # the last job events kept for a watcher that came late
 
 NAME_OPS = ("kill", "pause", "resume", "retry")
 OPS = (
@@ -152,12 +165,38 @@ def _fields(req: dict[str, Any]) -> dict[str, object]:
     return fields
 
 
-def _is_watch(line: bytes) -> bool:
+def _watch_request(line: bytes) -> dict[str, Any] | None:
+    """The request, when ``line`` asks for a watch."""
     try:
         req = json.loads(line)
     except ValueError:
-        return False
-    return isinstance(req, dict) and req.get("op") == "watch"
+        return None
+    return req if isinstance(req, dict) and req.get("op") == "watch" else None
+
+
+class Recent:
+    """The scheduler's last REPLAY_EVENTS job events, numbered from its start and timed (a bus
+    sink), for a watcher that came late."""
+
+    def __init__(self, size: int = REPLAY_EVENTS) -> None:
+        self.seq = 0
+        self._events: deque[tuple[int, float, Event]] = deque(maxlen=size)
+        self._gone_seq = 0  # the newest event no longer kept, and when it was published
+        self._gone_time = 0.0
+
+    def __call__(self, event: Event) -> None:
+        if len(self._events) == self._events.maxlen:
+            self._gone_seq, self._gone_time, _ = self._events[0]
+        self.seq += 1
+        self._events.append((self.seq, time.time(), event))
+
+    def since(self, seq: int) -> tuple[list[Event], bool]:
+        """The events after number ``seq``, and whether some of them are no longer kept."""
+        return [e for n, _t, e in self._events if n > seq], seq < self._gone_seq
+
+    def after(self, when: float) -> tuple[list[Event], bool]:
+        """The events published after ``when``, and whether some of them are no longer kept."""
+        return [e for _n, t, e in self._events if t > when], when < self._gone_time
 
 
 class RawReply:
@@ -194,6 +233,8 @@ async def dispatch(engine: ControlledEngine, req: object) -> dict[str, Any] | Ra
             return await _apply(engine, req)
     except GtuiError as e:
         return {"ok": False, "error": str(e), "exit": e.exit_code}
+    except OSError as e:  # a file of the queue it could not use: said, not a bug of gtui's
+        return _os_failure(req, e)
     except Exception as e:  # the server must outlive any bug behind one request
         log.exception("control request failed: %r", req)
         text = str(e).splitlines()[0][:200] if str(e) else ""
@@ -259,22 +300,49 @@ async def _apply(engine: ControlledEngine, req: dict[str, Any]) -> dict[str, Any
     raise GtuiError(f"unknown request {op!r}; this scheduler knows: {', '.join(OPS)}")
 
 
+def _os_failure(req: object, e: OSError) -> dict[str, Any]:
+    """The reply to a request that met a file it could not use (a state directory made
+    unreadable): the file and the problem, to the client and in one line of the log."""
+    op = req.get("op") if isinstance(req, dict) else None
+    text = os_error_text(e)
+    log.warning("%s refused: %s", op or "a request", text)
+    return {"ok": False, "error": text, "exit": EXIT_BAD_INPUT}
+
+
 async def _send_pieces(writer: asyncio.StreamWriter, reply: RawReply) -> bool:
-    """Each piece as it is made, the loop free between them; False when a piece could not be
-    made (a bug behind it): the line is then left without its end and the connection closed,
-    which the client reports as a reply it did not get. Half a document is never taken for a
-    whole one."""
+    """Each piece as it is made, the loop free between them. A piece that cannot be made
+    before anything was sent gets an error reply instead; after, False: the line is left
+    without its end and the connection closed, which the client reports as a reply it did
+    not get. Half a document is never taken for a whole one."""
     pieces = iter(reply.pieces)
+    held: list[str] | None = []  # the first pieces, kept until they are worth a write
     while True:
         try:
             piece = next(pieces, None)
-        except Exception:
-            log.exception("control reply failed")
-            return False
+        except Exception as e:
+            if held is None:  # some of the line is out: it cannot be taken back
+                log.exception("control reply failed")
+                return False
+            failure = (
+                _os_failure({"op": "status"}, e)
+                if isinstance(e, OSError)
+                else {"ok": False, "error": f"internal error: {type(e).__name__}"}
+            )
+            if not isinstance(e, OSError):
+                log.exception("control reply failed")
+            writer.write(_encode(failure))
+            return True
         if piece is None:
             break
+        if held is not None:
+            held.append(piece)
+            if sum(map(len, held)) < HOLD_REPLY:
+                continue
+            piece, held = "".join(held), None
         writer.write(piece.encode())
         await writer.drain()
+    if held:
+        writer.write("".join(held).encode())
     writer.write(b"\n")
     return True
 
@@ -347,6 +415,8 @@ class ControlServer:
         self._closing = False
         self._inode: tuple[int, int] | None = None
         self._beat: asyncio.TimerHandle | None = None
+        self.recent: Recent | None = None  # set by ``serve``: what a late watcher is replayed
+        self._forget: Callable[[], None] | None = None  # unsubscribes ``recent``
 
     @property
     def paths(self) -> QueuePaths:
@@ -405,6 +475,8 @@ class ControlServer:
             return
         if self._beat is not None:
             self._beat.cancel()
+        if self._forget is not None:
+            self._forget()
         self._closing = True
         server.close()
         for task in list(self._clients - self._busy):
@@ -467,9 +539,10 @@ class ControlServer:
                 return
             if not line.strip():
                 continue
-            if _is_watch(line):
+            watch = _watch_request(line)
+            if watch is not None:
                 # A stream from here on: never idle-dropped, never "busy" (close() ends it).
-                await self._watch(reader, writer)
+                await self._watch(reader, writer, watch)
                 return
             task = asyncio.current_task()
             if task is not None:
@@ -496,8 +569,11 @@ class ControlServer:
             if self._closing:
                 return
 
-    async def _watch(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """The state now, then every event, until the client goes away or falls behind."""
+    async def _watch(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, req: dict[str, Any]
+    ) -> None:
+        """The state now (and the events a late watcher asked to be replayed), then every
+        event, until the client goes away or falls behind."""
         engine = self._engine
         assert engine is not None
         # Bounded; the one place above the bound is for the marker that ends the watcher.
@@ -537,8 +613,13 @@ class ControlServer:
                 settings=engine.settings,
                 fake=engine.fake,
             )
-            writer.write(_encode({"ok": True, "hello": to_json(hello)}))
-            del hello
+            head: dict[str, Any] = {"ok": True, "hello": to_json(hello)}
+            replay = self._replay(req, head)
+            writer.write(_encode(head))
+            del hello, head
+            for event in replay:
+                writer.write(_encode(encode_event(event)))
+            del replay
             await writer.drain()
             tasks = {
                 asyncio.create_task(_watch_requests(reader, push)),
@@ -554,6 +635,27 @@ class ControlServer:
                         await task
         finally:
             unsubscribe()
+
+
+    def _replay(self, req: dict[str, Any], head: dict[str, Any]) -> list[Event]:
+        """The events a watch request asks to be replayed (module docstring), counted in
+        ``head``; read in the same step as the hello, so each is older than it."""
+        recent = self.recent
+        if recent is not None:
+            head["seq"] = recent.seq
+        if req.get("replay") is not True:
+            return []
+        if recent is None:  # an engine served without a record of its events
+            head.update(replay=0, lost=True)
+            return []
+        seq, after = req.get("seq"), req.get("after")
+        if req.get("pid") == os.getpid() and isinstance(seq, int) and not isinstance(seq, bool):
+            events, lost = recent.since(seq)
+        else:
+            when = after if isinstance(after, int | float) and not isinstance(after, bool) else 0
+            events, lost = recent.after(float(when))
+        head.update(replay=len(events), lost=lost)
+        return events
 
 
 @dataclass(frozen=True)
@@ -632,4 +734,6 @@ async def serve(engine: ControlledEngine, bus: EventBus) -> ControlServer | None
     except GtuiError as e:
         bus.notice("warning", f"control socket unavailable: {e}")
         return None
+    server.recent = Recent()
+    server._forget = bus.subscribe(server.recent, REPLAYED)
     return server

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
-from gtui.core.api import Event, GpusRead, JobView
+from gtui.core.api import Event, GpusRead, JobChanged, JobRemoved, JobView, QueuePaused
 from gtui.core.gpus.snapshot import GpuSnapshot
 from gtui.core.model import JobSpec, Settings
 
@@ -52,6 +52,8 @@ class Hello:
 
 
 EVENT_TYPES: dict[str, type[Any]] = {cls.__name__: cls for cls in get_args(Event)}
+# What a scheduler numbers and replays to a late watcher (not QueueChanged: unbuilt if untaken)
+REPLAYED = (JobChanged, JobRemoved, QueuePaused)
 
 
 # -- encoding -------------------------------------------------------------------------------

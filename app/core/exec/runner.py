@@ -78,6 +78,7 @@ from gtui.core.exec.base import (
     LaunchRequest,
     in_thread,
 )
+from gtui.core.model import cmd_too_long
 from gtui.core.paths import ensure_private_dir
 from gtui.core.procstat import ProcStat, read_stat
 
@@ -210,6 +211,9 @@ def launch(req: LaunchRequest) -> Launched:
     bash = _bash()
     if bash is None:
         raise LaunchError(f"job {req.name}: bash not found on PATH; gtui runs every job with bash")
+    too_long = cmd_too_long(req.cmd)  # what the queue file's check says: never E2BIG
+    if too_long:
+        raise LaunchError(f"job {req.name}: {too_long}")
     if not req.cwd.is_dir():
         what = "is not a directory" if req.cwd.exists() else "does not exist"
         raise LaunchError(f"job {req.name}: cwd {req.cwd} {what}; fix its cwd in the queue file")

@@ -56,6 +56,7 @@ from gtui.core.model import (
     Notify,
     Placement,
     Settings,
+    cmd_too_long,
 )
 from gtui.core.queue.placeholders import (
     gpu_indices_in,
@@ -758,6 +759,9 @@ def _expand_entry(
     if "cmd" not in fields:
         raise w.error('a job needs a `cmd`, e.g. cmd = "python train.py --gpu {gpu}"', "cmd")
     cmd = _str(w, "cmd", fields["cmd"])
+    too_long = cmd_too_long(cmd)
+    if too_long:
+        raise w.error(too_long, "cmd")
     raw_name = _str(w, "name", fields["name"]) if "name" in fields else None
     gpus = _int(w, "gpus", fields.get("gpus", 1), 0)
     mem_mib: int | None = None

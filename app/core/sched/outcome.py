@@ -241,8 +241,9 @@ def _launch_hint(message: str) -> str:
         # The path in the message is log_dir as resolved (relative to the queue file's folder,
         # not to where gtui was started): say which setting makes it.
         return (
-            "that path is log_dir, relative to the queue file's folder: make it a writable "
-            "directory, or set log_dir in [settings] to one, then retry (r)"
+            "that path is log_dir, relative to the queue file's folder (to the queue's state "
+            "folder with GTUI_STATE_DIR set): make it a writable directory, or set log_dir in "
+            "[settings] to one, then retry (r)"
         )
     if "no space" in lowered:
         return "the disk holding the log directory is full: free space, then retry (r)"

@@ -233,8 +233,12 @@ REPORT_CHUNK = 500  # names per query (SQLite's limit on parameters is far above
 
 
 def _read(db: Path, sql: str) -> list[Any]:
-    """Rows of one read-only query of ``db``; [] with no db, no table yet, or a locked db."""
-    if not db.is_file():
+    """Rows of one read-only query of ``db``; [] with no db, no table yet, a locked db, or one
+    that cannot be read (its directory's permissions: the history only adds to what is shown)."""
+    try:
+        if not db.is_file():
+            return []
+    except OSError:
         return []
     try:
         conn = open_readonly(db)

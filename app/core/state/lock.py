@@ -42,6 +42,25 @@ def _parse(text: str) -> LockInfo | None:
         return None
 
 
+def process_lives(pid: int) -> bool:
+    """Whether a lock holder's process still lives, for when its lock file cannot be read: its
+    state in /proc, where an ended process its parent has not reaped yet is a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+    return state not in (b"Z", b"X")
+
+
 class QueueLock:
     """The per-queue scheduler lock. ``acquire()`` raises LockedError (exit 3) when held.
 
