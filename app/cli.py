@@ -43,6 +43,7 @@ SUBCOMMANDS = (
     "events",
     "quarantine",
     "report",
+    "doctor",
     "import",
     "attach",
     "ls",
@@ -377,6 +378,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _queue_arg(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = _add(
+        sub,
+        "doctor",
+        "check the queue's state database against its jobs' logs, exit-status files and "
+        "processes; exit 1 if it is damaged or behind them. --repair rebuilds it (from its "
+        "backup and those traces; nothing runs again)",
+        "gtui doctor q.toml --repair",
+    )
+    _queue_arg(p)
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="rebuild it (no scheduler may run: `gtui run` does the same at its start)",
+    )
 
     p = sub.add_parser("import", help="print a queue.toml made from a bash queue script")
     p.add_argument("file", metavar="FILE")

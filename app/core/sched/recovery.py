@@ -3,6 +3,13 @@ started. Never a job started twice (DESIGN.md 5).
 
 The answer comes from the executor (is the handle alive, what exit status did it leave, which
 process carries the launch token); this module only reads records and says what to do.
+
+A record can also be behind what really happened: the database lost its write-ahead log, was
+emptied, or was rebuilt from an older backup. Before anything starts, the store is checked
+against the jobs' own traces (``gtui.core.state.evidence``): a job whose newest log, exit-status
+file or running wrapper is of a later attempt than its record says is taken from them (running:
+re-adopted; an exit status: that end, as if it ended while gtui was down; a log alone: ended,
+status unknown), never started blind.
 """
 
 from __future__ import annotations
@@ -11,31 +18,44 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gtui.core.state.evidence import Trace, gather
+
 from gtui.core.errors import GtuiError
 from gtui.core.exec.base import Executor, ExitStatus, Handle, handle_of
 from gtui.core.exec.runner import safe_name
-from gtui.core.model import JobState
+from gtui.core.model import FINAL_STATES, JobState
 from gtui.core.state.book import JobBook
 
 UNKNOWN = ExitStatus(None, None)
+REBUILT = "its record was lost from the state database: rebuilt from its log and exit-status file"
 
 
 @dataclass
 class Recovered:
     adopt: list[tuple[str, Handle]] = field(default_factory=list)  # still running
     ended: list[tuple[str, ExitStatus]] = field(default_factory=list)  # ended while down
+    rebuilt: list[str] = field(default_factory=list)  # records taken from the jobs' traces
 
 
 def recover(
-    book: JobBook, executor: Executor, log_dir: Path, leave: Container[str] = ()
+    book: JobBook,
+    executor: Executor,
+    log_dir: Path,
+    leave: Container[str] = (),
+    run_dir: Path | None = None,
 ) -> Recovered:
     """Sort the active records of ``book``; requeues (and commits) jobs that never started.
     The jobs named in ``leave`` are not looked at: only another executor can see them (a
-    cluster's jobs, from a command given with no scheduler)."""
+    cluster's jobs, from a command given with no scheduler). ``run_dir``: where this machine's
+    jobs write their exit statuses; given, the records are first checked against the jobs'
+    traces there and in ``log_dir``."""
     out = Recovered()
+    if run_dir is not None:
+        _take_traces(book, gather(book.order, run_dir, log_dir), leave, out)
+    taken = set(out.rebuilt)
     for name in list(book.active_names()):
         rec = book.records[name]
-        if not rec.active or name in leave:
+        if not rec.active or name in leave or name in taken:
             continue
         if rec.pid is None:
             _unlaunched(book, executor, name, log_dir, out)
@@ -46,6 +66,73 @@ def recover(
             continue
         out.ended.append((name, executor.exit_status(handle) or UNKNOWN))
     return out
+
+
+def _take_traces(
+    book: JobBook, traces: dict[str, Trace], leave: Container[str], out: Recovered
+) -> None:
+    """Records behind their job's traces take the newest traced attempt (see the module's
+    docstring). An ended job's attempt count comes from one query, not its whole record."""
+    if not traces:
+        return
+    live = book.records.live()
+    saved = book.store.attempts() if any(n not in live for n in traces) else {}
+    for name, trace in traces.items():
+        if name in leave or book.records.state(name) is None:
+            continue
+        known = live[name].attempt if name in live else saved.get(name, 0)
+        if trace.attempt <= known:
+            continue
+        rec = book.records[name]
+        rec.attempt = trace.attempt
+        rec.first_attempt = min(rec.first_attempt, trace.attempt)
+        rec.state = JobState.RUNNING
+        rec.log = str(trace.log) if trace.log is not None else None
+        rec.status_file = str(trace.status_path) if trace.status_path is not None else None
+        rec.pid = rec.create_time = rec.exit_code = rec.signal = None
+        rec.started_at = rec.ended_at = rec.retry_at = rec.diagnosis = None
+        rec.token = None
+        rec.reason = ""
+        rec.warnings = [REBUILT]
+        book.records.put(rec)  # live until its end is committed (an ended one was read back)
+        out.rebuilt.append(name)
+        wrapper = trace.wrapper
+        if wrapper is not None:
+            rec.pid, rec.create_time = wrapper.pid, wrapper.create_time
+            rec.started_at = wrapper.create_time
+            rec.token = wrapper.env.get("GTUI_TOKEN")
+            rec.status_file = str(wrapper.status_path)
+            rec.gpus = trace.gpus()
+            book.commit(rec)
+            out.adopt.append((name, handle_of(rec)))
+        else:
+            out.ended.append((name, trace.status or UNKNOWN))
+    if out.rebuilt:
+        taken = set(out.rebuilt)
+        book.deferred = [r for r in book.deferred if r.name not in taken]
+
+
+def rebuilt_words(book: JobBook, names: list[str]) -> str | None:
+    """What the traces rebuilt, once the ends are recorded: a line for the event log."""
+    if not names:
+        return None
+    by_state: dict[str, list[str]] = {}
+    for name in names:
+        state = book.records.state(name)
+        word = "running (re-adopted)" if state == JobState.RUNNING else (
+            state.value if state is not None else "?"
+        )
+        if state is not None and state not in FINAL_STATES and state != JobState.RUNNING:
+            word = f"{state.value} (its attempt counted)"
+        by_state.setdefault(word, []).append(name)
+    parts = []
+    for word, group in by_state.items():
+        shown = ", ".join(group[:5]) + (f" and {len(group) - 5} more" if len(group) > 5 else "")
+        parts.append(f"{len(group)} {word}: {shown}")
+    return (
+        f"the state database had lost {len(names)} job(s)' runs; rebuilt from their logs, "
+        f"exit-status files and processes, none started again: " + "; ".join(parts)
+    )
 
 
 def _unlaunched(
