@@ -70,8 +70,10 @@ def _files(folder: Path, suffix: str) -> list[os.DirEntry[str]]:
 
 def gather(names: Iterable[str], run_dir: Path, log_dir: Path) -> dict[str, Trace]:
     """The newest traced attempt of each job of ``names`` that left one (a job with none is
-    left out). One listing of each folder and one pass over the process table."""
-    by_safe = {safe_name(n): n for n in names}
+    left out), in the order of ``names``. One listing of each folder and one pass over the
+    process table."""
+    order = list(names)
+    by_safe = {safe_name(n): n for n in order}
     status: dict[tuple[str, int], Path] = {}
     logs: dict[tuple[str, int], tuple[float, Path]] = {}
     running: dict[tuple[str, int], Wrapper] = {}
@@ -97,7 +99,10 @@ def gather(names: Iterable[str], run_dir: Path, log_dir: Path) -> dict[str, Trac
     for name, attempt in (*status, *logs, *running):
         newest[name] = max(attempt, newest.get(name, 0))
     out: dict[str, Trace] = {}
-    for name, attempt in newest.items():
+    for name in order:
+        attempt = newest.get(name, 0)
+        if not attempt:
+            continue
         key = (name, attempt)
         log = logs.get(key)
         out[name] = Trace(name, attempt, status.get(key), log[1] if log else None, running.get(key))
