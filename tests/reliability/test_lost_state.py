@@ -25,7 +25,8 @@ LONG = "echo run >> long.runs; while [ ! -e release ]; do sleep 0.05; done"
 def _queue(n_done: int, *, long: bool) -> str:
     body = ""
     for i in range(n_done):
-        body += f'[[jobs]]\nname = "j{i}"\ngpus = 0\ncmd = "echo run >> j{i}.runs; echo out {i}"\n\n'
+        cmd = f"echo run >> j{i}.runs; echo out {i}"
+        body += f'[[jobs]]\nname = "j{i}"\ngpus = 0\ncmd = "{cmd}"\n\n'
     if long:
         body += f'[[jobs]]\nname = "long"\ngpus = 0\ncmd = "{LONG}"\n'
     return body

@@ -604,9 +604,8 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
         opened = open_checked(self.paths.db)
         self._backups = Backups(opened.store)
         if opened.rebuilt:
-            self._bus.notice(
-                "warning", f"{opened.rebuilt}; the jobs' logs, exit-status files and processes make up the rest"
-            )
+            rest = "the jobs' logs, exit-status files and processes make up the rest"
+            self._bus.notice("warning", f"{opened.rebuilt}; {rest}")
         return opened.store
 
     def _recover(self, ray: bool = False) -> None:

@@ -18,13 +18,12 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gtui.core.state.evidence import Trace, gather
-
 from gtui.core.errors import GtuiError
 from gtui.core.exec.base import Executor, ExitStatus, Handle, handle_of
 from gtui.core.exec.runner import safe_name
 from gtui.core.model import FINAL_STATES, JobState
 from gtui.core.state.book import JobBook
+from gtui.core.state.evidence import Trace, gather
 
 UNKNOWN = ExitStatus(None, None)
 REBUILT = "its record was lost from the state database: rebuilt from its log and exit-status file"
@@ -119,11 +118,12 @@ def rebuilt_words(book: JobBook, names: list[str]) -> str | None:
     by_state: dict[str, list[str]] = {}
     for name in names:
         state = book.records.state(name)
-        word = "running (re-adopted)" if state == JobState.RUNNING else (
-            state.value if state is not None else "?"
-        )
-        if state is not None and state not in FINAL_STATES and state != JobState.RUNNING:
-            word = f"{state.value} (its attempt counted)"
+        if state == JobState.RUNNING:
+            word = "running (re-adopted)"
+        elif state is None or state in FINAL_STATES:
+            word = state.value if state is not None else "?"
+        else:
+            word = f"{state.value} (its attempt counted)"  # a failure with retries left
         by_state.setdefault(word, []).append(name)
     parts = []
     for word, group in by_state.items():

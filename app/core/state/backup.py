@@ -64,10 +64,8 @@ class Backups:
         self.error: str | None = None  # the last failure (the previous backup stays)
 
     def due(self) -> bool:
-        return (
-            self._store.writes != self._writes
-            and time.monotonic() - self._at >= BACKUP_EVERY_S
-        )
+        changed = self._store.writes != self._writes
+        return changed and time.monotonic() - self._at >= BACKUP_EVERY_S
 
     def write(self) -> None:
         """Back up now (in a thread or at the end: it takes a connection of its own)."""
@@ -115,7 +113,7 @@ class Opened:
 
 
 def _emptied(db: Path) -> str | None:
-    """"it is empty" for a database of 0 bytes with no WAL to recover from (a fresh one has
+    """Words for a database of 0 bytes with no WAL to recover from (a fresh one has
     its schema in the WAL until the first checkpoint); None otherwise, or when absent."""
     try:
         size = db.stat().st_size

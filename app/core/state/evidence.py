@@ -46,8 +46,9 @@ class Trace:
         return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else ()
 
 
-def _split(stem: str, names: dict[str, str]) -> tuple[str, int] | None:
-    """``SAFE.N`` or ``SAFE.N.V`` (a log's variant) as (job name, attempt), for a known job."""
+def _split(stem: str, names: dict[str, str]) -> tuple[str, int, int] | None:
+    """``SAFE.N`` or ``SAFE.N.V`` (a log's variant V, 0 for none) as (job name, attempt,
+    variant), for a known job."""
     parts = stem.split(".")
     for cut in (1, 2):  # a job name may hold dots: try the attempt last, then before a variant
         if len(parts) <= cut:
@@ -57,7 +58,7 @@ def _split(stem: str, names: dict[str, str]) -> tuple[str, int] | None:
         attempt = parts[-cut]
         name = names.get(".".join(parts[:-cut]))
         if name is not None and attempt.isdigit() and int(attempt) > 0:
-            return name, int(attempt)
+            return name, int(attempt), int(parts[-1]) if cut == 2 else 0
     return None
 
 
@@ -71,30 +72,33 @@ def _files(folder: Path, suffix: str) -> list[os.DirEntry[str]]:
 def gather(names: Iterable[str], run_dir: Path, log_dir: Path) -> dict[str, Trace]:
     """The newest traced attempt of each job of ``names`` that left one (a job with none is
     left out), in the order of ``names``. One listing of each folder and one pass over the
-    process table."""
+    process table. A log counts only where some job of the queue left an exit-status file or
+    runs (see below)."""
     order = list(names)
     by_safe = {safe_name(n): n for n in order}
     status: dict[tuple[str, int], Path] = {}
-    logs: dict[tuple[str, int], tuple[float, Path]] = {}
+    logs: dict[tuple[str, int], tuple[int, Path]] = {}
     running: dict[tuple[str, int], Wrapper] = {}
     for e in _files(run_dir, ".status"):
-        key = _split(e.name[: -len(".status")], by_safe)
-        if key is not None:
-            status[key] = Path(e.path)
+        found = _split(e.name[: -len(".status")], by_safe)
+        if found is not None:
+            status[found[:2]] = Path(e.path)
     for e in _files(log_dir, ".log"):
-        key = _split(e.name[: -len(".log")], by_safe)
-        if key is None:
+        found = _split(e.name[: -len(".log")], by_safe)
+        if found is None:
             continue
-        try:
-            mtime = e.stat().st_mtime
-        except OSError:
-            continue
-        if key not in logs or logs[key][0] <= mtime:  # the newest log of the attempt
-            logs[key] = (mtime, Path(e.path))
+        key, variant = found[:2], found[2]
+        # An attempt's newest log has the highest variant: a launch takes the first name free.
+        if key not in logs or logs[key][0] < variant:
+            logs[key] = (variant, Path(e.path))
     for w in wrappers_in(run_dir):
-        key = _split(w.status_path.name[: -len(".status")], by_safe)
-        if key is not None:
-            running[key] = w
+        found = _split(w.status_path.name[: -len(".status")], by_safe)
+        if found is not None:
+            running[found[:2]] = w
+    if not status and not running:
+        # No job of this queue has run here: logs of the same names are another queue's (two
+        # queue files in one folder share its log_dir), not this one's.
+        logs = {}
     newest: dict[str, int] = {}
     for name, attempt in (*status, *logs, *running):
         newest[name] = max(attempt, newest.get(name, 0))
