@@ -52,7 +52,7 @@ SUBCOMMANDS = (
 
 EXIT_CODES = (
     ("0", "ok: the command did what it said (run, wait, follow: every job ended done)"),
-    ("1", "jobs failed (run, wait, follow)"),
+    ("1", "jobs failed (run, wait, follow); doctor: the state database needs a repair"),
     ("2", "bad input: a queue file, an option, a job name (one line says which)"),
     ("3", "another scheduler already runs this queue (its pid is named)"),
     ("124", "gtui wait --timeout: the time ran out"),

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from gtui.core.model import Diagnosis, JobRecord, JobState
+from gtui.core.state import backup as backup_mod
 from gtui.core.state import store as store_mod
-from gtui.core.state.backup import backup_path, damage, open_checked, write_backup
+from gtui.core.state.backup import Backups, backup_path, damage, open_checked, write_backup
 from gtui.core.state.store import (
     SCHEMA_VERSION,
     CorruptStoreError,
@@ -346,3 +347,19 @@ def test_records_round_trip_exactly_through_the_fast_paths() -> None:
     del old["retry_at"]
     older = record_from_json(json.dumps(dict(reversed(list(old.items())))))
     assert older.name == "a" and older.retry_at is None and older.gpus == (1, 3)
+
+
+def test_a_backup_is_due_after_a_change_at_a_bounded_rate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = db(tmp_path)
+    with Store(path) as s:
+        backups = Backups(s)
+        monkeypatch.setattr(backup_mod, "BACKUP_EVERY_S", 0.0)
+        assert backups.due()  # none written yet
+        backups.write()
+        assert backup_path(path).is_file() and not backups.due()  # nothing changed since
+        s.save(JobRecord(name="a"))
+        assert backups.due()
+        monkeypatch.setattr(backup_mod, "BACKUP_EVERY_S", 3600.0)
+        assert not backups.due()  # changed, but the last one is too recent

@@ -26,7 +26,10 @@ from gtui.core.state.book import JobBook
 from gtui.core.state.evidence import Trace, gather
 
 UNKNOWN = ExitStatus(None, None)
-REBUILT = "its record was lost from the state database: rebuilt from its log and exit-status file"
+REBUILT = (
+    "its record was lost from the state database: rebuilt from what its run left (its log, "
+    "exit-status file or process)"
+)
 
 
 @dataclass
@@ -71,18 +74,28 @@ def _take_traces(
     book: JobBook, traces: dict[str, Trace], leave: Container[str], out: Recovered
 ) -> None:
     """Records behind their job's traces take the newest traced attempt (see the module's
-    docstring). An ended job's attempt count comes from one query, not its whole record."""
+    docstring). An ended job that ran (done, failed, unknown) has made one attempt at least: its
+    record is read only when its traces are of a later one (a lost retry), so a restart of a
+    100,000-job sweep reads none of them."""
     if not traces:
         return
-    live = book.records.live()
-    saved = book.store.attempts() if any(n not in live for n in traces) else {}
+    records = book.records
+    live = records.live()
+    maybe = [
+        n
+        for n, t in traces.items()
+        if n not in live
+        and n not in leave
+        and (t.attempt > 1 or records.state(n) in (JobState.BLOCKED, JobState.KILLED))
+    ]
+    saved = {n: r.attempt for n, r in records.get_many(maybe).items()}
     for name, trace in traces.items():
-        if name in leave or book.records.state(name) is None:
+        if name in leave or records.state(name) is None:
             continue
-        known = live[name].attempt if name in live else saved.get(name, 0)
+        known = live[name].attempt if name in live else saved.get(name, 1)
         if trace.attempt <= known:
             continue
-        rec = book.records[name]
+        rec = records[name]
         rec.attempt = trace.attempt
         rec.first_attempt = min(rec.first_attempt, trace.attempt)
         rec.state = JobState.RUNNING

@@ -26,6 +26,10 @@ from pathlib import Path
 from gtui.core.state.store import BUSY_TIMEOUT_MS, CorruptStoreError, Store, StoreError
 
 BACKUP_EVERY_S = 30.0
+# A scheduler checks every page of a database up to this size at its start (~25,000 jobs; a
+# few tenths of a second). A larger one is checked by `gtui doctor`; at a start, damage there
+# is found by the first read of a bad page, and refused with the way to repair it.
+CHECK_AT_START_MAX_BYTES = 16 << 20
 _SIDE_FILES = ("-wal", "-shm")
 
 
@@ -153,7 +157,8 @@ def open_checked(db: Path) -> Opened:
             why = e.why
         else:
             try:
-                check(store)
+                if db.stat().st_size <= CHECK_AT_START_MAX_BYTES:
+                    check(store)
                 return Opened(store, None)
             except CorruptStoreError as e:
                 why = e.why
@@ -194,7 +199,7 @@ def _restore(db: Path) -> str | None:
     try:
         with Store(bak, readonly=True) as store:
             check(store)
-            jobs = len(store.attempts())
+            jobs = store.count()
         taken = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(bak.stat().st_mtime))
         tmp = db.with_name(f"{db.name}.restore-{os.getpid()}")
         src = sqlite3.connect(f"{bak.resolve().as_uri()}?mode=ro", uri=True)

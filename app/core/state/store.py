@@ -358,9 +358,16 @@ class Store:
                 gc.enable()
         return live, ended
 
+    def count(self) -> int:
+        """How many job records are saved."""
+        if self._empty:
+            return 0
+        with self._lock, self._errors("read"):
+            return int(self.conn.execute("SELECT count(*) FROM jobs").fetchone()[0])
+
     def attempts(self) -> dict[str, int]:
-        """Each saved job's attempt count, in one query without decoding its document: what the
-        jobs' traces on disk are checked against at a start (gtui.core.state.evidence)."""
+        """Each saved job's attempt count, in one query without decoding its document: what
+        ``gtui doctor`` checks the jobs' traces on disk against (gtui.core.state.evidence)."""
         if self._empty:
             return {}
         with self._lock, self._errors("read"):
