@@ -117,18 +117,19 @@ class Opened:
 
 
 def _emptied(db: Path) -> str | None:
-    """Words for a database of 0 bytes with no WAL to recover from (a fresh one has
-    its schema in the WAL until the first checkpoint); None otherwise, or when absent."""
+    """Words for a database of 0 bytes with no WAL to recover from, while its backup exists
+    (it was emptied); None otherwise. With no backup an empty file is a database with nothing
+    in it yet (``sqlite3.connect`` makes one): opened as it is, the jobs' traces rebuild the
+    rest."""
     try:
         size = db.stat().st_size
         wal = Path(f"{db}-wal")
-        if size == 0 and not (wal.exists() and wal.stat().st_size > 0):
-            return "it is empty (0 bytes)"
+        emptied = size == 0 and not (wal.exists() and wal.stat().st_size > 0)
     except FileNotFoundError:
         return None
     except OSError as e:
         raise StoreError(f"cannot read the state database {db}: {e.strerror or e}") from e
-    return None
+    return "it is empty (0 bytes)" if emptied and backup_path(db).is_file() else None
 
 
 def damage(db: Path) -> str | None:
