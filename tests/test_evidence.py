@@ -30,9 +30,9 @@ def test_the_newest_attempt_of_each_job_from_status_files_and_logs(tmp_path: Pat
     found = gather(["a", "lr.0.1", "never", "a/b"], run, logs)
     assert list(found) == ["a", "lr.0.1", "a/b"]  # queue order; a job with no trace left out
     a = found["a"]
-    assert (a.attempt, a.status, a.log) == (2, ExitStatus(0, None), logs / "a.2.1.log")
+    assert (a.attempt, a.status, a.log) == (2, ExitStatus(0, None), str(logs / "a.2.1.log"))
     lr = found["lr.0.1"]
-    assert (lr.attempt, lr.status_path, lr.log) == (1, None, logs / "lr.0.1.1.log")
+    assert (lr.attempt, lr.status_path, lr.log) == (1, None, str(logs / "lr.0.1.1.log"))
     assert found["a/b"].attempt == 3 and found["a/b"].status == ExitStatus(None, 9)
 
 

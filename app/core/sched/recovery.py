@@ -99,8 +99,8 @@ def _take_traces(
         rec.attempt = trace.attempt
         rec.first_attempt = min(rec.first_attempt, trace.attempt)
         rec.state = JobState.RUNNING
-        rec.log = str(trace.log) if trace.log is not None else None
-        rec.status_file = str(trace.status_path) if trace.status_path is not None else None
+        rec.log = trace.log
+        rec.status_file = trace.status_path
         rec.pid = rec.create_time = rec.exit_code = rec.signal = None
         rec.started_at = rec.ended_at = rec.retry_at = rec.diagnosis = None
         rec.token = None

@@ -26,14 +26,14 @@ class Trace:
 
     name: str
     attempt: int
-    status_path: Path | None = None  # its exit-status file, when there is one
-    log: Path | None = None  # its newest log, when there is one
+    status_path: str | None = None  # its exit-status file, when there is one
+    log: str | None = None  # its newest log, when there is one
     wrapper: Wrapper | None = None  # its wrapper, still running
 
     @property
     def status(self) -> ExitStatus | None:
         """The exit status its wrapper wrote (None: none, or unreadable)."""
-        return read_status_file(self.status_path) if self.status_path is not None else None
+        return read_status_file(Path(self.status_path)) if self.status_path is not None else None
 
     def gpus(self) -> tuple[int, ...]:
         """The GPUs a running attempt was given, as its environment says (CUDA_VISIBLE_DEVICES
@@ -76,13 +76,14 @@ def gather(names: Iterable[str], run_dir: Path, log_dir: Path) -> dict[str, Trac
     runs (see below)."""
     order = list(names)
     by_safe = {safe_name(n): n for n in order}
-    status: dict[tuple[str, int], Path] = {}
-    logs: dict[tuple[str, int], tuple[int, Path]] = {}
+    # Paths as the listing gives them (str): 100,000 Path objects were most of the time here.
+    status: dict[tuple[str, int], str] = {}
+    logs: dict[tuple[str, int], tuple[int, str]] = {}
     running: dict[tuple[str, int], Wrapper] = {}
     for e in _files(run_dir, ".status"):
         found = _split(e.name[: -len(".status")], by_safe)
         if found is not None:
-            status[found[:2]] = Path(e.path)
+            status[found[:2]] = e.path
     for e in _files(log_dir, ".log"):
         found = _split(e.name[: -len(".log")], by_safe)
         if found is None:
@@ -90,7 +91,7 @@ def gather(names: Iterable[str], run_dir: Path, log_dir: Path) -> dict[str, Trac
         key, variant = found[:2], found[2]
         # An attempt's newest log has the highest variant: a launch takes the first name free.
         if key not in logs or logs[key][0] < variant:
-            logs[key] = (variant, Path(e.path))
+            logs[key] = (variant, e.path)
     for w in wrappers_in(run_dir):
         found = _split(w.status_path.name[: -len(".status")], by_safe)
         if found is not None:
