@@ -49,6 +49,7 @@ SUBCOMMANDS = (
     "events",
     "quarantine",
     "report",
+    "doctor",
     "import",
     "attach",
     "ls",
@@ -57,7 +58,7 @@ SUBCOMMANDS = (
 
 EXIT_CODES = (
     ("0", "ok: the command did what it said (run, wait, follow: every job ended done)"),
-    ("1", "jobs failed (run, wait, follow)"),
+    ("1", "jobs failed (run, wait, follow); doctor: the state database needs a repair"),
     ("2", "bad input: a queue file, an option, a job name (one line says which)"),
     ("3", "another scheduler runs this queue (its pid is named), or is stopped or busy: not done"),
     ("4", "the scheduler took the command and never answered: whether it was done is unknown"),
@@ -384,6 +385,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _queue_arg(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = _add(
+        sub,
+        "doctor",
+        "check the queue's state database against its jobs' logs, exit-status files and "
+        "processes; exit 1 if it is damaged or behind them. --repair rebuilds it (from its "
+        "backup and those traces; nothing runs again)",
+        "gtui doctor q.toml --repair",
+    )
+    _queue_arg(p)
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="rebuild it (no scheduler may run: `gtui run` does the same at its start)",
+    )
 
     p = sub.add_parser("import", help="print a queue.toml made from a bash queue script")
     p.add_argument("file", metavar="FILE")

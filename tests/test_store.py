@@ -11,8 +11,16 @@ from pathlib import Path
 import pytest
 
 from gtui.core.model import Diagnosis, JobRecord, JobState
+from gtui.core.state import backup as backup_mod
 from gtui.core.state import store as store_mod
-from gtui.core.state.store import SCHEMA_VERSION, Store, StoreError, open_store_readonly
+from gtui.core.state.backup import Backups, backup_path, damage, open_checked, write_backup
+from gtui.core.state.store import (
+    SCHEMA_VERSION,
+    CorruptStoreError,
+    Store,
+    StoreError,
+    open_store_readonly,
+)
 
 
 def full_record(name: str = "train/lr=0.1 “q”") -> JobRecord:
@@ -139,12 +147,84 @@ def test_corrupt_file_is_a_store_error_with_a_recovery_path(tmp_path: Path) -> N
     with pytest.raises(StoreError) as err:
         Store(path)
     msg = str(err.value)
-    assert "corrupt" in msg and "file is not a database" in msg
-    assert f"mv {path} {path}.broken-" in msg
+    assert isinstance(err.value, CorruptStoreError)
+    assert "damaged" in msg and "file is not a database" in msg
+    assert "gtui doctor QUEUE.toml --repair" in msg and "nothing that ran runs again" in msg
     assert "queue file and logs are untouched" in msg
     assert path.read_bytes() == junk  # never silently replaced
-    with pytest.raises(StoreError, match="corrupt"):
+    with pytest.raises(CorruptStoreError, match="damaged"):
         open_store_readonly(path)
+
+
+def _saved(path: Path, n: int) -> Store:
+    s = Store(path)
+    s.save_many(JobRecord(name=f"j{i}", state=JobState.DONE, attempt=1) for i in range(n))
+    s.set_meta("paused", "1")
+    return s
+
+
+def test_the_backup_holds_what_the_wal_held_and_needs_no_wal(tmp_path: Path) -> None:
+    """Written while every commit is still in the WAL, the backup is whole on its own: the
+    WAL deleted (and the scheduler killed), it still has every record."""
+    path = db(tmp_path)
+    s = _saved(path, 30)
+    assert Path(f"{path}-wal").stat().st_size > 0  # the commits are in the WAL, not the file
+    write_backup(path)
+    bak = backup_path(path)
+    assert not Path(f"{bak}-wal").exists()
+    with Store(bak, readonly=True) as b:
+        assert len(b.load()) == 30 and b.get_meta("paused") == "1"
+    s.close()
+    assert stat.S_IMODE(bak.stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("how", ["junk", "empty", "a bad record"])
+def test_a_damaged_database_is_set_aside_and_rebuilt_from_its_backup(
+    tmp_path: Path, how: str
+) -> None:
+    path = db(tmp_path)
+    _saved(path, 30).close()
+    write_backup(path)
+    if how == "junk":
+        path.write_bytes(b"not a database" * 500)
+    elif how == "empty":
+        path.write_bytes(b"")
+    else:
+        raw = sqlite3.connect(path)
+        raw.execute("UPDATE jobs SET data = '{not json' WHERE name = 'j3'")
+        raw.commit()
+        raw.close()
+    broken = path.read_bytes()
+    assert damage(path) is not None
+    opened = open_checked(path)
+    with opened.store as s:
+        assert len(s.load()) == 30 and s.get_meta("paused") == "1"
+    assert opened.rebuilt is not None and "rebuilt from its backup" in opened.rebuilt
+    aside = list(path.parent.glob("q.db.broken-*"))
+    if how == "empty":
+        assert not aside  # nothing worth keeping
+    else:
+        assert [p.read_bytes() for p in aside if p.suffix != ".db-wal"][:1] == [broken]
+        assert str(aside[0]) in opened.rebuilt
+
+
+def test_a_damaged_database_without_a_backup_starts_empty_and_says_so(tmp_path: Path) -> None:
+    path = db(tmp_path)
+    path.parent.mkdir(parents=True, mode=0o700)
+    path.write_bytes(b"not a database" * 500)
+    opened = open_checked(path)
+    with opened.store as s:
+        assert s.load() == {}
+    assert opened.rebuilt is not None and "no usable backup" in opened.rebuilt
+
+
+def test_a_whole_database_is_opened_as_it_is(tmp_path: Path) -> None:
+    path = db(tmp_path)
+    _saved(path, 3).close()
+    opened = open_checked(path)
+    with opened.store as s:
+        assert len(s.load()) == 3
+    assert opened.rebuilt is None and damage(path) is None
 
 
 def test_unreadable_record_is_a_store_error(tmp_path: Path) -> None:
@@ -267,3 +347,19 @@ def test_records_round_trip_exactly_through_the_fast_paths() -> None:
     del old["retry_at"]
     older = record_from_json(json.dumps(dict(reversed(list(old.items())))))
     assert older.name == "a" and older.retry_at is None and older.gpus == (1, 3)
+
+
+def test_a_backup_is_due_after_a_change_at_a_bounded_rate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = db(tmp_path)
+    with Store(path) as s:
+        backups = Backups(s)
+        monkeypatch.setattr(backup_mod, "BACKUP_EVERY_S", 0.0)
+        assert backups.due()  # none written yet
+        backups.write()
+        assert backup_path(path).is_file() and not backups.due()  # nothing changed since
+        s.save(JobRecord(name="a"))
+        assert backups.due()
+        monkeypatch.setattr(backup_mod, "BACKUP_EVERY_S", 3600.0)
+        assert not backups.due()  # changed, but the last one is too recent

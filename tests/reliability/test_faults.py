@@ -790,29 +790,29 @@ def _records(db: Path) -> object:
     "corrupt", [_corrupt_with_garbage, _corrupt_a_page, _corrupt_a_record], ids=lambda f: f.__name__
 )
 def test_state_db_corrupt(tmp_path: Path, corrupt: Callable[[Path], None]) -> None:
-    """A corrupt state database: every command says so and how to recover, in plain words, and
-    changes nothing (no silent fresh start); following the advice works."""
+    """A corrupt state database: a command given with no scheduler says so and how to repair
+    it, in plain words, and changes nothing; `gtui run` rebuilds it at its start (the damaged
+    file kept aside as it was), saying so, and runs nothing again."""
     queue = write_queue(tmp_path, TWO)
     release(tmp_path)
     finish(start_run(queue))
     db = queue_paths(queue).db
     corrupt(db)
     broken = _records(db)
-    for args in (("run",), ("status",), ("kill", "a"), ("retry", "a")):
+    for args in (("status",), ("kill", "a"), ("retry", "a")):
         done = gtui(*args[:1], str(queue), *args[1:])
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert "Traceback" not in done.stderr
-        assert "is corrupt" in done.stderr and "move it aside" in done.stderr, done.stderr
+        assert "is damaged" in done.stderr and "gtui doctor" in done.stderr, done.stderr
         assert _records(db) == broken, "what the broken database holds must be left as it was"
-    mv = re.search(r"mv (\S+) (\S+)", done.stderr)
-    assert mv, done.stderr
-    os.rename(mv[1], mv[2])
-    for extra in (Path(f"{db}-wal"), Path(f"{db}-shm")):
-        extra.unlink(missing_ok=True)
     out = finish(start_run(queue))
+    assert "was damaged" in out and "rebuilt from its backup" in out, out
     assert {j["state"] for j in status(queue).values()} == {"done"}, out
-    assert _records(Path(mv[2])) == broken
-    print(f"\n{corrupt.__name__}: {done.stderr.strip()}")
+    assert {j["attempt"] for j in status(queue).values()} == {1}, out
+    aside = re.search(r"kept as (\S+);", out)
+    assert aside, out
+    assert _records(Path(aside[1])) == broken
+    print(f"\n{corrupt.__name__}: {done.stderr.strip()}\n{out}")
 
 
 # ---------------------------------------------------------------------------------------------

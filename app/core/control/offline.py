@@ -40,11 +40,12 @@ from gtui.core.procstat import stopped_state
 from gtui.core.queue.queuefile import QueueFile, check_trusted, load_queue, refuse_node_names
 from gtui.core.sched import outcome, transitions
 from gtui.core.sched.quarantine import Quarantine, parse_quarantine
-from gtui.core.sched.recovery import recover
+from gtui.core.sched.recovery import rebuilt_words, recover
+from gtui.core.state.backup import open_checked, write_backup
 from gtui.core.state.book import JobBook
 from gtui.core.state.lock import QueueLock
 from gtui.core.state.status import settled, status_dict
-from gtui.core.state.store import Store, open_store_readonly
+from gtui.core.state.store import Store, StoreError, open_store_readonly
 
 
 class StoreClient:
@@ -59,6 +60,7 @@ class StoreClient:
         self._executor = executor or LocalExecutor()
         # Known once _book has read the queue: it runs on a cluster; its file says so.
         self._cluster = self._cluster_in_file = False
+        self._rebuilt: list[str] = []  # what _book rebuilt, in words (gtui doctor --repair)
 
     # ------------------------------------------------------------------ reading
     async def status(self) -> dict[str, Any]:
@@ -131,9 +133,24 @@ class StoreClient:
     async def reload(self) -> None:
         """Nothing to tell: the next scheduler reads the queue file as it is."""
 
+    async def repair(self) -> list[str]:
+        """``gtui doctor --repair``: what a scheduler does at its start, and only that. A
+        damaged database is set aside and rebuilt from its backup, the records are checked
+        against the jobs' traces, and a backup of the result is written. Returns what was
+        rebuilt, in words (none: nothing needed it)."""
+        with self._book(repair=True):
+            words = list(self._rebuilt)
+        try:
+            write_backup(self.paths.db)
+        except StoreError as e:
+            words.append(str(e))
+        return words
+
     # ------------------------------------------------------------------ the store, locked
     @contextlib.contextmanager
-    def _book(self) -> Iterator[tuple[JobBook, Settings]]:
+    def _book(self, *, repair: bool = False) -> Iterator[tuple[JobBook, Settings]]:
+        """The saved records, brought up to date, under the queue lock. ``repair``: a damaged
+        database is rebuilt (gtui.core.state.backup) instead of refused."""
         check_trusted(self.queue_path)
         queue = load_queue(self.queue_path)
         _refuse_node_names_offline(queue)
@@ -141,8 +158,15 @@ class StoreClient:
         self.paths = register_queue(self.paths)
         lock = QueueLock(self.paths)
         lock.acquire()
+        self._rebuilt = []
         try:
-            with Store(self.paths.db) as store:
+            if repair:
+                opened = open_checked(self.paths.db)
+                self._rebuilt += [opened.rebuilt] if opened.rebuilt else []
+                store = opened.store
+            else:
+                store = Store(self.paths.db)
+            with store:
                 self._cluster = on_a_cluster(queue, store.get_meta("backend"))
                 self._cluster_in_file = queue.settings.cluster_backend == "ray"
                 book = JobBook(store, EventBus(), self.queue_path.name)
@@ -153,8 +177,12 @@ class StoreClient:
                 leave = {
                     n for n in book.active_names() if on_node(book.records[n], self._cluster)
                 }
-                for name, status in recover(book, self._executor, log_dir, leave).ended:
+                run_dir = None if self._cluster else self.paths.run_dir
+                found = recover(book, self._executor, log_dir, leave, run_dir)
+                for name, status in found.ended:
                     self._conclude(book, queue.settings, name, status, recovered=True)
+                words = rebuilt_words(book, found.rebuilt)
+                self._rebuilt += [words] if words else []
                 yield book, queue.settings
         finally:
             lock.release()

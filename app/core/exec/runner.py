@@ -52,6 +52,7 @@ import errno
 import functools
 import hashlib
 import os
+import re
 import shutil
 import signal as _signal
 import socket
@@ -83,8 +84,11 @@ from gtui.core.paths import ensure_private_dir
 from gtui.core.procstat import ProcStat, read_stat
 
 RUN_ID_VAR = "GTUI_RUN_ID"
+WRAPPER_ARG0 = "gtui-job"  # the wrapper's $0: ``sh -c WRAPPER gtui-job STATUS_FILE BASH``
 CREATE_TIME_TOLERANCE_S = 0.011  # psutil create_time has clock-tick (10 ms) resolution
 _NAME_MAX_BYTES = 120
+# An ASCII name that safe_name keeps as it is (a start after a crash looks up every job's files).
+_SAFE_AS_IS = re.compile(r"[A-Za-z0-9_+=@,%][A-Za-z0-9_.+=@,%-]*")
 _MAX_LOG_VARIANTS = 10_000
 _POLL_MIN_S = 0.02
 _POLL_MAX_S = 0.5
@@ -133,6 +137,8 @@ def safe_name(name: str) -> str:
     ``-`` or ``.`` is dropped and the length capped; when that changed the name, a short hash of
     the original is appended so that ``a/b`` and ``a_b`` never share a file.
     """
+    if len(name) <= _NAME_MAX_BYTES and _SAFE_AS_IS.fullmatch(name) and ".." not in name:
+        return name  # what the rules below give back unchanged, found at C speed
     out = "".join(c if c.isalnum() or c in "-_.+=@,%" else "_" for c in name)
     while ".." in out:
         out = out.replace("..", "_.")
@@ -238,7 +244,7 @@ def launch(req: LaunchRequest) -> Launched:
     try:
         with _children_lock:
             proc = subprocess.Popen(
-                [_sh(bash), "-c", _WRAPPER, "gtui-job", str(status_path), bash],
+                [_sh(bash), "-c", _WRAPPER, WRAPPER_ARG0, str(status_path), bash],
                 cwd=req.cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -530,6 +536,57 @@ def processes_with_env_values(key: str, values: Collection[str]) -> dict[str, li
         if p is not None and p.state not in ("Z", "X", "x"):
             found.setdefault(value, []).append(p.pid)
     return found
+
+
+@dataclass(frozen=True)
+class Wrapper:
+    """A live job wrapper found by its status file's folder (see :func:`wrappers_in`)."""
+
+    pid: int
+    create_time: float
+    status_path: Path
+    env: dict[str, str]  # its GTUI_* variables: the job, the attempt, the token, the GPUs
+
+
+def wrappers_in(run_dir: Path) -> list[Wrapper]:
+    """The live wrappers of this user whose exit-status file lies in ``run_dir``: every job of
+    one queue still running, found without its record (a lost state database). The status
+    file's folder is the queue's marker here: it is keyed by the queue's identity, which a
+    renamed queue file keeps (its ``GTUI_QUEUE`` does not)."""
+    folder = os.path.abspath(run_dir)
+    uid = os.getuid()
+    out: list[Wrapper] = []
+    try:
+        entries = list(os.scandir("/proc"))
+    except OSError:
+        return out
+    for e in entries:
+        if not e.name.isdigit():
+            continue
+        try:
+            if e.stat().st_uid != uid:
+                continue
+            with open(f"/proc/{e.name}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            if len(argv) < 5 or argv[3] != WRAPPER_ARG0.encode():
+                continue
+            status = os.fsdecode(argv[4])
+            if os.path.dirname(status) != folder:
+                continue
+            with open(f"/proc/{e.name}/environ", "rb") as f:
+                items = f.read().split(b"\0")
+        except OSError:
+            continue
+        p = _read_stat(int(e.name))
+        if p is None or p.state in ("Z", "X", "x"):
+            continue
+        env: dict[str, str] = {}
+        for item in items:
+            key, sep, value = item.partition(b"=")
+            if sep and (key.startswith(b"GTUI_") or key == b"CUDA_VISIBLE_DEVICES"):
+                env[key.decode(errors="replace")] = value.decode(errors="replace")
+        out.append(Wrapper(p.pid, create_time_of(p.pid), Path(status), env))
+    return out
 
 
 def _run_id_of(pid: int) -> str | None:

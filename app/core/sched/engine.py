@@ -30,7 +30,7 @@ from gtui.core.bus import EventBus
 from gtui.core.control.server import refuse_if_served, serve
 from gtui.core.diagnosis.userrules import UserRules
 from gtui.core.errors import GtuiError
-from gtui.core.exec.base import Executor
+from gtui.core.exec.base import Executor, off_loop
 from gtui.core.exec.local import LocalExecutor
 from gtui.core.gpus.backend import open_backend
 from gtui.core.gpus.reader import GpuReader
@@ -52,9 +52,10 @@ from gtui.core.sched.outcome import Rules
 from gtui.core.sched.planner import Planner
 from gtui.core.sched.policy import pool_totals
 from gtui.core.sched.quarantine import Quarantine
-from gtui.core.sched.recovery import recover
+from gtui.core.sched.recovery import rebuilt_words, recover
 from gtui.core.sched.runs import UNISOLATED_WARNING, Runs
 from gtui.core.sched.statustext import status_chunks
+from gtui.core.state.backup import Backups, open_checked
 from gtui.core.state.book import JobBook, paused_gc
 from gtui.core.state.status import status_dict
 from gtui.core.state.store import Store, StoreError
@@ -106,6 +107,7 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
         self._quarantine = Quarantine(None)  # the store's, once started
         self._rules = Rules(self._settings)
         self._lock: Any = None
+        self._backups: Backups | None = None  # set with the store
         self._control: Any = None
         self._paused = False
         self._gpus: GpusRead | None = None
@@ -301,7 +303,7 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
             store: Store | None = None
             try:
                 if ray:  # the store first: it keeps the nodes' GPU numbers (the records')
-                    store = Store(self.paths.db)
+                    store = self._open_store()
                     backend = self._open_ray(queue.settings.cluster_address, backend, store, spec)
                 if backend is None:
                     backend = open_backend(spec, self.queue_path.parent)
@@ -312,7 +314,7 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
                 # and Candidates are made, which then take its freed memory instead of more
                 # (at 100,000 jobs the start's RSS stays at the parse's peak).
                 forget_cached()
-                store = store or Store(self.paths.db)
+                store = store or self._open_store()
                 self._book = JobBook(store, self._bus, self.queue_path.name)
             except BaseException:
                 if store is not None:
@@ -328,7 +330,7 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
             self._take_queue(queue, initial=True)
             self._source.taken(text)
             self._reader.snapshot = snapshot
-            self._recover()
+            self._recover(ray)
             self._use_history()  # mem = "auto", and mem far from the last runs (issue 19.2)
             now = time.time()
             for name, rec in self._book.records.live().items():  # back-offs under way
@@ -491,6 +493,8 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
             if self._scheduler:
                 with contextlib.suppress(StoreError):
                     book.store.set_meta("scheduler_stopped", f"{time.time():.3f}")
+                if self._backups is not None:
+                    self._backups.write()
             if book.unsaved:
                 self._bus.notice(
                     "error",
@@ -596,14 +600,36 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
             self._kick()
 
     # ------------------------------------------------------------------ recovery
-    def _recover(self) -> None:
+    def _open_store(self) -> Store:
+        """The store, checked whole before anything starts: a damaged file is set aside and
+        replaced by its backup (gtui.core.state.backup), said in the event log."""
+        opened = open_checked(self.paths.db)
+        self._backups = Backups(opened.store)
+        if opened.rebuilt:
+            rest = "the jobs' logs, exit-status files and processes make up the rest"
+            self._bus.notice("warning", f"{opened.rebuilt}; {rest}")
+        return opened.store
+
+    def _recover(self, ray: bool = False) -> None:
         """Re-adopt jobs still running, record those that ended while gtui was down, and never
-        start a job twice (DESIGN.md 5)."""
-        found = recover(self._book, self._executor, self.paths.log_dir(self._settings.log_dir))
+        start a job twice (DESIGN.md 5). On this machine the records are first checked against
+        the jobs' own traces (a lost or damaged database: gtui.core.sched.recovery)."""
+        local = not ray and isinstance(self._executor, LocalExecutor)
+        found = recover(
+            self._book,
+            self._executor,
+            self.paths.log_dir(self._settings.log_dir),
+            run_dir=self.paths.run_dir if local else None,
+        )
         for name, handle in found.adopt:
             self._adopt(name, handle)
         for name, status in found.ended:
             self._finish(name, status, recovered=True)
+        words = rebuilt_words(self._book, found.rebuilt)
+        if words:
+            self._bus.notice("warning", words)
+            if self._backups is not None:
+                self._backups.write()  # what was rebuilt is not lost again
 
     # ------------------------------------------------------------------ GPUs and logs
     async def _poll(self) -> None:
@@ -611,6 +637,13 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
         if time.monotonic() - self._book.reasons_saved >= REASON_SAVE_S:
             self._book.save_reasons()
         self._reload_if_changed()
+        backups = self._backups
+        if self._scheduler and backups is not None and backups.due():
+
+            async def back_up() -> None:  # a copy of the whole file: not on the loop
+                await off_loop(backups.write)
+
+            self._spawn(back_up())
         assert self._reader is not None
         if await self._reader.read(self._usage()):
             self._match_processes()

@@ -47,6 +47,15 @@ class StoreError(GtuiError):
     """The state database cannot be used (locked, corrupt, too new); says how to recover."""
 
 
+class CorruptStoreError(StoreError):
+    """The database's file is damaged (not a database, scrambled pages, an unreadable record):
+    what a scheduler and ``gtui doctor --repair`` rebuild (gtui.core.state.backup)."""
+
+    def __init__(self, why: str, message: str | None = None) -> None:
+        super().__init__(message or why)
+        self.why = why
+
+
 def _v1(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
     conn.execute(
@@ -140,6 +149,7 @@ class Store:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._empty = False  # a read-only view of a database the scheduler has not set up yet
+        self.writes = 0  # commits so far: whether a backup is behind (gtui.core.state.backup)
         try:
             with self._errors("open"):
                 self._conn = self._connect()
@@ -228,13 +238,21 @@ class Store:
             return StoreError(f"cannot {doing} {where}: disk I/O error ({msg})")
         return self._corrupt(msg)
 
-    def _corrupt(self, why: str) -> StoreError:
-        aside = f"{self.path}.broken-{time.strftime('%Y%m%d-%H%M%S')}"
-        return StoreError(
-            f"the state database {self.path} is corrupt ({why}); move it aside and gtui starts "
-            f"fresh: mv {self.path} {aside}\n"
-            "your queue file and logs are untouched (jobs already done will run again)"
+    def _corrupt(self, why: str) -> CorruptStoreError:
+        return CorruptStoreError(
+            why,
+            f"the state database {self.path} is damaged ({why}); `gtui doctor QUEUE.toml "
+            "--repair` rebuilds it from its backup and the jobs' logs and exit-status files "
+            "(so does `gtui run` at its start): nothing that ran runs again\n"
+            "your queue file and logs are untouched",
         )
+
+    @contextlib.contextmanager
+    def checking(self) -> Iterator[sqlite3.Connection]:
+        """The connection, for a check of the whole file (gtui.core.state.backup.check): its
+        SQLite errors read as this store's."""
+        with self._lock, self._errors("check"):
+            yield self.conn
 
     # -- schema ----------------------------------------------------------------------------------
 
@@ -340,6 +358,24 @@ class Store:
                 gc.enable()
         return live, ended
 
+    def count(self) -> int:
+        """How many job records are saved."""
+        if self._empty:
+            return 0
+        with self._lock, self._errors("read"):
+            return int(self.conn.execute("SELECT count(*) FROM jobs").fetchone()[0])
+
+    def attempts(self) -> dict[str, int]:
+        """Each saved job's attempt count, in one query without decoding its document: what
+        ``gtui doctor`` checks the jobs' traces on disk against (gtui.core.state.evidence)."""
+        if self._empty:
+            return {}
+        with self._lock, self._errors("read"):
+            rows = self.conn.execute(
+                "SELECT name, json_extract(data, '$.attempt') FROM jobs"
+            ).fetchall()
+        return {name: int(n) for name, n in rows if isinstance(n, int)}
+
     def get(self, name: str) -> JobRecord | None:
         """One record, or None."""
         return self.get_many((name,)).get(name)
@@ -403,6 +439,7 @@ class Store:
             try:
                 conn.executemany(sql, rows)
                 conn.execute("COMMIT")
+                self.writes += 1
             except BaseException:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
