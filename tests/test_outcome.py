@@ -3,15 +3,12 @@ its log in; the record's next state out. No Engine, no executor, no process."""
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
 
 from gtui.core.exec.base import ExitStatus
 from gtui.core.gpus.fake import FakeBackend
 from gtui.core.model import JobRecord, JobSpec, JobState, Settings
 from gtui.core.sched.outcome import Rules, conclude
-from gtui.core.state.status import ended_at
 
 GIB = 1024
 OOM_TAIL = (
@@ -77,19 +74,3 @@ def test_no_exit_status_is_unknown_and_a_kill_is_killed() -> None:
     conclude(rec, spec(1), ExitStatus(None, 15), "", RULES, SNAPSHOT, killed=True)
     assert rec.state is JobState.KILLED
     assert rec.diagnosis is not None and rec.diagnosis.kind == "killed_by_user"
-
-
-def test_an_end_found_after_a_restart_is_timed_by_what_the_job_left(tmp_path: Path) -> None:
-    """The status file is made at the launch: written, its mtime is the end; still empty (the
-    wrapper was killed), its mtime is the launch's, and the log's last write is later."""
-    status, log = tmp_path / "train.1.status", tmp_path / "train.1.log"
-    status.write_text("")
-    log.write_text("epoch 1\n")
-    os.utime(status, (1000.0, 1000.0))  # the launch
-    os.utime(log, (1500.0, 1500.0))  # its last output
-    rec = running()
-    rec.status_file, rec.log = str(status), str(log)
-    assert ended_at(rec) == 1500.0
-    status.write_text("exit 0\n")
-    os.utime(status, (1600.0, 1600.0))
-    assert ended_at(rec) == 1600.0

@@ -24,6 +24,7 @@ from gtui.core.exec.runner import (
     LaunchError,
     LaunchRequest,
     free_port,
+    free_status_path,
     is_alive,
     kill_tree,
     launch,
@@ -178,14 +179,12 @@ async def test_log_never_overwritten(tmp_path: Path) -> None:
 
 
 async def test_file_modes(tmp_path: Path) -> None:
-    # The status file's name, as the record saves it before the launch.
-    expected = status_path_for(tmp_path / ".gtui" / "q.run", "job", 1)
     launched, _ = await run_job(tmp_path, "exit 3")
     assert stat.S_IMODE(launched.log_path.stat().st_mode) == 0o600
     assert stat.S_IMODE(launched.status_path.stat().st_mode) == 0o600
     assert stat.S_IMODE(launched.status_path.parent.stat().st_mode) == 0o700
     assert launched.status_path.read_text() == "exit 3\n"
-    assert launched.status_path == expected
+    assert launched.status_path == status_path_for(tmp_path / ".gtui" / "q.run", "job", 1)
     assert list(launched.status_path.parent.iterdir()) == [launched.status_path]  # no temp left
 
 
@@ -299,7 +298,7 @@ async def test_a_launch_never_deletes_nor_shares_another_runs_status_file(
         assert await asyncio.wait_for(wait_exit(first), TIMEOUT) == ExitStatus(3, None)
         assert read_status_file(second.status_path) == ExitStatus(5, None)
         # The next launch's name is chosen before it (the record saves it first): a free one.
-        third = status_path_for(tmp_path / ".gtui" / "q.run", "job", 1)
+        third = free_status_path(tmp_path / ".gtui" / "q.run", "job", 1)
         assert not third.exists() and third not in (first.status_path, second.status_path)
     finally:
         gate.touch()

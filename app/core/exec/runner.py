@@ -151,10 +151,15 @@ def _status_candidates(run_dir: Path, name: str, attempt: int) -> Iterable[Path]
 
 
 def status_path_for(run_dir: Path, name: str, attempt: int) -> Path:
-    """Where the wrapper will write an attempt's exit status: ``<name>.<attempt>.status``, or
+    """``<name>.<attempt>.status``: where an attempt's exit status usually is (its first run)."""
+    return next(iter(_status_candidates(run_dir, name, attempt)))
+
+
+def free_status_path(run_dir: Path, name: str, attempt: int) -> Path:
+    """Where the next launch of the attempt will have its status written: the usual name, or
     ``<name>.<attempt>.N.status`` when another run of that attempt left its file there (a
     launch never deletes nor shares another run's status). Saved in the record before the
-    launch, which creates this same file (:func:`new_status_file`)."""
+    launch, which then creates this same file (:func:`new_status_file`)."""
     for p in _status_candidates(run_dir, name, attempt):
         if not os.path.lexists(p):
             return p
@@ -163,7 +168,7 @@ def status_path_for(run_dir: Path, name: str, attempt: int) -> Path:
 
 def new_status_file(run_dir: Path, name: str, attempt: int) -> Path:
     """Create the attempt's status file, empty ("no status" until the wrapper writes it), with
-    O_EXCL: the first free one of :func:`status_path_for`'s names, never one that is there."""
+    O_EXCL: the first free one of :func:`free_status_path`'s names, never one that is there."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
     for p in _status_candidates(run_dir, name, attempt):
         try:
@@ -250,16 +255,18 @@ def launch(req: LaunchRequest) -> Launched:
             )
             _children[proc.pid] = proc
     except OSError as e:
-        os.close(log_fd)
-        _forget(log_path)
         _forget(status_path)
+        os.close(log_fd)
+        with contextlib.suppress(OSError):
+            log_path.unlink()
         raise LaunchError(f"job {req.name}: could not start: {_oserr(e)}") from e
     os.close(log_fd)
     return Launched(proc.pid, create_time_of(proc.pid), log_path, status_path)
 
 
 def _forget(path: Path) -> None:
-    """Remove a file this launch just made for a run that did not start (its own only)."""
+    """Remove the status file this launch just made, for a run that did not start (its own
+    only, still empty)."""
     with contextlib.suppress(OSError):
         path.unlink()
 
