@@ -1,4 +1,4 @@
-"""``python -m soak [--quick] [--only crash,fuzz,dashboard] [--json FILE]``: figures at the end.
+"""``python -m soak [--quick] [--only crash,adds,fuzz,dashboard] [--json FILE]``: the figures.
 
 Exit 0 when every check held, 1 otherwise. Run it from the repository root (it uses
 tests/reliability/); it needs no GPU (simulated GPUs, fake NVML).
@@ -25,6 +25,7 @@ FLAT_TOTAL_MIB = 20.0
 @dataclass(frozen=True)
 class Mode:
     crash: int  # crash runs
+    adds: int  # rounds of parallel adds (every other one with SIGKILLs)
     fuzz: int  # examples for each of the 4 bad-input properties
     jobs: int  # jobs through the dashboard
     sleep: tuple[float, float]  # their run times (uniform)
@@ -32,16 +33,19 @@ class Mode:
 
 
 MODES = {
-    "quick": Mode(crash=40, fuzz=300, jobs=300, sleep=(0.3, 1.5), parallel=12),
-    "full": Mode(crash=300, fuzz=1500, jobs=2000, sleep=(0.5, 3.0), parallel=12),
+    "quick": Mode(crash=40, adds=4, fuzz=300, jobs=300, sleep=(0.3, 1.5), parallel=12),
+    "full": Mode(crash=300, adds=20, fuzz=1500, jobs=2000, sleep=(0.5, 3.0), parallel=12),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m soak", description=__doc__)
     p.add_argument("--quick", action="store_true", help="a few minutes instead of ~15")
-    p.add_argument("--only", default="crash,fuzz,dashboard", help="parts to run, comma-separated")
+    p.add_argument(
+        "--only", default="crash,adds,fuzz,dashboard", help="parts to run, comma-separated"
+    )
     p.add_argument("--crash-runs", type=int, help="override the number of crash runs")
+    p.add_argument("--adds-rounds", type=int, help="override the rounds of parallel adds")
     p.add_argument("--fuzz-examples", type=int, help="override examples per fuzz property")
     p.add_argument("--jobs", type=int, help="override the dashboard soak's job count")
     p.add_argument("--workers", type=int, default=4, help="crash runs at once (default 4)")
@@ -63,6 +67,12 @@ def main(argv: list[str] | None = None) -> int:
         runs = ns.crash_runs or mode.crash
         print(f"crash: {runs} runs, {ns.workers} at once ...", flush=True)
         figures["crash"] = run_crash(runs, workers=ns.workers)
+    if "adds" in parts:
+        from soak.adds import run_adds
+
+        rounds = ns.adds_rounds or mode.adds
+        print(f"adds: {rounds} rounds of 10 shells adding 15 jobs each ...", flush=True)
+        figures["adds"] = run_adds(rounds)
     if "fuzz" in parts:
         from soak.fuzz import run_fuzz
 
@@ -107,6 +117,15 @@ def report(f: dict[str, Any]) -> str:
         )
         for bad in c["failed"][:5]:
             lines.append(f"  FAILED {bad['plan']}: " + "; ".join(bad["problems"][:5]))
+    if "adds" in f:
+        a = f["adds"]
+        lines.append(
+            f"adds       {a['rounds']} rounds / {a['failures']} failures; {a['adds']} adds "
+            f"({a['adds_failed_loudly']} failed loudly), {a['sigkills_landed']} SIGKILLs "
+            f"landed; {a['seconds']}s"
+        )
+        for bad in a["failed"][:5]:
+            lines.append(f"  FAILED round {bad['round']}: " + "; ".join(bad["problems"][:5]))
     if "fuzz" in f:
         z = f["fuzz"]
         by = ", ".join(f"{k} {v}" for k, v in z["by_property"].items())

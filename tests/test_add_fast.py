@@ -5,25 +5,29 @@ from __future__ import annotations
 
 import asyncio
 import textwrap
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gtui.core.api import Event, Notice
 from gtui.core.errors import GtuiError
+from gtui.core.model import JobState
 from gtui.core.queue.queuefile import load_queue
 from gtui.core.sched.engine import Engine
 from tests.waiting import until
 
-QUEUE = """\
-[settings]
-max_parallel = 1
-
+GATE = """\
 [[jobs]]
 name = "gate"
 gpus = 0
 cmd = "while [ ! -e release ]; do sleep 0.05; done"
-
+"""
+QUEUE = (
+    "[settings]\nmax_parallel = 1\n\n"
+    + GATE
+    + """
 # a comment that must stay where it is
 [[jobs]]
 name = "sweep"
@@ -32,6 +36,7 @@ mem = "10G"
 cmd = "echo {lr}"
 matrix = { lr = [1, 2] }
 """
+)
 
 
 def write(tmp_path: Path, text: str = QUEUE) -> Path:
@@ -170,3 +175,91 @@ async def test_after_a_refused_save_add_says_the_files_problem_and_appends_nothi
     finally:
         (tmp_path / "release").touch()
         await engine.shutdown(kill_jobs=True)
+
+
+def _held_after_write(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
+    """Make the add's write wait, once done, until released: the moment between an add's
+    write and its take-in, when another add or the file watcher may look at the file."""
+    from gtui.core.queue import writeback
+
+    written, release = threading.Event(), threading.Event()
+    real = writeback.append_known
+
+    def append_known(*args: Any, **kw: Any) -> Any:
+        out = real(*args, **kw)
+        written.set()
+        release.wait(30)
+        return out
+
+    monkeypatch.setattr(writeback, "append_known", append_known)
+    return written, release
+
+
+async def test_a_reload_between_an_adds_write_and_its_take_in_makes_no_second_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file holds the new job before the add takes it in: a reload then (the watcher, or
+    another shell's add going the whole way) must not take it too, or the take-in after it
+    made a second record of the same name, and the job ran twice."""
+    q = write(tmp_path)
+    engine, _seen = await started(q)
+    written, release = _held_after_write(monkeypatch)
+    try:
+        add = asyncio.create_task(engine.add({"name": "late", "cmd": "true", "gpus": 0}))
+        await until(written.is_set, what="the add's write")
+        engine._reload_if_changed(force=True)  # what the watcher or a second add would do
+        second = asyncio.create_task(engine.add({"name": "other", "cmd": "true", "gpus": 0}))
+        await asyncio.sleep(0)  # the second add reaches the file lock or the edit lock
+        release.set()
+        assert await add == "late" and await second == "other"
+        names = [v.spec.name for v in engine.jobs()]
+        assert names.count("late") == 1 and names.count("other") == 1
+        assert engine._book.order.count("late") == 1
+        assert [j.name for j in load_queue(q).jobs].count("late") == 1
+    finally:
+        release.set()
+        (tmp_path / "release").touch()
+        await engine.shutdown(kill_jobs=True)
+
+
+async def test_the_book_takes_a_name_it_holds_no_second_time(tmp_path: Path) -> None:
+    """extend is told of a job the book holds already (a reload read it first): the record
+    stays the one it is, the job stays once in the queue."""
+    q = write(tmp_path)
+    engine, _seen = await started(q)
+    try:
+        await engine.add({"name": "late", "cmd": "true", "gpus": 0})
+        book = engine._book
+        rec = book.records["late"]
+        rec.state = JobState.RUNNING  # as if it had started since
+        book.extend([book.specs["late"]])
+        assert book.records["late"] is rec and book.order.count("late") == 1
+        assert book.names.count("late") == 1
+    finally:
+        (tmp_path / "release").touch()
+        await engine.shutdown(kill_jobs=True)
+
+
+async def test_a_running_job_added_back_keeps_its_run(tmp_path: Path) -> None:
+    """A running job removed from the file runs on; added again by name, it joins the queue
+    with its own record: not a new one that starts it a second time."""
+    q = write(tmp_path)
+    engine, _seen = await started(q)
+    run = asyncio.create_task(engine.run())
+    try:
+        await until(lambda: engine.view("gate").record.state == JobState.RUNNING, what="gate")
+        q.write_text(QUEUE.replace(GATE, ""))
+        engine._reload_if_changed(force=True)
+        assert "gate" not in engine._book.order and engine.view("gate").record.active
+        await engine.add({"name": "gate", "cmd": "echo again >> again", "gpus": 0})
+        rec = engine.view("gate").record
+        assert rec.state == JobState.RUNNING and rec.attempt == 1
+        assert engine._book.names.count("gate") == 1 and engine._book.order.count("gate") == 1
+        (tmp_path / "release").touch()
+        await until(lambda: engine.view("gate").record.state == JobState.DONE, what="gate done")
+        assert not (tmp_path / "again").exists()  # its edit is for a next attempt: none
+        assert engine.view("gate").record.attempt == 1
+    finally:
+        (tmp_path / "release").touch()
+        await engine.shutdown(kill_jobs=True)
+        run.cancel()

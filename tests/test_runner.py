@@ -25,6 +25,7 @@ from gtui.core.exec.runner import (
     LaunchError,
     LaunchRequest,
     free_port,
+    free_status_path,
     is_alive,
     kill_tree,
     launch,
@@ -291,6 +292,31 @@ async def test_stale_status_file_does_not_speak_for_a_new_run(tmp_path: Path) ->
     stale.write_text("exit 0\n")
     launched = launch(req)
     assert await asyncio.wait_for(wait_exit(launched), TIMEOUT) == ExitStatus(4, None)
+    assert stale.read_text() == "exit 0\n"  # not deleted: it may be another run's record
+    assert launched.status_path != stale
+
+
+async def test_a_launch_never_deletes_nor_shares_another_runs_status_file(
+    tmp_path: Path,
+) -> None:
+    """Two runs of one attempt (a job its scheduler took twice): each gets a status file of
+    its own, made at its launch, and neither's end is lost or read as the other's."""
+    gate = tmp_path / "go"
+    first = launch(make_req(tmp_path, f"while [ ! -e '{gate}' ]; do sleep 0.02; done; exit 3"))
+    second = launch(make_req(tmp_path, "exit 5"))
+    try:
+        assert first.status_path.name == "job.1.status"
+        assert second.status_path != first.status_path
+        assert await asyncio.wait_for(wait_exit(second), TIMEOUT) == ExitStatus(5, None)
+        assert first.status_path.exists() and read_status_file(first.status_path) is None
+        gate.touch()
+        assert await asyncio.wait_for(wait_exit(first), TIMEOUT) == ExitStatus(3, None)
+        assert read_status_file(second.status_path) == ExitStatus(5, None)
+        # The next launch's name is chosen before it (the record saves it first): a free one.
+        third = free_status_path(tmp_path / ".gtui" / "q.run", "job", 1)
+        assert not third.exists() and third not in (first.status_path, second.status_path)
+    finally:
+        gate.touch()
 
 
 async def test_wait_exit_uses_pidfd_not_polling_and_reaps(
@@ -325,7 +351,7 @@ async def test_wait_exit_falls_back_to_waitpid_without_status_file(tmp_path: Pat
     os.kill(launched.pid, 9)  # the wrapper itself: it cannot write its status
     status = await asyncio.wait_for(wait_exit(launched), TIMEOUT)
     assert status == ExitStatus(None, 9)
-    assert not launched.status_path.exists()
+    assert launched.status_path.read_text() == ""  # made at the launch, never written
     assert not gone(sleeper)  # orphaned, still in the wrapper's group ...
     await asyncio.wait_for(kill_tree(launched.pid, 0.1), TIMEOUT)
     assert gone(sleeper)  # ... which kill_tree still finds after the wrapper was reaped

@@ -127,7 +127,7 @@ class LocalExecutor:
         return read_file_range(path, offset, limit)
 
     def status_path(self, run_dir: Path, name: str, attempt: int) -> Path:
-        return runner.status_path_for(run_dir, name, attempt)
+        return runner.free_status_path(run_dir, name, attempt)
 
     def free_port(self) -> int:
         return runner.free_port()

@@ -170,10 +170,40 @@ def log_path_for(log_dir: Path, name: str, attempt: int) -> Path:
     raise LaunchError(f"{log_dir}: too many logs for job {name!r} attempt {attempt}")
 
 
+def _status_candidates(run_dir: Path, name: str, attempt: int) -> Iterable[Path]:
+    base = Path(os.path.abspath(run_dir)) / f"{safe_name(name)}.{attempt}"
+    yield base.with_name(f"{base.name}.status")
+    for i in range(1, _MAX_LOG_VARIANTS):
+        yield base.with_name(f"{base.name}.{i}.status")
+
+
 def status_path_for(run_dir: Path, name: str, attempt: int) -> Path:
-    """Where the wrapper writes an attempt's exit status; deterministic, so a restarted
-    scheduler finds it from the job's name and attempt alone."""
-    return Path(os.path.abspath(run_dir)) / f"{safe_name(name)}.{attempt}.status"
+    """``<name>.<attempt>.status``: where an attempt's exit status usually is (its first run)."""
+    return next(iter(_status_candidates(run_dir, name, attempt)))
+
+
+def free_status_path(run_dir: Path, name: str, attempt: int) -> Path:
+    """Where the next launch of the attempt will have its status written: the usual name, or
+    ``<name>.<attempt>.N.status`` when another run of that attempt left its file there (a
+    launch never deletes nor shares another run's status). Saved in the record before the
+    launch, which then creates this same file (:func:`new_status_file`)."""
+    for p in _status_candidates(run_dir, name, attempt):
+        if not os.path.lexists(p):
+            return p
+    raise LaunchError(f"{run_dir}: too many status files for job {name!r} attempt {attempt}")
+
+
+def new_status_file(run_dir: Path, name: str, attempt: int) -> Path:
+    """Create the attempt's status file, empty ("no status" until the wrapper writes it), with
+    O_EXCL: the first free one of :func:`free_status_path`'s names, never one that is there."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+    for p in _status_candidates(run_dir, name, attempt):
+        try:
+            os.close(os.open(p, flags, 0o600))
+            return p
+        except FileExistsError:
+            continue
+    raise LaunchError(f"{run_dir}: too many status files for job {name!r} attempt {attempt}")
 
 
 def _open_new_log(log_dir: Path, name: str, attempt: int) -> tuple[int, Path]:
@@ -225,14 +255,14 @@ def launch(req: LaunchRequest) -> Launched:
         raise LaunchError(f"job {req.name}: cwd {req.cwd} {what}; fix its cwd in the queue file")
     try:
         ensure_private_dir(req.run_dir)
-        status_path = status_path_for(req.run_dir, req.name, req.attempt)
-        with contextlib.suppress(FileNotFoundError):
-            status_path.unlink()  # a stale file from a forgotten run must not speak for this one
+        # A file of its own: one an earlier run of this attempt left keeps its words.
+        status_path = new_status_file(req.run_dir, req.name, req.attempt)
     except OSError as e:
         raise LaunchError(f"job {req.name}: cannot use {req.run_dir}: {_oserr(e)}") from e
     try:
         log_fd, log_path = _open_new_log(req.log_dir, req.name, req.attempt)
     except OSError as e:
+        _forget(status_path)
         raise LaunchError(
             f"job {req.name}: cannot create its log in {req.log_dir}: {_oserr(e)}"
         ) from e
@@ -255,6 +285,7 @@ def launch(req: LaunchRequest) -> Launched:
             )
             _children[proc.pid] = proc
     except OSError as e:
+        _forget(status_path)
         os.close(log_fd)
         with contextlib.suppress(OSError):
             log_path.unlink()
@@ -263,6 +294,13 @@ def launch(req: LaunchRequest) -> Launched:
         raise LaunchError(f"job {req.name}: could not start: {_oserr(e)}") from e
     os.close(log_fd)
     return Launched(proc.pid, create_time_of(proc.pid), log_path, status_path)
+
+
+def _forget(path: Path) -> None:
+    """Remove the status file this launch just made, for a run that did not start (its own
+    only, still empty)."""
+    with contextlib.suppress(OSError):
+        path.unlink()
 
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100

@@ -39,12 +39,13 @@ class Commands:
     _kill_failures: dict[str, str]
     _source: QueueSource
     _quarantine: Quarantine
+    _file_edits: asyncio.Lock  # one edit of the queue file at a time, write to take-in
 
     if TYPE_CHECKING:
 
         def _kick(self) -> None: ...
 
-        def _reload_if_changed(self, *, force: bool = False) -> bool: ...
+        def _reload_if_changed(self, *, force: bool = False, edit: bool = False) -> bool: ...
 
         def _pool(self) -> list[int | None] | None: ...
 
@@ -155,7 +156,15 @@ class Commands:
 
     # ------------------------------------------------------------------ the queue file
     async def add(self, fields: dict[str, object]) -> str:
-        """Append a job to the queue file (validated like the file) and take it in at once."""
+        """Append a job to the queue file (validated like the file) and take it in at once.
+
+        The write and the take-in are one step under ``_file_edits``: a second add (another
+        shell) or a reload between them would read the new job from the file, and the take-in
+        would then make it a second time (two records, two runs)."""
+        async with self._file_edits:
+            return await self._add(fields)
+
+    async def _add(self, fields: dict[str, object]) -> str:
         from gtui.core.queue.writeback import append_job, append_known
 
         book = self._book
@@ -191,7 +200,7 @@ class Commands:
         before = set(self._book.specs)
         # Checked against the GPUs too: a job none can take would make the file unrunnable.
         await asyncio.to_thread(append_job, self.queue_path, dict(fields), pool=self._pool())
-        self._reload_if_changed(force=True)
+        self._reload_if_changed(force=True, edit=True)
         added = [n for n in self._book.order if n not in before]
         self._kick()
         return added[-1] if added else str(fields.get("name", ""))
@@ -199,29 +208,34 @@ class Commands:
     async def edit(self, name: str, fields: dict[str, object]) -> None:
         from gtui.core.queue.writeback import update_job
 
-        rec = self._book.require(name)
-        if not rec.waiting:
-            raise GtuiError(f"{name} is {rec.state.value}: only waiting jobs can be edited")
-        await asyncio.to_thread(update_job, self.queue_path, name, dict(fields), pool=self._pool())
-        self._reload_if_changed(force=True)
+        async with self._file_edits:  # its state as the edit before it left it
+            rec = self._book.require(name)
+            if not rec.waiting:
+                raise GtuiError(f"{name} is {rec.state.value}: only waiting jobs can be edited")
+            await asyncio.to_thread(
+                update_job, self.queue_path, name, dict(fields), pool=self._pool()
+            )
+            self._reload_if_changed(force=True, edit=True)
         self._kick()
 
     async def remove(self, name: str) -> None:
         from gtui.core.queue.writeback import remove_job
 
-        rec = self._book.require(name)
-        if rec.active:
-            raise GtuiError(f"{name} is {rec.state.value}: kill it first")
-        await asyncio.to_thread(remove_job, self.queue_path, name)
-        self._reload_if_changed(force=True)
+        async with self._file_edits:  # its state as the edit before it left it
+            rec = self._book.require(name)
+            if rec.active:
+                raise GtuiError(f"{name} is {rec.state.value}: kill it first")
+            await asyncio.to_thread(remove_job, self.queue_path, name)
+            self._reload_if_changed(force=True, edit=True)
         self._kick()
 
     async def move(self, name: str, where: Where) -> None:
         from gtui.core.queue.writeback import move_job
 
-        rec = self._book.require(name)
-        if not rec.waiting:
-            raise GtuiError(f"{name} is {rec.state.value}: only waiting jobs can be moved")
-        await asyncio.to_thread(move_job, self.queue_path, name, where)
-        self._reload_if_changed(force=True)
+        async with self._file_edits:  # its state as the edit before it left it
+            rec = self._book.require(name)
+            if not rec.waiting:
+                raise GtuiError(f"{name} is {rec.state.value}: only waiting jobs can be moved")
+            await asyncio.to_thread(move_job, self.queue_path, name, where)
+            self._reload_if_changed(force=True, edit=True)
         self._kick()

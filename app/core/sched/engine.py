@@ -126,6 +126,8 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
         self._last_poll = 0.0  # monotonic time of the loop's last GPU read and pass
         self._fast_until = 0.0
         self._deferring: asyncio.Task[None] | None = None
+        # Held by an edit of the queue file from its write to its take-in (see Commands).
+        self._file_edits = asyncio.Lock()
         self._froze = False  # gc.freeze() done by start (undone by shutdown)
         self._init_runs()
         self._init_forecast()
@@ -553,11 +555,19 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
 
     async def reload(self) -> None:
         """Read the queue file again now (the control socket's ``reload``, after ``gtui add``)."""
-        self._reload_if_changed(force=True)
+        async with self._file_edits:
+            self._reload_if_changed(force=True, edit=True)
         self._schedule()
 
-    def _reload_if_changed(self, *, force: bool = False) -> bool:
-        """Take a new version of the queue file, if there is one that is complete and valid."""
+    def _reload_if_changed(self, *, force: bool = False, edit: bool = False) -> bool:
+        """Take a new version of the queue file, if there is one that is complete and valid.
+
+        While an edit of ours is between its write and its take-in (``_file_edits`` held), the
+        file holds a job the book has not taken yet: a reload now would take it, and the edit's
+        own take-in would take it again. So only the edit itself (``edit``) reads the file
+        then; the watcher and the poll look again after it."""
+        if self._file_edits.locked() and not edit:
+            return False
         took = self._source.check(force=force, on_settled=self._settled, quick=self._one_job)
         if took is None:
             return False

@@ -306,37 +306,64 @@ class JobBook:
     def extend(self, specs: Iterable[JobSpec]) -> list[JobRecord]:
         """Jobs appended to the file (``gtui add`` into a running queue): they join at the
         end without the file being read again. Returns the ended ones put back (a retired
-        record: not run again, as after a reload)."""
+        record: not run again, as after a reload).
+
+        One name, one record: a job the book holds already is never made again. One the file
+        names already (a reload read it first) is left as it is; a running job the file had
+        stopped naming joins again with its own record, running on (an edit of its spec is
+        for its next attempt, as in ``apply``)."""
         new: list[JobRecord] = []
         back: list[JobRecord] = []
         joined: list[JobRecord] = []
         extra = self.names[len(self.order) :]  # running jobs the file no longer names
         now = time.time()  # when they were all queued (see apply)
+        rejoined = False
         for spec in specs:
-            rec = self.retired.pop(spec.name, None)
-            if rec is not None and rec.final:
-                back.append(rec)
-            if rec is None:
-                rec = JobRecord(name=spec.name, mem_mib=spec.mem_mib, queued_since=now)
-                new.append(rec)
-            joined.append(rec)
-            self.specs[spec.name] = spec
-            if rec.final and spec.name not in self.unsaved:
-                self.records.put_saved_end(spec.name, rec.state)  # retired: saved already
-            else:
-                self.records.put(rec)
-            self.index[spec.name] = len(self.order)
-            self.order.append(spec.name)
+            name = spec.name
+            if name in self.index:
+                continue
             self.next_entry = max(self.next_entry, spec.entry + 1)
+            if name in extra:
+                rec = self.records[name]
+                extra.remove(name)
+                rejoined = True
+                if spec != self.specs[name]:
+                    self.pending_specs[name] = spec
+            else:
+                rec = self._record_for_new(spec, now, new, back)
+                self.specs[name] = spec
+            joined.append(rec)
+            self.index[name] = len(self.order)
+            self.order.append(name)
         self.names = self.order + extra
         self.version += 1
-        if self._active_at == self.version - 1:
+        if self._active_at == self.version - 1 and not rejoined:
             self._active_at = self.version  # nothing appended runs yet
         for appended in self.appenders:
             appended(joined, self.version)
         if new:
             self.store.save_many(new)
         return back
+
+    def _record_for_new(
+        self, spec: JobSpec, now: float, new: list[JobRecord], back: list[JobRecord]
+    ) -> JobRecord:
+        """The record of a job ``extend`` takes in, the book holding none for its name: the
+        retired one (an ended job put back is not run again), else a new one (in ``new``)."""
+        name = spec.name
+        rec = self.retired.pop(name, None)
+        if rec is None:
+            rec = JobRecord(name=name, mem_mib=spec.mem_mib, queued_since=now)
+            new.append(rec)
+            self.records.put(rec)
+            return rec
+        if rec.final:
+            back.append(rec)
+        if rec.final and name not in self.unsaved:
+            self.records.put_saved_end(name, rec.state)  # retired: saved already
+        else:
+            self.records.put(rec)
+        return rec
 
     def _link_edits_of_running_jobs(self, new: list[JobRecord]) -> None:
         """A job with no ``name`` is named after its command, so editing a running one's command

@@ -81,14 +81,20 @@ def status_dict(
 
 def ended_at(rec: JobRecord) -> float:
     """When a job that ended while no scheduler ran really ended: its status file's mtime (the
-    wrapper writes it last), else its log's, else now."""
+    wrapper writes it last), else its log's, else now. The status file is made empty at the
+    launch: one still empty was never written (a wrapper killed, a full disk), and its mtime
+    is only the launch's, or the failed write's: the later of it and the log's."""
+    times: list[float] = []
     for p in (rec.status_file, rec.log):
         if p:
             try:
-                return os.stat(p).st_mtime
+                st = os.stat(p)
             except OSError:
                 continue
-    return time.time()
+            if p == rec.status_file and st.st_size > 0:
+                return st.st_mtime
+            times.append(st.st_mtime)
+    return max(times, default=time.time())
 
 
 def unknown_diagnosis(rec: JobRecord) -> Diagnosis:
@@ -100,7 +106,10 @@ def unknown_diagnosis(rec: JobRecord) -> Diagnosis:
         except OSError:
             size = None
         if size == 0:
-            why = "its exit-status file is empty (was the disk full?)"
+            why = (
+                "its exit-status file is empty (its wrapper was killed before it wrote it, "
+                "or the disk was full)"
+            )
         elif size is not None:
             why = "its exit-status file cannot be read"
     tail = read_log_tail(Path(rec.log)) if rec.log else ""

@@ -156,9 +156,7 @@ class NodeAgent:
             )
         try:
             ensure_private_dir(req.run_dir)
-            status_path = runner.status_path_for(req.run_dir, req.name, req.attempt)
-            with contextlib.suppress(FileNotFoundError):
-                status_path.unlink()
+            status_path = runner.new_status_file(req.run_dir, req.name, req.attempt)
             log_fd, log_path = runner.open_new_log(req.log_dir, req.name, req.attempt)
         except OSError as e:
             raise runner.LaunchError(f"job {req.name} on node {self.node}: {e}") from e

@@ -616,7 +616,7 @@ class RayExecutor:
         return [node] if node is not None and node.dead is None else self.cluster.live()
 
     def status_path(self, run_dir: Path, name: str, attempt: int) -> Path:
-        return runner.status_path_for(run_dir, name, attempt)
+        return runner.free_status_path(run_dir, name, attempt)
 
     def free_port(self) -> int:
         return runner.free_port()
