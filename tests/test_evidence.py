@@ -36,6 +36,18 @@ def test_the_newest_attempt_of_each_job_from_status_files_and_logs(tmp_path: Pat
     assert found["a/b"].attempt == 3 and found["a/b"].status == ExitStatus(None, 9)
 
 
+def test_a_second_run_of_an_attempt_is_read_from_its_own_status_file(tmp_path: Path) -> None:
+    """A launch that finds an attempt's status file there writes ``NAME.N.V.status`` beside it
+    (it never deletes another run's): the newest of them says how the attempt ended."""
+    run, logs = tmp_path / "run", tmp_path / "logs"
+    _touch(run, "a.1.status", "exit 1\n")
+    _touch(run, "a.1.2.status", "exit 0\n")
+    _touch(run, "a.1.1.status", "signal 9\n")
+    found = gather(["a"], run, logs)["a"]
+    assert (found.attempt, found.status) == (1, ExitStatus(0, None))
+    assert found.status_path == str(run / "a.1.2.status")
+
+
 def test_a_running_wrapper_is_found_by_its_status_files_folder(tmp_path: Path) -> None:
     run, logs = tmp_path / "q.run", tmp_path / "logs"
     release = tmp_path / "release"

@@ -618,6 +618,10 @@ def wrappers_in(run_dir: Path) -> list[Wrapper]:
         p = _read_stat(int(e.name))
         if p is None or p.state in ("Z", "X", "x"):
             continue
+        if p.sid != p.pid:
+            # The wrapper leads its own session; a fork of it that has not yet exec'd the
+            # job's bash shows the wrapper's arguments too, and is not it.
+            continue
         env: dict[str, str] = {}
         for item in items:
             key, sep, value = item.partition(b"=")

@@ -77,13 +77,18 @@ def gather(names: Iterable[str], run_dir: Path, log_dir: Path) -> dict[str, Trac
     order = list(names)
     by_safe = {safe_name(n): n for n in order}
     # Paths as the listing gives them (str): 100,000 Path objects were most of the time here.
-    status: dict[tuple[str, int], str] = {}
+    status: dict[tuple[str, int], tuple[int, str]] = {}
     logs: dict[tuple[str, int], tuple[int, str]] = {}
     running: dict[tuple[str, int], Wrapper] = {}
     for e in _files(run_dir, ".status"):
         found = _split(e.name[: -len(".status")], by_safe)
-        if found is not None:
-            status[found[:2]] = e.path
+        if found is None:
+            continue
+        key, variant = found[:2], found[2]
+        # A second run of one attempt writes ``NAME.N.V.status`` beside the first's: the
+        # newest is the highest V, as for logs.
+        if key not in status or status[key][0] < variant:
+            status[key] = (variant, e.path)
     for e in _files(log_dir, ".log"):
         found = _split(e.name[: -len(".log")], by_safe)
         if found is None:
@@ -110,5 +115,8 @@ def gather(names: Iterable[str], run_dir: Path, log_dir: Path) -> dict[str, Trac
             continue
         key = (name, attempt)
         log = logs.get(key)
-        out[name] = Trace(name, attempt, status.get(key), log[1] if log else None, running.get(key))
+        st = status.get(key)
+        out[name] = Trace(
+            name, attempt, st[1] if st else None, log[1] if log else None, running.get(key)
+        )
     return out
