@@ -329,6 +329,38 @@ class GtuiApp(App[int]):
 
         self.run_worker(stop(), group="quit", exclusive=True)
 
+    def hand_over_and_exit(self) -> None:
+        """Quit, and let a scheduler in the background go on with the queue (the engine's
+        hand_over). One that cannot be started is said, and this screen keeps the queue."""
+        if self._shut_down:
+            return
+        self.notify("handing the queue to a scheduler in the background…", timeout=30)
+
+        async def hand_over() -> None:
+            try:
+                successor = await self.engine.hand_over()
+            except GtuiError as e:
+                self.notify(
+                    f"{e}; this dashboard goes on running the queue",
+                    severity="error",
+                    timeout=30,
+                    markup=False,
+                )
+                return
+            self._shut_down = True
+            if self._unsubscribe is not None:
+                self._unsubscribe()
+                self._unsubscribe = None
+            q = self.engine.queue_path.name
+            self.exit(
+                0,
+                return_code=0,
+                message=f"gtui: {q} goes on in the background: scheduler pid {successor.pid}, "
+                f"its log {successor.log}; `gtui {q}` shows it again, `gtui stop {q}` ends it",
+            )
+
+        self.run_worker(hand_over(), group="quit", exclusive=True)
+
     async def stop_engine(self, *, kill_jobs: bool = False) -> None:
         if self._shut_down:
             return
