@@ -205,8 +205,9 @@ def test_status_with_jobs_waiting_and_no_scheduler_says_how_to_start_one(tmp_pat
     under the scheduler's says how to start one. Not while one runs, nor with nothing left."""
     q = write_queue(tmp_path, '[[jobs]]\nname = "a"\ngpus = 0\ncmd = "true"\n')
     hint = "no scheduler runs: `gtui run q.toml` (or `gtui q.toml`) starts one"
-    lines, rows = table(q)
-    assert rows["a"][1] == "queued" and lines[2] == hint, lines
     assert gtui("run", str(q)).returncode == 0
     lines, rows = table(q)
     assert rows["a"][1] == "done" and hint not in lines, lines
+    assert gtui("add", str(q), "--name", "b", "--gpus", "0", "--", "true").returncode == 0
+    lines, rows = table(q)
+    assert rows["b"][1] == "queued" and lines[2] == hint, lines

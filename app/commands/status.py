@@ -100,8 +100,9 @@ def _scheduler_line(sched: dict[str, Any]) -> str:
 def _start_hint(status: dict[str, Any]) -> str | None:
     """With no scheduler, jobs waiting to start (or running, whose ends nobody records): how to
     start one."""
-    if (status.get("scheduler") or {}).get("running"):
-        return None
+    sched = status.get("scheduler") or {}
+    if sched.get("running") or sched.get("pid") is None:
+        return None  # one runs, or none ever ran (the scheduler's line says how to start one)
     states = {j["state"] for j in status["jobs"]}
     waiting = "queued" in states and not status.get("paused")
     if not waiting and not states & {"running", "suspended"}:
