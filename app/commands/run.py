@@ -181,12 +181,13 @@ async def run_headless(
 async def _wait_for_dashboard(engine: Engine, log: EventLog, pid: int) -> bool:
     """The successor of a dashboard: wait until it has released the queue. False (said in
     the log) when it never does, or another scheduler took the queue first."""
-    from gtui.core.sched.handover import RELEASE_WAIT_S, wait_released
+    from gtui.core.paths import register_queue
+    from gtui.core.sched.handover import RELEASE_WAIT_S, TAKING_OVER, wait_released
     from gtui.core.state.lock import QueueLock
 
     q = engine.queue_path.name
-    log.line(f"taking over {engine.queue_path} from its dashboard (pid {pid})")
-    paths = engine.paths
+    log.line(f"{TAKING_OVER}{engine.queue_path} from its dashboard (pid {pid})")
+    paths = register_queue(engine.paths)  # its lock under the queue's identity (a renamed file)
     if not await asyncio.to_thread(wait_released, paths, pid):
         log.line(
             f"the dashboard (pid {pid}) still holds {q} after {RELEASE_WAIT_S:g} s: not taken "

@@ -20,6 +20,9 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
+
+import psutil
 
 from gtui.core.errors import GtuiError
 from gtui.core.paths import QueuePaths, ensure_state_dir
@@ -29,6 +32,8 @@ from gtui.core.paths import QueuePaths, ensure_state_dir
 # not keep a process that polls the GPUs forever. `gtui run --stay` chooses its own.
 HANDOVER_STAY = "10m"
 RELEASE_WAIT_S = 120.0  # the dashboard's shutdown waits 15 s at most for its tasks, then saves
+TAKING_OVER = "taking over "  # the successor's first line
+TAKE_WAIT_S = 60.0  # the successor reads the queue file first: ~1.5 s at 100,000 jobs
 
 # Without these the successor would take itself for a process inside the dashboard's tmux
 # pane, whose session is gone once the dashboard has quit.
@@ -52,6 +57,7 @@ class Successor:
 
     pid: int
     log: Path
+    paths: QueuePaths  # the queue's, under its identity (its lock, its log)
 
 
 def scheduler_log(paths: QueuePaths) -> Path:
@@ -102,10 +108,9 @@ def spawn_successor(
     text = first.stdout.strip()
     if first.returncode != 0 or not text.isdigit():
         raise GtuiError(
-            f"could not start a scheduler in the background (exit {first.returncode}); "
-            f"see {log}"
+            f"could not start a scheduler in the background (exit {first.returncode}); see {log}"
         )
-    return Successor(int(text), log)
+    return Successor(int(text), log, paths)
 
 
 def wait_released(paths: QueuePaths, from_pid: int, timeout: float = RELEASE_WAIT_S) -> bool:
@@ -120,3 +125,72 @@ def wait_released(paths: QueuePaths, from_pid: int, timeout: float = RELEASE_WAI
             return False
         time.sleep(0.05)
     return True
+
+
+def wait_taken(
+    successor: Successor, timeout: float = TAKE_WAIT_S
+) -> Literal["taken", "ended", "starting"]:
+    """Wait until the queue is served again: "taken" once a scheduler holds its lock (the
+    successor, or one the user started meanwhile); "ended" when the successor ended without
+    (its log says why); "starting" when it is still on its way after ``timeout``."""
+    from gtui.core.state.lock import QueueLock
+
+    lock = QueueLock(successor.paths)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if lock.holder():  # a pid: someone runs the queue (0: one is writing its pid)
+            return "taken"
+        if not _alive(successor.pid):
+            return "taken" if lock.holder() else "ended"
+        time.sleep(0.05)
+    return "starting"
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie nobody has reaped yet has ended)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def last_words(log: Path) -> str:
+    """The last line a successor wrote (without its time stamp), to say why it ended; ""
+    when it said nothing after its first line (a kill leaves no words)."""
+    try:
+        with log.open("rb") as f:
+            f.seek(max(0, log.stat().st_size - 4096))
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return ""
+    last = next((ln.strip() for ln in reversed(lines) if ln.strip()), "")
+    if last.startswith("[") and "] " in last:
+        last = last.split("] ", 1)[1]
+    return "" if last.startswith(TAKING_OVER) else last
+
+
+def taken_over(successor: Successor, queue_name: str) -> tuple[int, str]:
+    """For the dashboard that handed its queue over: wait for the successor to take it, then
+    the exit code and what to say. A successor that ended first is said with its last words
+    (exit 1: gtui's tmux session then keeps the message on screen until a key)."""
+    q = queue_name
+    how = f"`gtui {q}` shows it again, `gtui stop {q}` ends it"
+    verdict = wait_taken(successor)
+    if verdict == "taken":
+        return 0, (
+            f"gtui: {q} goes on in the background: scheduler pid {successor.pid}, its log "
+            f"{successor.log}; {how}"
+        )
+    if verdict == "starting":
+        return 0, (
+            f"gtui: the scheduler started in the background (pid {successor.pid}) has not "
+            f"taken {q} over yet; `gtui status {q}` says when it has (its log: "
+            f"{successor.log}); {how}"
+        )
+    why = last_words(successor.log)
+    return 1, (
+        f"gtui: the scheduler started in the background (pid {successor.pid}) ended before "
+        f"it took {q} over{f': {why}' if why else ''} (its log: {successor.log}).\n"
+        f"Nothing runs {q} now (running jobs go on): `gtui run {q}` or `gtui {q}` starts "
+        "a scheduler, which re-adopts them"
+    )

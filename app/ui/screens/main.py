@@ -954,6 +954,8 @@ class MainScreen(Screen[None]):
         return self._tmux_prefix
 
     def action_quit(self) -> None:
+        if getattr(self.app, "engine_stopped", False):
+            return  # leaving already (the queue is being handed over)
         # The engine's truth, not the table's (which may be one flush behind).
         views = self.engine.jobs()
         active = [v.spec.name for v in views if v.record.active]
@@ -1017,5 +1019,5 @@ class MainScreen(Screen[None]):
             Choice("l", "Leave", "leave"),
         ]
         if n:
-            choices.append(Choice("k", "Kill", "kill", "error"))
+            choices.append(Choice("k", "Kill, quit", "kill", "error"))
         self.app.push_screen(ConfirmScreen("Quit gtui?", body, choices), chosen)
