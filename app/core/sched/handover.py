@@ -163,7 +163,10 @@ def last_words(log: Path) -> str:
             lines = f.read().decode(errors="replace").splitlines()
     except OSError:
         return ""
-    last = next((ln.strip() for ln in reversed(lines) if ln.strip()), "")
+    said = [ln.strip() for ln in lines if ln.strip()]
+    # Its error ("gtui: FILE:LINE: ...", maybe followed by the line quoted), else its last line.
+    last = next((ln for ln in reversed(said) if ln.startswith("gtui: ")), said[-1] if said else "")
+    last = last.removeprefix("gtui: ")
     if last.startswith("[") and "] " in last:
         last = last.split("] ", 1)[1]
     return "" if last.startswith(TAKING_OVER) else last
