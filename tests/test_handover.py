@@ -216,8 +216,8 @@ def test_a_successor_that_cannot_start_is_said_and_loses_nothing(
     shown = " ".join(wait_screen("=term:", "rc=").split())
     assert "rc=1" in shown and "ended before it took q.toml over" in shown, shown
     assert "TOML" in shown and "`gtui run q.toml` or `gtui q.toml` starts a scheduler" in shown
-    assert jobs(queue)["first"]["state"] == "running" and scheduler_pid(queue) is None
     queue.write_text(good)
+    assert jobs(queue)["first"]["state"] == "running" and scheduler_pid(queue) is None
     (tmp / "release").touch()
     r = gtui("run", str(queue), timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
