@@ -187,7 +187,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND")
 
     p = sub.add_parser("run", help="run the queue headless, printing the event log")
-    _queue_arg(p)
+    _complete(
+        p.add_argument("queue", nargs="?", metavar="QUEUE.toml", help="the queue file"), "queue"
+    )
+    p.add_argument(
+        "--stay",
+        nargs="?",
+        const="until-stopped",
+        metavar="DURATION",
+        help="once nothing more can run, keep serving (`gtui add` finds this scheduler) until "
+        "`gtui stop`, or DURATION (30s, 10m, 2h) after the last job ended",
+    )
+    # The successor of a dashboard that quits (gtui.core.sched.handover): not for people.
+    p.add_argument("--take-over-from", type=int, metavar="PID", help=argparse.SUPPRESS)
 
     p = sub.add_parser("validate", help="check a queue file and print its expanded jobs")
     _queue_arg(p)

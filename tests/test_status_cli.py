@@ -198,3 +198,16 @@ def test_status_with_no_scheduler_shows_what_really_happened(tmp_path: Path) -> 
     assert "ended while no scheduler ran; recorded when one starts" in rows["a"][5]
     assert rows["big"][:2] == ["big", "queued"]
     assert re.fullmatch(r"needs 1 GPU with 60G: .* \(\d+s ago\)", rows["big"][5]), rows["big"]
+
+
+def test_status_with_jobs_waiting_and_no_scheduler_says_how_to_start_one(tmp_path: Path) -> None:
+    """Jobs wait and nobody runs the queue (a dashboard left, a `gtui run` stopped): the line
+    under the scheduler's says how to start one. Not while one runs, nor with nothing left."""
+    q = write_queue(tmp_path, '[[jobs]]\nname = "a"\ngpus = 0\ncmd = "true"\n')
+    hint = "no scheduler runs: `gtui run q.toml` (or `gtui q.toml`) starts one"
+    assert gtui("run", str(q)).returncode == 0
+    lines, rows = table(q)
+    assert rows["a"][1] == "done" and hint not in lines, lines
+    assert gtui("add", str(q), "--name", "b", "--gpus", "0", "--", "true").returncode == 0
+    lines, rows = table(q)
+    assert rows["b"][1] == "queued" and lines[2] == hint, lines

@@ -322,10 +322,10 @@ def test_a_second_gtui_reattaches_and_leaving_keeps_jobs(tmux_server: Path, tmp_
     # quit while a job runs: it asks, says what happens, and leaves the job running
     keys(f"={name}:", "q")
     screen = wait_screen(f"={name}:", "Quit gtui?")
-    assert "re-adopts" in screen
+    assert "Leave (l)" in screen
     procs = job_processes(queue, "long")
     assert procs
-    keys(f"={name}:", "q")
+    keys(f"={name}:", "l")
     wait(lambda: not tmux.has_session(name))
     try:
         assert all(p.is_running() for p in procs) and job_state(queue, "long") == "running"

@@ -102,7 +102,7 @@ cmd = "while [ ! -e release ]; do sleep 0.05; done"
         text = " ".join(screen.replace("│", " ").split())
         assert "2 jobs not ended (1 running, 1 suspended)" in text, screen
         assert "detach instead: ctrl+a d" in text and "ctrl+b" not in text, screen
-        keys("=term:", "q")  # leave them
+        keys("=term:", "l")  # leave them
         wait_screen("=term:", "rc=0")
     finally:
         (tmp_path / "release").touch()
@@ -212,7 +212,7 @@ def test_a_whole_form_sent_in_one_send_keys_lands_in_the_right_fields(tmp_path: 
         assert added["state"] == "queued"  # after long, which still runs
         keys("=term:", "q")
         wait_screen("=term:", "Quit gtui?")
-        keys("=term:", "q")
+        keys("=term:", "l")  # leave
         wait_screen("=term:", "rc=0")
     finally:
         (tmp_path / "release").touch()
@@ -264,7 +264,7 @@ def test_a_filter_typed_in_one_send_keys_filters_and_runs_no_key_of_its_own(
         assert text.index('name = "vit-small"') < text.index('name = "resnet"')  # no `t`
         keys("=term:", "q")
         wait_screen("=term:", "Quit gtui?")
-        keys("=term:", "q")
+        keys("=term:", "l")  # leave
         wait_screen("=term:", "rc=0")
     finally:
         (tmp_path / "release").touch()

@@ -477,8 +477,8 @@ async def test_quit_while_jobs_run_asks_and_leaves_them_running(queue: Path) -> 
             await pilot.press("q")
             await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
             body = str(app.screen.query_one(".dialog-body").render())
-            assert "keep" in body and "re-adopts" in body and "long" in body
-            await pilot.press("q")
+            assert "Keep going" in body and "Leave (l)" in body and "long" in body
+            await pilot.press("l")  # leave: stop scheduling, the job goes on
             await until(pilot, lambda: app.engine_stopped and not app.is_running)
         assert pid is not None and psutil.pid_exists(pid)
         # The next gtui re-adopts it.

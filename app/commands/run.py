@@ -1,9 +1,13 @@
-"""``gtui run QUEUE.toml``: the engine with no UI, one timestamped line per event."""
+"""``gtui run [--stay [DURATION]] QUEUE.toml``: the engine with no UI, one timestamped line per
+event. It ends when nothing more can run; ``--stay`` keeps it serving (a `gtui add` finds it)
+until `gtui stop`, or DURATION after its last job ended. A dashboard that quits hands its queue
+to one of these in the background (``--take-over-from``, gtui.core.sched.handover)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import signal
 import sys
 import time
@@ -17,11 +21,11 @@ from gtui.core.api import (
     QueuePaused,
     WaitingSummary,
 )
-from gtui.core.errors import EXIT_INTERRUPTED
+from gtui.core.errors import EXIT_INTERRUPTED, GtuiError
 from gtui.core.gpus.snapshot import gpu_label
 from gtui.core.model import JobState
 from gtui.core.sched.engine import Engine
-from gtui.core.units import format_duration, format_mib, plural
+from gtui.core.units import UnitError, format_duration, format_mib, parse_duration_s, plural
 
 
 class EventLog:
@@ -118,11 +122,21 @@ class EventLog:
 
 
 async def run_headless(
-    queue: str, fake_gpus: str | None, out: TextIO, backend: str | None = None
+    queue: str,
+    fake_gpus: str | None,
+    out: TextIO,
+    backend: str | None = None,
+    *,
+    stay_s: float = 0.0,
+    take_over_from: int | None = None,
 ) -> int:
     engine = Engine(queue, fake_gpus=fake_gpus, cluster=backend)
     engine.exits_with_run = True  # `gtui stop` waits for this process to end, not only the run
     log = EventLog(out, engine.queue_path.name)
+    if take_over_from is not None:
+        engine.taking_over = True
+        if not await _wait_for_dashboard(engine, log, take_over_from):
+            return 0
     engine.subscribe(log, (JobChanged, Notice, QueuePaused, WaitingSummary))
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
@@ -148,7 +162,7 @@ async def run_headless(
         + ")"
     )
     try:
-        code = await engine.run(exit_when_idle=True)
+        code = await engine.run(exit_when_idle=True, stay_s=stay_s)
     except asyncio.CancelledError:
         running = [v.record.name for v in engine.jobs() if v.record.active]
         await engine.shutdown()
@@ -172,5 +186,59 @@ async def run_headless(
     return code
 
 
+async def _wait_for_dashboard(engine: Engine, log: EventLog, pid: int) -> bool:
+    """The successor of a dashboard: wait until it has released the queue. False (said in
+    the log) when it never does, or another scheduler took the queue first."""
+    from gtui.core.paths import register_queue
+    from gtui.core.sched.handover import RELEASE_WAIT_S, TAKING_OVER, wait_released
+    from gtui.core.state.lock import QueueLock
+
+    q = engine.queue_path.name
+    log.line(f"{TAKING_OVER}{engine.queue_path} from its dashboard (pid {pid})")
+    paths = register_queue(engine.paths)  # its lock under the queue's identity (a renamed file)
+    if not await asyncio.to_thread(wait_released, paths, pid):
+        log.line(
+            f"the dashboard (pid {pid}) still holds {q} after {RELEASE_WAIT_S:g} s: not taken "
+            "over; it runs the queue on"
+        )
+        return False
+    holder = QueueLock(paths).holder()
+    if holder is not None:
+        log.line(f"another scheduler (pid {holder}) took {q} first: nothing to take over")
+        return False
+    return True
+
+
+def stay_seconds(value: str | None) -> float:
+    """``--stay``'s value: 0 without it, ``inf`` with no DURATION, else the duration."""
+    if value is None:
+        return 0.0
+    if value == FOREVER:
+        return math.inf
+    try:
+        return parse_duration_s(value)
+    except UnitError as e:
+        raise GtuiError(f"--stay: {e}") from None
+
+
+FOREVER = "until-stopped"  # --stay with no DURATION
+
+
 def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
-    return asyncio.run(run_headless(ns.queue, opts.fake_gpus, sys.stdout, opts.backend))
+    queue, stay = ns.queue, ns.stay
+    if queue is None and stay not in (None, FOREVER):
+        # `gtui run --stay q.toml`: the file was taken for the duration.
+        queue, stay = stay, FOREVER
+    if queue is None:
+        raise GtuiError("gtui run: give the queue file, e.g. `gtui run q.toml`")
+    stay_s = stay_seconds(stay)
+    return asyncio.run(
+        run_headless(
+            queue,
+            opts.fake_gpus,
+            sys.stdout,
+            opts.backend,
+            stay_s=stay_s,
+            take_over_from=ns.take_over_from,
+        )
+    )

@@ -13,6 +13,7 @@ import shutil
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from gtui.commands.options import GlobalOptions
@@ -99,6 +100,20 @@ def _scheduler_line(sched: dict[str, Any]) -> str:
     return f"scheduler: not running ({last}); the saved state is shown"
 
 
+def _start_hint(status: dict[str, Any]) -> str | None:
+    """With no scheduler, jobs waiting to start (or running, whose ends nobody records): how to
+    start one."""
+    sched = status.get("scheduler") or {}
+    if sched.get("running") or sched.get("pid") is None:
+        return None  # one runs, or none ever ran (the scheduler's line says how to start one)
+    states = {j["state"] for j in status["jobs"]}
+    waiting = "queued" in states and not status.get("paused")
+    if not waiting and not states & {"running", "suspended"}:
+        return None
+    q = Path(status["queue"]).name
+    return f"no scheduler runs: `gtui run {q}` (or `gtui {q}`) starts one"
+
+
 def _ago(t: float) -> str:
     return format_wait(time.time() - t)
 
@@ -108,6 +123,9 @@ def render(status: dict[str, Any], states: frozenset[str] | None = None) -> list
     out: list[str] = []
     out.append(f"{status['queue']}{'  (queue paused)' if status['paused'] else ''}")
     out.append(_scheduler_line(status.get("scheduler") or {}))
+    hint = _start_hint(status)
+    if hint:
+        out.append(hint)
     for problem in status.get("problems") or []:
         out.append(f"problem: {problem}")
     for g in status["gpus"]:

@@ -8,6 +8,10 @@ engine (and its control socket, its re-adopted jobs' watchers) before the app ru
 `gtui kill` from another shell is served outside it. Textual's timers need the app's context,
 so a flush is scheduled on the event loop and handed to the app as a message, which works from
 any task; events that come before the app runs wait in the buffer until it does.
+
+Size: about 400 lines, of what needs the app's own loop and nothing else: the engine's life
+(its start, its loop, quitting and handing the queue over), the event flush, and the keys typed
+ahead of a form or the filter line.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from textual.worker import Worker
 
 from gtui.core.api import Event
 from gtui.core.errors import GtuiError
+from gtui.core.sched.handover import taken_over
 from gtui.styles import stylesheet
 from gtui.ui.events import EventBuffer
 from gtui.ui.keys import DETAIL_KEYS, KEYS, PANEL_KEYS
@@ -328,6 +333,31 @@ class GtuiApp(App[int]):
             self.exit(0, return_code=0)
 
         self.run_worker(stop(), group="quit", exclusive=True)
+
+    def hand_over_and_exit(self) -> None:
+        """Quit, and let a scheduler in the background go on with the queue (the engine's
+        hand_over). One that cannot be started is said, and this screen keeps the queue."""
+        if self._shut_down:
+            return
+        self._shut_down = True  # from here `q` does nothing: the hand-over is under way
+        self.notify("handing the queue to a scheduler in the background…", timeout=60)
+
+        async def hand_over() -> None:
+            try:
+                successor = await self.engine.hand_over()
+            except GtuiError as e:
+                self._shut_down = False
+                msg = f"{e}; this dashboard goes on running the queue"
+                self.notify(msg, severity="error", timeout=30, markup=False)
+                return
+            if self._unsubscribe is not None:
+                self._unsubscribe()
+                self._unsubscribe = None
+            q = self.engine.queue_path.name
+            code, message = await asyncio.to_thread(taken_over, successor, q)
+            self.exit(code, return_code=code, message=message)
+
+        self.run_worker(hand_over(), group="handover")
 
     async def stop_engine(self, *, kill_jobs: bool = False) -> None:
         if self._shut_down:

@@ -131,7 +131,8 @@ KEYS: tuple[Key, ...] = (
         "quit",
         "Quit",
         "q",
-        "quit (asks when jobs run: they keep running and are re-adopted next time, or kill them)",
+        "quit (asks when jobs run or wait: enter keeps the queue going in the background, "
+        "l leaves running jobs with no new starts, k kills them)",
         "Quit gtui",
     ),
 )

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from gtui.core.api import Event, GpusRead, JobView
 from gtui.core.control.client import Client
 from gtui.core.model import Settings
+
+if TYPE_CHECKING:
+    from gtui.core.sched.handover import Successor
 
 
 class EnginePort(Client, Protocol):
@@ -25,6 +28,7 @@ class EnginePort(Client, Protocol):
     async def start(self) -> None: ...
     async def run(self, *, exit_when_idle: bool = False) -> int: ...
     async def shutdown(self, *, kill_jobs: bool = False) -> None: ...
+    async def hand_over(self) -> Successor: ...
     def subscribe(self, sink: Callable[[Event], None]) -> Callable[[], None]: ...
     def jobs(self) -> list[JobView]: ...
     def view(self, name: str) -> JobView: ...

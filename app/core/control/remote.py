@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from gtui.core.api import (
     Event,
@@ -61,6 +61,9 @@ from gtui.core.errors import EXIT_LOCKED, GtuiError
 from gtui.core.model import Settings
 from gtui.core.paths import QueuePaths, queue_paths
 from gtui.core.procstat import stopped_state
+
+if TYPE_CHECKING:
+    from gtui.core.sched.handover import Successor
 
 log = logging.getLogger("gtui.remote")
 
@@ -202,6 +205,13 @@ class RemoteEngine:
         self._stopping = True
         self._stop.set()
         self._close()
+
+    async def hand_over(self) -> Successor:
+        """Nothing to hand over: the queue is the scheduler's this screen is attached to."""
+        raise GtuiError(
+            f"the scheduler (pid {self.pid}) of {self.queue_path.name} runs elsewhere and goes "
+            "on: nothing to hand over"
+        )
 
     # ------------------------------------------------------------------ commands
     async def kill(self, names: Sequence[str], *, wait: bool = True) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import math
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -45,7 +46,9 @@ from gtui.core.paths import (
 from gtui.core.queue.queuefile import QueueFile, forget_cached, refuse_node_names
 from gtui.core.queue.source import QueueSource
 from gtui.core.sched.commands import Commands
+from gtui.core.sched.faults import crash_point
 from gtui.core.sched.forecast import Forecast
+from gtui.core.sched.handover import Successor, spawn_successor
 from gtui.core.sched.notifying import Notifying
 from gtui.core.sched.occupancy import Occupancy
 from gtui.core.sched.outcome import Rules
@@ -117,6 +120,8 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
         self.stop_requested = False
         # Set by `gtui run`: the process ends with ``run`` (`gtui stop` waits for it to be gone).
         self.exits_with_run = False
+        # Set by the `gtui run` a dashboard handed its queue to: its start has crash points.
+        self.taking_over = False
         self._shut_down = False  # a shutdown completed: another one has nothing to do
         self._wake: asyncio.Event | None = None
         self._started_at: float | None = None
@@ -297,6 +302,8 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
         lock = QueueLock(self.paths)
         lock.acquire()
         self._lock = lock
+        if self.taking_over:
+            crash_point("handover_locked")
         try:
             if self._control_wanted:
                 refuse_if_served(self.paths)
@@ -340,6 +347,8 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
                     self._arm_retry(name, rec.retry_at - now)
             if self._control_wanted:
                 self._control = await serve(self, self._bus)
+            if self.taking_over:
+                crash_point("handover_adopted")
         except BaseException:
             self._release()
             raise
@@ -366,10 +375,13 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
             )
         return backend or gpus
 
-    async def run(self, *, exit_when_idle: bool = False) -> int:
-        """The scheduling loop. Returns 0 if every job is done, else 1 (DESIGN.md 2)."""
+    async def run(self, *, exit_when_idle: bool = False, stay_s: float = 0.0) -> int:
+        """The scheduling loop. Returns 0 if every job is done, else 1 (DESIGN.md 2).
+        ``exit_when_idle``: it ends ``stay_s`` after the queue last had nothing to do (``inf``:
+        only when stopped), so a `gtui add` meanwhile still finds a scheduler."""
         await self.start()
         assert self._wake is not None
+        idle_since: float | None = None
         log_task = asyncio.create_task(self._watch_logs())
         file_task = asyncio.create_task(self._watch_file())
         try:
@@ -386,11 +398,22 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
                 # another pass now would find the same and take the CPU from the job it started
                 # (end to start: 2 ms of 10 on 2 busy cores, benchmarks/end_to_start.py).
                 self._publish_gpus()
+                wait = self._poll_interval()
                 if exit_when_idle and self._idle():
                     self._check_queue_done(lambda: True)  # [notify]'s queue_done, before exit
-                    break
+                    now = time.monotonic()
+                    if idle_since is None:
+                        idle_since = now
+                        if stay_s > 0:
+                            self._say_staying(stay_s)
+                    left = idle_since + stay_s - now
+                    if left <= 0:
+                        break
+                    wait = min(wait, left)
+                else:
+                    idle_since = None
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=self._poll_interval())
+                    await asyncio.wait_for(self._wake.wait(), timeout=wait)
                 self._wake.clear()
         finally:
             for task in (log_task, file_task):
@@ -402,6 +425,32 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
         book = self._book
         state = book.records.state
         return 0 if all(state(n) == JobState.DONE for n in book.order) else 1
+
+    def _say_staying(self, stay_s: float) -> None:
+        q = self.queue_path.name
+        span = f"{stay_s / 60:g} min" if stay_s >= 60 else f"{stay_s:g} s"
+        until = (
+            f"until `gtui stop {q}`"
+            if math.isinf(stay_s)
+            else f"until {time.strftime('%H:%M:%S', time.localtime(time.time() + stay_s))}, "
+            f"{span} after its last job ended (`gtui stop {q}` ends it sooner)"
+        )
+        self._bus.notice(
+            "info", f"nothing more to run: this scheduler stays for `gtui add {q}` {until}"
+        )
+
+    async def hand_over(self) -> Successor:
+        """Give the queue to a headless scheduler in the background (a dashboard that quits):
+        start it, then release the queue (lock, socket, store) for it to take; it re-adopts
+        the running jobs as any restart does. Running jobs go on throughout. GtuiError when
+        no successor could be started: the queue is then still this engine's."""
+        successor = spawn_successor(
+            self.paths, fake_gpus=self._fake_opt, backend=self._cluster_opt
+        )
+        crash_point("handover_spawned")
+        await self.shutdown()
+        crash_point("handover_released")
+        return successor
 
     async def _save_deferred(self) -> None:
         """The records of jobs that never ran, saved once the first jobs have started, a chunk

@@ -17,10 +17,12 @@ class Choice:
     label: str
     value: str
     variant: str = "default"  # Button variant: "error" for the destructive one
+    default: bool = False  # what enter picks (its button has the focus); else enter cancels
 
 
 class ConfirmScreen(ModalScreen[str | None]):
-    """Dismissed with the chosen value; ``escape`` (or ``n``) cancels with None."""
+    """Dismissed with the chosen value; ``escape`` (or ``n``) cancels with None. Enter presses
+    the focused button: the default choice's, else Cancel."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
@@ -36,7 +38,9 @@ class ConfirmScreen(ModalScreen[str | None]):
         with Vertical(classes="dialog", id="confirm"):
             yield Static(self.title_text, classes="dialog-title")
             yield Static(self.body, classes="dialog-body", markup=False)
-            with Horizontal(classes="dialog-buttons"):
+            # Four buttons at their usual width do not fit the dialog: narrower ones then.
+            many = " many" if len(self.choices) > 2 else ""
+            with Horizontal(classes=f"dialog-buttons{many}"):
                 for c in self.choices:
                     yield Button(
                         f"{c.key} {c.label}",
@@ -47,8 +51,11 @@ class ConfirmScreen(ModalScreen[str | None]):
                 yield Button("esc Cancel", id="choice-cancel", compact=True)
 
     def on_mount(self) -> None:
-        # Nothing destructive under the cursor: focus Cancel.
-        self.query_one("#choice-cancel", Button).focus()
+        # Nothing destructive under the cursor: the default (never a destructive one), else
+        # Cancel.
+        default = next((c for c in self.choices if c.default), None)
+        target = f"#choice-{default.value}" if default else "#choice-cancel"
+        self.query_one(target, Button).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()

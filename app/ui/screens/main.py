@@ -30,6 +30,7 @@ from gtui.core.api import JobView
 from gtui.core.errors import GtuiError
 from gtui.core.model import JobState
 from gtui.core.sched.eta import Estimate
+from gtui.core.sched.handover import HANDOVER_STAY
 from gtui.core.units import first_few, format_duration, plural
 from gtui.ui.alerts import Alerts, end_events
 from gtui.ui.events import Batch
@@ -953,54 +954,70 @@ class MainScreen(Screen[None]):
         return self._tmux_prefix
 
     def action_quit(self) -> None:
+        if getattr(self.app, "engine_stopped", False):
+            return  # leaving already (the queue is being handed over)
         # The engine's truth, not the table's (which may be one flush behind).
-        active = [v.spec.name for v in self.engine.jobs() if v.record.active]
+        views = self.engine.jobs()
+        active = [v.spec.name for v in views if v.record.active]
+        # Jobs that would start without a person: not held, not in a paused queue.
+        waiting = [] if self.engine.paused else [
+            v.spec.name for v in views if v.record.state == JobState.QUEUED
+        ]
         quit_ = getattr(self.app, "shutdown_and_exit", None)
         if quit_ is None:  # pragma: no cover - always a GtuiApp
             self.app.exit()
             return
-        if not active or getattr(self.engine, "remote", False):
-            # Attached to a scheduler that runs elsewhere: quitting this screen leaves it and
-            # its jobs running; there is nothing of ours to kill.
+        if not (active or waiting) or getattr(self.engine, "remote", False):
+            # Nothing would go on, or attached to a scheduler that runs elsewhere: quitting
+            # this screen leaves it and its jobs running; there is nothing of ours to stop.
             quit_(kill_jobs=False)
             return
-        running = [v for v in self.engine.jobs() if v.record.state == JobState.RUNNING]
-        suspended = [v for v in self.engine.jobs() if v.record.state == JobState.SUSPENDED]
+        running = [v for v in views if v.record.state == JobState.RUNNING]
+        suspended = [v for v in views if v.record.state == JobState.SUSPENDED]
         n = len(active)
-        names = ", ".join(active[:5]) + (f" and {n - 5} more" if n > 5 else "")
         q = self.engine.queue_path.name
-        it, they = ("it", "it") if n == 1 else ("they", "them")
         what = ", ".join(
             part
             for part in (
                 f"{len(running)} running" if running else "",
                 f"{len(suspended)} suspended" if suspended else "",
+                f"{len(waiting)} waiting" if waiting else "",
             )
             if part
         )
+        listed = active + waiting
+        names = ", ".join(listed[:5]) + (f" and {len(listed) - 5} more" if len(listed) > 5 else "")
         stays = " (a suspended job stays stopped)" if suspended else ""
-        s_ = "s" if n == 1 else ""
-        body = (
-            f"{plural(n, 'job')} not ended ({what}): {names}.\n\n"
-            f"Leave: {it} keep{s_} going as {it} {'is' if n == 1 else 'are'}{stays}, and gtui "
-            f"re-adopts {they} the next time it opens {q}. No queued job starts until then.\n"
-            f"Kill: {it} get{s_} SIGTERM (SIGKILL after kill_grace), then gtui quits."
-        )
+        lines = [
+            f"{plural(len(listed), 'job')} not ended ({what}): {names}.",
+            "",
+            "Keep going (enter, q): a scheduler in the background takes the queue over and "
+            f"starts the waiting jobs, until {HANDOVER_STAY} after the last one ends; "
+            f"`gtui {q}` shows it again, `gtui stop {q}` ends it.",
+        ]
+        if n:
+            lines.append(
+                f"Leave (l): running jobs go on{stays}, but no job starts until gtui opens {q} "
+                "again."
+            )
+            lines.append("Kill (k): running jobs get SIGTERM (SIGKILL after kill_grace).")
+        else:
+            lines.append(f"Leave (l): no job starts until gtui opens {q} again.")
+        body = "\n".join(lines)
         if self.in_tmux or os.environ.get("TMUX"):
             body += f"\n\nTo keep the dashboard running too, detach instead: {self.tmux_prefix} d."
 
         def chosen(value: str | None) -> None:
-            if value in ("leave", "kill"):
+            hand_over = getattr(self.app, "hand_over_and_exit", None)
+            if value == "handover" and hand_over is not None:
+                hand_over()
+            elif value in ("leave", "kill"):
                 quit_(kill_jobs=value == "kill")
 
-        self.app.push_screen(
-            ConfirmScreen(
-                "Quit gtui?",
-                body,
-                [
-                    Choice("q", "Leave running", "leave", "primary"),
-                    Choice("k", "Kill, quit", "kill", "error"),
-                ],
-            ),
-            chosen,
-        )
+        choices = [
+            Choice("q", "Keep going", "handover", "primary", default=True),
+            Choice("l", "Leave", "leave"),
+        ]
+        if n:
+            choices.append(Choice("k", "Kill, quit", "kill", "error"))
+        self.app.push_screen(ConfirmScreen("Quit gtui?", body, choices), chosen)
