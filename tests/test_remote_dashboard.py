@@ -673,6 +673,7 @@ def terminal(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., str]]:
         yield open_terminal
     finally:
         _tmux("kill-server")
+        _tmux("-L", "gtui", "kill-server")  # gtui's own server, where its sessions run
         shutil.rmtree(d, ignore_errors=True)
 
 

@@ -40,11 +40,17 @@ def tmux_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.delenv("TMUX_PANE", raising=False)
     yield d
     subprocess.run(["tmux", "kill-server"], capture_output=True)
+    subprocess.run([*tmux.server_argv(), "kill-server"], capture_output=True)
     shutil.rmtree(d, ignore_errors=True)
 
 
 def sh(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, timeout=15)
+    """``tmux ARGS`` on the server of its target: gtui's own (``tmux -L gtui``) for a session
+    gtui made (``gtui-...``), else the default one, where the tests' terminals run."""
+    target = args[args.index("-t") + 1] if "-t" in args[:-1] else ""
+    own = target.lstrip("=").startswith(tmux.PREFIX)
+    argv = [*tmux.server_argv(), *args] if own else ["tmux", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=15)
 
 
 def capture(target: str) -> str:

@@ -30,6 +30,7 @@ from textual.worker import Worker
 from gtui.core.api import Event
 from gtui.core.errors import GtuiError
 from gtui.styles import stylesheet
+from gtui.ui import escape
 from gtui.ui.events import EventBuffer
 from gtui.ui.keys import DETAIL_KEYS, KEYS, PANEL_KEYS
 from gtui.ui.port import EnginePort
@@ -65,6 +66,7 @@ class GtuiApp(App[int]):
         startup_notice: str | None = None,
     ) -> None:
         super().__init__()
+        escape.install(in_tmux=in_tmux)
         self.engine = engine
         self.host = host or socket.gethostname().split(".")[0]
         self.clock = clock
