@@ -8,8 +8,9 @@ A queue already run by another gtui: in the tmux session gtui made for it (and n
 runs in), attach to that session from a plain terminal, or switch to it from another of gtui's
 sessions (a switch tmux refuses is said). Anywhere else (a headless ``gtui run``, a ``--no-tmux``
 dashboard in a plain terminal, in the user's own tmux session, whose server is not gtui's, or in
-another window of this very session, where a switch would change nothing): open the dashboard here, in place, on that scheduler (gtui.core.control.remote: its
-control socket's ``watch`` and commands). It holds nothing of the queue, so it needs no tmux
+another window of this very session, where a switch would change nothing): open the dashboard
+here, in place, on that scheduler (gtui.core.control.remote: its control socket's ``watch`` and
+commands). It holds nothing of the queue, so it needs no tmux
 session of its own, and quitting it, with jobs running or not, leaves the scheduler and its jobs
 running: it asks nothing. Only a holder that does not answer on its socket still exits 3 naming
 its pid.
