@@ -299,6 +299,8 @@ async def test_enter_in_the_command_field_moves_on_and_submits_only_on_the_last(
         async with dashboard(gated) as (app, pilot, engine):
             before = len(engine.jobs())
             await pilot.press("a")
+            await until(pilot, lambda: getattr(app.focused, "id", None) == "field-name")
+            await pilot.press("enter")  # no name: derived from the command
             await until(pilot, lambda: getattr(app.focused, "id", None) == "field-cmd")
             await pilot.press(*"echo hi", "enter")
             # Not submitted with defaults the user never saw: the next field has the cursor.

@@ -271,7 +271,9 @@ def test_gtui_starts_a_tmux_session_and_every_key_acts(tmux_server: Path, tmp_pa
     # a: add a job through the form
     keys(target, "a")
     wait_screen(target, "Add a job to q.toml")
-    wait_field(target, "cmd")  # the cursor starts in cmd
+    wait_field(target, "name")  # the cursor starts in the first field shown
+    keys(target, "Tab")
+    wait_field(target, "cmd")
     keys(target, "echo hello-from-tmux", literal=True)
     wait_screen(target, "echo hello-from-tmux")
     keys(target, "Tab")

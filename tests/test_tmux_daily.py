@@ -189,7 +189,8 @@ def test_a_whole_form_sent_in_one_send_keys_lands_in_the_right_fields(tmp_path: 
         wait_screen("=term:", "running")
         keys(
             "=term:",
-            "a", "echo typed-fast", "Enter",  # cmd (the cursor starts there), then gpus
+            "a", "Enter",                     # name: empty (the cursor starts there)
+            "echo typed-fast", "Enter",       # cmd
             "0", "Enter",                     # gpus
             "Enter",                          # mem: empty
             "5", "Enter",                     # priority

@@ -202,6 +202,43 @@ async def test_add_form_adds_a_job_to_the_engine_and_the_file(queue: Path) -> No
         await until(pilot, lambda: app.main.table.selected == "added")
 
 
+async def test_the_forms_editing_keys_in_the_help_edit_a_field(queue: Path) -> None:
+    """Every editing key the help screen lists for the form does what it says there, in a
+    field of the add form (ctrl+u first: it clears a whole line typed wrong)."""
+    from rich.console import Console
+
+    from gtui.ui.keys import FORM_KEYS
+    from gtui.ui.screens.help import help_text
+
+    listed = " ".join(shown for shown, _ in FORM_KEYS)
+    for key in ("ctrl+u", "ctrl+k", "ctrl+w", "ctrl+a", "ctrl+e", "ctrl+d", "ctrl+s", "enter"):
+        assert key in listed, key
+    rendered = Console(width=120, record=True)
+    rendered.print(help_text())
+    assert "In the add / edit form" in rendered.export_text()
+    async with dashboard(queue) as (app, pilot, _engine):
+        await pilot.press("a")
+        await until(pilot, lambda: isinstance(app.screen, JobForm))
+        form = app.screen
+        assert isinstance(form, JobForm)
+        hint = str(form.query_one("#form-hint").render())
+        assert "ctrl+u" in hint and "ctrl+s: add from any field" in hint, hint
+        field = form.query_one("#field-name", Input)
+        await until(pilot, lambda: app.focused is field, what="the cursor in name")
+
+        async def typed(*keys: str) -> str:
+            await pilot.press(*keys)
+            await pilot.pause()
+            return field.value
+
+        assert await typed(*"old words") == "old words"
+        assert await typed("ctrl+w") == "old "
+        assert await typed("ctrl+u") == ""
+        assert await typed(*"abcdef", "ctrl+a", "ctrl+d") == "bcdef"
+        assert await typed("ctrl+e", "left", "left", "ctrl+k") == "bcd"
+        assert await typed("ctrl+a", "ctrl+k") == ""
+
+
 async def test_add_form_shows_the_engines_error_and_stays_open(queue: Path) -> None:
     async with dashboard(queue) as (app, pilot, _engine):
         before = queue.read_text()

@@ -214,6 +214,8 @@ def test_add_form(snap_compare, make_app) -> None:  # type: ignore[no-untyped-de
 
     steps = [
         "a",
+        focused("name"),
+        "tab",
         focused("cmd"),
         *"python train.py",
         "tab",

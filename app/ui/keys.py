@@ -172,6 +172,20 @@ LOG_KEYS: tuple[tuple[str, str], ...] = (
     ("esc", "back: from a zoomed log, from the log to the queue, from the details"),
 )
 
+# The add / edit form's keys (gtui.ui.screens.job_form): its own, then the text field's editing
+# keys (Textual's Input: tests/test_ui_app.py types each one into a field and checks it).
+FORM_KEYS: tuple[tuple[str, str], ...] = (
+    ("enter", "the next field; on the last one (env) add / save"),
+    ("ctrl+s", "add / save from any field"),
+    ("tab  shift+tab", "the next / previous field"),
+    ("esc", "cancel: nothing is written"),
+    ("ctrl+u  ctrl+k", "delete everything before / after the cursor"),
+    ("ctrl+w", "delete the word before the cursor"),
+    ("ctrl+a  ctrl+e", "to the start / end of the field (home / end too)"),
+    ("ctrl+d", "delete the character under the cursor (delete too)"),
+    ("← →  ctrl+← →", "move by a character / a word"),
+)
+
 # The job detail view (enter on a job).
 DETAIL_KEYS: tuple[Key, ...] = (
     Key("escape", "back", "Back", "esc", "back to the queue (a zoomed log unzooms first)", "Back"),

@@ -1,4 +1,6 @@
-"""Esc then a key, typed through a real terminal into gtui's tmux session: two keys, not one.
+"""Keys in a real tmux: Esc then a key is two keys; the add form is typed in the order it shows.
+
+Esc then a key, typed through a real terminal into gtui's tmux session: two keys, not one.
 
 tmux waits ``escape-time`` after an Esc from a terminal to see whether a sequence follows (500 ms
 by default before tmux 3.5); a key within it is merged with the Esc into one alt+key, and the key
@@ -27,6 +29,7 @@ from tests.test_tmux import (
     status,
     tmux_server,  # noqa: F401  (the fixture: a private tmux server)
     wait,
+    wait_field,
     wait_screen,
 )
 
@@ -73,5 +76,39 @@ def test_esc_then_a_key_a_tenth_of_a_second_later_acts_and_the_users_tmux_keeps_
         assert sh("show-options", "-s", "-v", "escape-time").stdout.strip() == theirs
         own = tmux._run(["show-options", "-s", "-v", "escape-time"]).stdout.strip()
         assert int(own) <= tmux.ESCAPE_TIME_MS, own
+    finally:
+        (tmp_path / "release").touch()
+
+
+@pytest.mark.slow
+def test_the_add_form_is_typed_in_the_order_it_shows_and_enter_on_the_last_field_adds(
+    tmp_path: Path,
+) -> None:
+    """As a user reads the form: a name, enter, the command, enter, gpus, enter through the
+    rest; enter on the last field adds. The top line says so."""
+    queue = write_queue(tmp_path, QUEUE)
+    try:
+        outer(tmp_path, "term", f"{PY} -m gtui --no-tmux --fake-gpus 1x80G q.toml", (100, 30))
+        wait(lambda: job_state(queue, "long") == "running", what="long running")
+        wait_screen("=term:", "running")
+        keys("=term:", "a")
+        shown = wait_screen("=term:", "Add a job to q.toml")
+        flat = " ".join(shown.replace("│", " ").replace("┃", " ").split())
+        assert "enter: next field, add on the last (env) · ctrl+s: add from any field" in flat
+        wait_field("=term:", "name")  # the first field shown has the cursor
+        keys("=term:", "hello", literal=True)
+        keys("=term:", "Enter")
+        wait_field("=term:", "cmd")
+        keys("=term:", "echo hi", literal=True)
+        keys("=term:", "Enter")
+        wait_field("=term:", "gpus")
+        keys("=term:", "0", literal=True)
+        for field in ("mem", "priority", "after", "retries", "timeout", "cwd", "env"):
+            keys("=term:", "Enter")
+            wait_field("=term:", field)
+        keys("=term:", "Enter")  # on the last field: adds
+        wait(lambda: job_state(queue, "hello") == "done", what="the added job to run")
+        text = queue.read_text()
+        assert 'name = "hello"' in text and 'cmd = "echo hi"' in text and "gpus = 0" in text
     finally:
         (tmp_path / "release").touch()
