@@ -6,6 +6,7 @@ Every key of DESIGN.md 6 is pressed and the engine's state (and the queue file) 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from collections.abc import AsyncIterator, Callable
@@ -18,6 +19,7 @@ from textual.command import Command, CommandList, CommandPalette
 from textual.pilot import Pilot
 from textual.widgets import Input
 
+from gtui.core.errors import GtuiError
 from gtui.core.model import JobState
 from gtui.core.sched.engine import Engine
 from gtui.ui.app import GtuiApp
@@ -278,14 +280,37 @@ async def test_edit_changes_a_waiting_job(queue: Path) -> None:
         assert "priority = 7" in queue.read_text()
 
 
-async def test_edit_refuses_a_running_job(queue: Path) -> None:
+async def test_e_on_a_failed_job_edits_it_then_r_runs_it_again(queue: Path) -> None:
+    """Fix the typo and run it again: `e` on the failed job, the command fixed, ctrl+s, then
+    one key (r) queues it again, and it runs the fixed command."""
+    async with dashboard(queue) as (app, pilot, engine):
+        await until(pilot, lambda: state(engine, "bad") == JobState.FAILED)
+        await select(pilot, app, "bad")
+        await pilot.press("e")
+        await until(pilot, lambda: isinstance(app.screen, JobForm), what="the edit form")
+        await pilot.click("#field-cmd")
+        await pilot.press("end", "ctrl+u", *"echo fixed", "ctrl+s")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the offer")
+        assert 'cmd = "echo fixed"' in queue.read_text(), queue.read_text()
+        assert state(engine, "bad") == JobState.FAILED  # not run again until asked
+        await pilot.press("r")
+        await until(pilot, lambda: state(engine, "bad") == JobState.DONE, what="bad run again")
+        assert engine.view("bad").spec.cmd == "echo fixed"
+
+
+async def test_edit_refuses_a_running_job_in_the_cores_words(queue: Path) -> None:
+    from gtui.core.sched.transitions import why_not_edit
+
     async with dashboard(queue) as (app, pilot, engine):
         await until(pilot, lambda: state(engine, "long") == JobState.RUNNING)
         await select(pilot, app, "long")
         before = queue.read_text()
         await pilot.press("e")
-        said = "long is running: only a waiting (queued or held) job can be edited"
+        said = why_not_edit(engine.view("long").record)
+        assert said is not None and said.startswith("long is running: ")
         await until(pilot, lambda: shows_toast(app, "warning", said), what="the refusal")
+        with pytest.raises(GtuiError, match=re.escape(said)):  # the engine refuses it in the same words
+            await engine.edit("long", {"priority": 3})
         assert not isinstance(app.screen, JobForm)
         assert queue.read_text() == before and state(engine, "long") == JobState.RUNNING
 

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Literal
 
 from gtui.core.api import JobChanged, QueuePaused
 from gtui.core.bus import EventBus
-from gtui.core.errors import GtuiError
 from gtui.core.exec.base import Executor, handle_of
 from gtui.core.model import Settings
 from gtui.core.queue.source import QueueSource
@@ -190,9 +189,7 @@ class Commands:
     async def edit(self, name: str, fields: dict[str, object]) -> None:
         from gtui.core.queue.writeback import update_job
 
-        rec = self._book.require(name)
-        if not rec.waiting:
-            raise GtuiError(f"{name} is {rec.state.value}: only waiting jobs can be edited")
+        transitions.check(self._book.require, [name], transitions.why_not_edit)
         await asyncio.to_thread(update_job, self.queue_path, name, dict(fields), pool=self._pool())
         self._reload_if_changed(force=True)
         self._kick()
@@ -200,9 +197,7 @@ class Commands:
     async def remove(self, name: str) -> None:
         from gtui.core.queue.writeback import remove_job
 
-        rec = self._book.require(name)
-        if rec.active:
-            raise GtuiError(f"{name} is {rec.state.value}: kill it first")
+        transitions.check(self._book.require, [name], transitions.why_not_remove)
         await asyncio.to_thread(remove_job, self.queue_path, name)
         self._reload_if_changed(force=True)
         self._kick()
@@ -210,9 +205,7 @@ class Commands:
     async def move(self, name: str, where: Where) -> None:
         from gtui.core.queue.writeback import move_job
 
-        rec = self._book.require(name)
-        if not rec.waiting:
-            raise GtuiError(f"{name} is {rec.state.value}: only waiting jobs can be moved")
+        transitions.check(self._book.require, [name], transitions.why_not_move)
         await asyncio.to_thread(move_job, self.queue_path, name, where)
         self._reload_if_changed(force=True)
         self._kick()
