@@ -356,6 +356,60 @@ async def test_move_up_down_top(queue: Path) -> None:
         await until(pilot, lambda: order(engine).index("w1") < order(engine).index("bad"))
 
 
+ENDED_BETWEEN = """
+[settings]
+poll = "0.2s"
+
+[[jobs]]
+name = "first"
+cmd = "true"
+gpus = 0
+after = ["gate"]
+
+[[jobs]]
+name = "gate"
+cmd = "while [ ! -e go ]; do sleep 0.05; done"
+gpus = 0
+
+[[jobs]]
+name = "d{i}"
+cmd = "true"
+gpus = 0
+matrix = { i = [1, 2, 3, 4, 5, 6, 7] }
+
+[[jobs]]
+name = "second"
+cmd = "true"
+gpus = 0
+after = ["gate"]
+"""
+
+
+async def test_j_and_k_move_a_job_past_the_next_waiting_one_over_ended_ones(
+    tmp_path: Path,
+) -> None:
+    """Seven done jobs between two waiting ones: one K moves `second` above `first`, one J
+    back below it (not eight presses, one per ended job)."""
+    q = write_queue(tmp_path, ENDED_BETWEEN)
+    ended = [f"d{i}" for i in range(1, 8)]
+    try:
+        async with dashboard(q) as (app, pilot, engine):
+            await until(pilot, lambda: all(state(engine, n) == JobState.DONE for n in ended))
+            await select(pilot, app, "second")
+            await pilot.press("K")
+            await until(pilot, lambda: order(engine) == ["second", "first", "gate", *ended])
+            await until(pilot, lambda: not commands_under_way(app), what="the move to finish")
+            await pilot.press("J")
+            await until(pilot, lambda: order(engine) == ["first", "second", "gate", *ended])
+            await until(pilot, lambda: not commands_under_way(app), what="the move to finish")
+            before = q.read_text()
+            await pilot.press("J")  # the last waiting job: past ended ones changes nothing
+            await until(pilot, lambda: not commands_under_way(app), what="the move to finish")
+            assert q.read_text() == before
+    finally:
+        (tmp_path / "go").touch()
+
+
 async def test_pause_and_resume_a_waiting_and_a_running_job(queue: Path) -> None:
     async with dashboard(queue) as (app, pilot, engine):
         await select(pilot, app, "w1")

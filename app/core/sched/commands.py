@@ -203,9 +203,21 @@ class Commands:
         self._kick()
 
     async def move(self, name: str, where: Where) -> None:
-        from gtui.core.queue.writeback import move_job
+        from gtui.core.queue.writeback import move_job, place_job
 
-        transitions.check(self._book.require, [name], transitions.why_not_move)
-        await asyncio.to_thread(move_job, self.queue_path, name, where)
+        book = self._book
+        transitions.check(book.require, [name], transitions.why_not_move)
+        if where == "top":
+            await asyncio.to_thread(move_job, self.queue_path, name, where)
+        else:  # past the next waiting job: the ended ones between stay where they are
+            live = book.records.live()
+            step = -1 if where == "up" else 1
+            other = transitions.move_target(
+                name, step, book.order, book.specs, lambda n: n in live and live[n].waiting
+            )
+            if other is None:
+                return  # already the first (last) of the waiting jobs
+            place = "before" if where == "up" else "after"
+            await asyncio.to_thread(place_job, self.queue_path, name, place, other)
         self._reload_if_changed(force=True)
         self._kick()

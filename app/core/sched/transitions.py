@@ -135,6 +135,26 @@ def retry(rec: JobRecord) -> None:
     rec.first_attempt = rec.attempt + 1
 
 
+def move_target(
+    name: str,
+    step: int,
+    order: Sequence[str],
+    specs: Mapping[str, JobSpec],
+    waiting: Callable[[str], bool],
+) -> str | None:
+    """The waiting job that ``name`` moves past, one up (``step`` -1) or down (+1): the nearest
+    one of another ``[[jobs]]`` entry, over every ended job between (moving past those changes
+    nothing that runs); None when no waiting job is there."""
+    entry = specs[name].entry
+    i = order.index(name) + step
+    while 0 <= i < len(order):
+        other = order[i]
+        if specs[other].entry != entry and waiting(other):
+            return other
+        i += step
+    return None
+
+
 def unblocked_by(
     name: str,
     order: Sequence[str],
