@@ -176,12 +176,24 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("local", "ray"),
         help="where jobs run: this machine (default) or a Ray cluster ([cluster] in the file)",
     )
-    sub = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND")
+    # prog="gtui": each command's usage line is its own (`gtui run [-h] QUEUE.toml`), not the
+    # top usage line with the command's tacked on.
+    sub = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND", prog="gtui")
 
-    p = sub.add_parser("run", help="run the queue headless, printing the event log")
+    p = _add(
+        sub,
+        "run",
+        "run the queue headless, printing the event log",
+        "nohup gtui run q.toml > q.log 2>&1 &",
+    )
     _queue_arg(p)
 
-    p = sub.add_parser("validate", help="check a queue file and print its expanded jobs")
+    p = _add(
+        sub,
+        "validate",
+        "check a queue file and print its expanded jobs",
+        "gtui validate q.toml --fake-gpus 4x80G",
+    )
     _queue_arg(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument(
@@ -207,10 +219,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--interval", default="2s", metavar="DURATION", help="with --watch (default 2s)"
     )
 
-    p = sub.add_parser("gpus", help="the GPUs, their memory, utilization and processes")
+    p = _add(
+        sub, "gpus", "the GPUs, their memory, utilization and processes", "gtui gpus --json"
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
-    p = sub.add_parser("add", help="append a job to the queue file")
+    p = _add(
+        sub,
+        "add",
+        "append a job to the queue file",
+        "gtui add q.toml --gpus 1 --mem 20G -- python train.py --lr 0.1",
+    )
     _queue_arg(p)
     p.add_argument("--name", help="job name (derived from the command if absent)")
     p.add_argument("--gpus", type=int, help="GPUs the job needs (0 = CPU job)")
@@ -378,13 +397,18 @@ def build_parser() -> argparse.ArgumentParser:
     _queue_arg(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
-    p = sub.add_parser("import", help="print a queue.toml made from a bash queue script")
+    p = _add(
+        sub,
+        "import",
+        "print a queue.toml made from a bash queue script",
+        "gtui import run_all.sh > q.toml",
+    )
     p.add_argument("file", metavar="FILE")
 
-    p = sub.add_parser("attach", help="re-attach to a gtui tmux session")
+    p = _add(sub, "attach", "re-attach to a gtui tmux session", "gtui attach q.toml")
     _complete(p.add_argument("queue", nargs="?", metavar="QUEUE.toml"), "queue")
 
-    sub.add_parser("ls", help="list gtui tmux sessions")
+    _add(sub, "ls", "list gtui tmux sessions", "gtui ls")
 
     p = _add(
         sub,
