@@ -255,7 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         (
             "retry",
-            "run failed or killed jobs again (a pattern takes those that did not end done)",
+            "run failed or killed jobs again (a pattern takes those that did not end done); "
+            "--all: every ended job, done ones too, to run the whole queue again",
             "gtui retry q.toml 'sweep-*'",
         ),
     ):
@@ -263,11 +264,17 @@ def build_parser() -> argparse.ArgumentParser:
         _queue_arg(p)
         _complete(
             p.add_argument(
-                "names", nargs="*" if verb in ("pause", "resume") else "+", metavar="NAME",
+                "names", nargs="+" if verb == "kill" else "*", metavar="NAME",
                 help=NAMES_HELP,
             ),
             "jobs",
         )
+        if verb == "retry":
+            p.add_argument(
+                "--all",
+                action="store_true",
+                help="every job that has ended, done ones too (a demo, or a queue, seen again)",
+            )
         if verb == "kill":
             p.add_argument(
                 "--wait",

@@ -5,6 +5,7 @@ Every key of DESIGN.md 6 is pressed and the engine's state (and the queue file) 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
@@ -408,6 +409,39 @@ async def test_j_and_k_move_a_job_past_the_next_waiting_one_over_ended_ones(
             assert q.read_text() == before
     finally:
         (tmp_path / "go").touch()
+
+
+async def test_a_queue_opened_again_with_every_job_ended_says_how_to_run_it_again(
+    tmp_path: Path,
+) -> None:
+    """The demo a second time: everything ended in the first run. Its first screen says how to
+    see it again, and what it says works: `gtui retry q.toml --all` runs every job again, done
+    ones too (with the dashboard's scheduler, over its socket)."""
+    from tests.conftest import gtui
+
+    q = write_queue(
+        tmp_path,
+        '[[jobs]]\nname = "ok"\ncmd = "true"\ngpus = 0\n\n'
+        '[[jobs]]\nname = "bad"\ncmd = "exit 3"\ngpus = 0\n',
+    )
+    first = gtui("run", str(q), "--fake-gpus", "1x80G")
+    assert first.returncode == 1, first.stderr  # one job failed
+    async with dashboard(q) as (app, pilot, engine):
+        said = "`gtui retry q.toml --all` runs them all again"
+        await until(pilot, lambda: shows_toast(app, "information", said), what="the note")
+        attempts = {n: engine.view(n).record.attempt for n in ("ok", "bad")}
+        # In a thread: this loop runs the scheduler that answers the command.
+        r = await asyncio.to_thread(gtui, "retry", str(q), "--all")
+        assert r.returncode == 0, r.stderr
+        assert "queued ok again" in r.stdout and "queued bad again" in r.stdout, r.stdout
+        await until(
+            pilot,
+            lambda: all(engine.view(n).record.attempt > a for n, a in attempts.items())
+            and all(engine.view(n).record.final for n in attempts),
+            what="both run again",
+        )
+    r = gtui("retry", str(q))
+    assert r.returncode == 2 and "--all" in r.stderr, r.stderr
 
 
 async def test_pause_and_resume_a_waiting_and_a_running_job(queue: Path) -> None:

@@ -147,6 +147,9 @@ class GtuiApp(App[int]):
         self.set_timer(LOOP_AFTER_S, self._start_loop)  # a table never painted (hidden)
         if self.startup_notice:
             self.notify(self.startup_notice, severity="warning", timeout=20, markup=False)
+        again = self.main.all_ended_note()
+        if again:
+            self.notify(again, title="nothing left to run", timeout=60, markup=False)
         return True
 
     def _start_loop(self) -> None:

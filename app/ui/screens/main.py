@@ -28,7 +28,7 @@ from textual.worker import Worker
 from gtui.core import tmux
 from gtui.core.api import JobView
 from gtui.core.errors import GtuiError
-from gtui.core.model import JobState
+from gtui.core.model import FINAL_STATES, JobState
 from gtui.core.sched import transitions
 from gtui.core.sched.eta import Estimate
 from gtui.core.units import first_few, format_duration, plural
@@ -247,6 +247,19 @@ class MainScreen(Screen[None]):
         self.query_one(GpuPanel).set_read(self.engine.gpus)
         self.query_one(GpuSparks).set_read(self.engine.gpus)
         self._after_jobs_changed()
+
+    def all_ended_note(self) -> str | None:
+        """What the first screen says when every job had ended before this start (a demo, or a
+        queue, opened again): how to run them again, or None while anything is left to run."""
+        counts = self.table.counts
+        total = sum(counts.values())
+        if not total or any(n and st not in FINAL_STATES for st, n in counts.items()):
+            return None
+        q = self.engine.queue_path.name
+        return (
+            f"every job of {q} has ended, in an earlier run. r on a job runs it again; "
+            f"`gtui retry {q} --all` runs them all again, done ones too"
+        )
 
     def apply(self, batch: Batch) -> None:
         """One coalesced batch of events: update the widgets in place."""
