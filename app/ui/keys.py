@@ -18,7 +18,14 @@ class Key:
 
 KEYS: tuple[Key, ...] = (
     Key("a", "add", "Add", "a", "add a job (a form, checked like the queue file)", "Add a job"),
-    Key("e", "edit", "Edit", "e", "edit the selected waiting job", "Edit the selected job"),
+    Key(
+        "e",
+        "edit",
+        "Edit",
+        "e",
+        "edit the selected job (waiting, or ended: then r runs it again)",
+        "Edit the selected job",
+    ),
     Key(
         "d",
         "remove",
@@ -32,7 +39,7 @@ KEYS: tuple[Key, ...] = (
         "move_up",
         "Up",
         "K",
-        "move the selected (or marked) waiting jobs up",
+        "move the selected (or marked) waiting jobs up, past the next waiting one",
         "Move the selected job up",
     ),
     Key(
@@ -40,7 +47,7 @@ KEYS: tuple[Key, ...] = (
         "move_down",
         "Down",
         "J",
-        "move the selected (or marked) waiting jobs down",
+        "move the selected (or marked) waiting jobs down, past the next waiting one",
         "Move the selected job down",
     ),
     Key(

@@ -203,7 +203,7 @@ class Commands:
         self._kick()
 
     async def move(self, name: str, where: Where) -> None:
-        from gtui.core.queue.writeback import move_job, place_job
+        from gtui.core.queue.writeback import Place, move_job, place_job
 
         book = self._book
         transitions.check(book.require, [name], transitions.why_not_move)
@@ -217,7 +217,7 @@ class Commands:
             )
             if other is None:
                 return  # already the first (last) of the waiting jobs
-            place = "before" if where == "up" else "after"
+            place: Place = "before" if where == "up" else "after"
             await asyncio.to_thread(place_job, self.queue_path, name, place, other)
         self._reload_if_changed(force=True)
         self._kick()
