@@ -184,9 +184,19 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("local", "ray"),
         help="where jobs run: this machine (default) or a Ray cluster ([cluster] in the file)",
     )
-    sub = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND")
+    # prog="gtui": each command's usage line is its own (`gtui run [-h] QUEUE.toml`), not the
+    # top usage line with the command's tacked on.
+    sub = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND", prog="gtui")
 
-    p = sub.add_parser("run", help="run the queue headless, printing the event log")
+    p = _add(
+        sub,
+        "run",
+        "run the queue headless, printing the event log",
+        "nohup gtui run q.toml --stay 1h > q.log 2>&1 &",
+    )
+    # QUEUE.toml is optional to argparse only so that `gtui run --stay q.toml` parses (the
+    # file taken for the duration is put back in commands/run.py); the usage says it as it is.
+    p.usage = "gtui run [-h] [--stay [DURATION]] QUEUE.toml"
     _complete(
         p.add_argument("queue", nargs="?", metavar="QUEUE.toml", help="the queue file"), "queue"
     )
@@ -201,7 +211,12 @@ def build_parser() -> argparse.ArgumentParser:
     # The successor of a dashboard that quits (gtui.core.sched.handover): not for people.
     p.add_argument("--take-over-from", type=int, metavar="PID", help=argparse.SUPPRESS)
 
-    p = sub.add_parser("validate", help="check a queue file and print its expanded jobs")
+    p = _add(
+        sub,
+        "validate",
+        "check a queue file and print its expanded jobs",
+        "gtui validate q.toml --fake-gpus 4x80G",
+    )
     _queue_arg(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument(
@@ -227,10 +242,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--interval", default="2s", metavar="DURATION", help="with --watch (default 2s)"
     )
 
-    p = sub.add_parser("gpus", help="the GPUs, their memory, utilization and processes")
+    p = _add(
+        sub, "gpus", "the GPUs, their memory, utilization and processes", "gtui gpus --json"
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
-    p = sub.add_parser("add", help="append a job to the queue file")
+    p = _add(
+        sub,
+        "add",
+        "append a job to the queue file",
+        "gtui add q.toml --gpus 1 --mem 20G -- python train.py --lr 0.1",
+    )
     _queue_arg(p)
     p.add_argument("--name", help="job name (derived from the command if absent)")
     p.add_argument("--gpus", type=int, help="GPUs the job needs (0 = CPU job)")
@@ -256,7 +278,8 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         (
             "retry",
-            "run failed or killed jobs again (a pattern takes those that did not end done)",
+            "run failed or killed jobs again (a pattern takes those that did not end done); "
+            "--all: every ended job, done ones too, to run the whole queue again",
             "gtui retry q.toml 'sweep-*'",
         ),
     ):
@@ -264,11 +287,17 @@ def build_parser() -> argparse.ArgumentParser:
         _queue_arg(p)
         _complete(
             p.add_argument(
-                "names", nargs="*" if verb in ("pause", "resume") else "+", metavar="NAME",
+                "names", nargs="+" if verb == "kill" else "*", metavar="NAME",
                 help=NAMES_HELP,
             ),
             "jobs",
         )
+        if verb == "retry":
+            p.add_argument(
+                "--all",
+                action="store_true",
+                help="every job that has ended, done ones too (a demo, or a queue, seen again)",
+            )
         if verb == "kill":
             p.add_argument(
                 "--wait",
@@ -413,13 +442,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="rebuild it (no scheduler may run: `gtui run` does the same at its start)",
     )
 
-    p = sub.add_parser("import", help="print a queue.toml made from a bash queue script")
+    p = _add(
+        sub,
+        "import",
+        "print a queue.toml made from a bash queue script",
+        "gtui import run_all.sh > q.toml",
+    )
     p.add_argument("file", metavar="FILE")
 
-    p = sub.add_parser("attach", help="re-attach to a gtui tmux session")
+    p = _add(sub, "attach", "re-attach to a gtui tmux session", "gtui attach q.toml")
     _complete(p.add_argument("queue", nargs="?", metavar="QUEUE.toml"), "queue")
 
-    sub.add_parser("ls", help="list gtui tmux sessions")
+    _add(sub, "ls", "list gtui tmux sessions", "gtui ls")
 
     p = _add(
         sub,

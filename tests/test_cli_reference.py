@@ -57,6 +57,23 @@ def test_help_lists_global_options_commands_and_exit_codes() -> None:
         assert words in line, (code, codes)
 
 
+def test_every_commands_help_has_its_own_usage_line_and_ends_with_an_example() -> None:
+    """Each `gtui COMMAND --help`, as the user runs it: `usage: gtui COMMAND [-h] ...` (not the
+    top usage line with the command tacked on), and an example of the command at the end."""
+    from gtui.cli import SUBCOMMANDS
+
+    for command in SUBCOMMANDS:
+        r = gtui(command, "--help")
+        assert r.returncode == 0, (command, r.stderr)
+        first = r.stdout.splitlines()[0]
+        assert first.startswith(f"usage: gtui {command} [-h]"), first
+        assert "GLOBAL OPTIONS" not in first and "COMMAND [ARGS]" not in first, first
+        lines = r.stdout.rstrip().splitlines()
+        assert lines[-2] == "example:", (command, lines[-3:])
+        words = lines[-1].split()  # the example runs this very command
+        assert f"gtui {command}" in " ".join(words[words.index("gtui") :]), lines[-1]
+
+
 def test_a_mistyped_command_gets_did_you_mean(tmp_path: Path) -> None:
     q = write_queue(tmp_path, QUEUE)
     r = gtui("stauts", str(q))

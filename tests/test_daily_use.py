@@ -299,6 +299,8 @@ async def test_enter_in_the_command_field_moves_on_and_submits_only_on_the_last(
         async with dashboard(gated) as (app, pilot, engine):
             before = len(engine.jobs())
             await pilot.press("a")
+            await until(pilot, lambda: getattr(app.focused, "id", None) == "field-name")
+            await pilot.press("enter")  # no name: derived from the command
             await until(pilot, lambda: getattr(app.focused, "id", None) == "field-cmd")
             await pilot.press(*"echo hi", "enter")
             # Not submitted with defaults the user never saw: the next field has the cursor.
@@ -508,8 +510,11 @@ async def test_shift_arrows_mark_a_range_and_t_moves_all_of_it_to_the_top(tmp_pa
         await pilot.press("t")
         await until(pilot, lambda: [v.spec.name for v in engine.jobs()][:2] == ["w2", "w3"])
         assert [v.spec.name for v in engine.jobs()][2:] == ["long", "bad", "w1"]
-        await pilot.press("J")  # down one, both, in step
-        await until(pilot, lambda: [v.spec.name for v in engine.jobs()][:3] == ["long", "w2", "w3"])
+        # down past the next waiting job (w1), both, in step: running `long` and failed `bad`
+        # are passed over, not counted as a step each
+        await pilot.press("J")
+        want = ["long", "bad", "w1", "w2", "w3"]
+        await until(pilot, lambda: [v.spec.name for v in engine.jobs()] == want)
 
 
 def test_cli_verbs_take_globs_and_a_sweeps_base_name_and_count_the_matches(

@@ -4,6 +4,8 @@ Update with ``--snapshot-update`` and look at every picture before committing.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from gtui.ui.app import GtuiApp
@@ -71,12 +73,21 @@ def test_a_broken_queue_file_stays_as_a_banner_under_the_header(  # type: ignore
 def test_the_add_form_says_enter_moves_on_and_ctrl_s_adds(  # type: ignore[no-untyped-def]
     snap_compare, make_app, size  # noqa: F811
 ) -> None:
-    """a, a command, enter: the cursor in gpus (nothing added), the title saying so."""
+    """a, enter past the name, a command, enter: the cursor in gpus (nothing added), the top
+    line saying so."""
 
-    def in_gpus(app: GtuiApp) -> bool:
-        return getattr(app.focused, "id", None) == "field-gpus"
+    def in_field(name: str) -> Callable[[GtuiApp], bool]:
+        return lambda app: getattr(app.focused, "id", None) == f"field-{name}"
 
-    steps = ["a", *"python train.py --lr 0.1", "enter", Until("the cursor in gpus", in_gpus)]
+    steps = [
+        "a",
+        Until("the cursor in name", in_field("name")),
+        "enter",
+        Until("the cursor in cmd", in_field("cmd")),
+        *"python train.py --lr 0.1",
+        "enter",
+        Until("the cursor in gpus", in_field("gpus")),
+    ]
     assert snap_compare(make_app(), terminal_size=size, run_before=settled(*steps))
 
 

@@ -281,8 +281,8 @@ async def test_start_gets_every_job_and_the_events_follow(
         assert not remote.paused
 
         # The scheduler's refusal comes back as a GtuiError with its words.
-        with pytest.raises(GtuiError, match="gate is done: only waiting jobs can be edited"):
-            await remote.edit("gate", {"priority": 3})
+        with pytest.raises(GtuiError, match="long is running: it keeps the command it started"):
+            await remote.edit("long", {"priority": 3})
 
 
 async def test_edit_move_remove_go_through_the_scheduler(queue: Path, scheduler: Scheduler) -> None:
@@ -673,6 +673,7 @@ def terminal(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., str]]:
         yield open_terminal
     finally:
         _tmux("kill-server")
+        _tmux("-L", "gtui", "kill-server")  # gtui's own server, where its sessions run
         shutil.rmtree(d, ignore_errors=True)
 
 

@@ -40,11 +40,17 @@ def tmux_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.delenv("TMUX_PANE", raising=False)
     yield d
     subprocess.run(["tmux", "kill-server"], capture_output=True)
+    subprocess.run([*tmux.server_argv(), "kill-server"], capture_output=True)
     shutil.rmtree(d, ignore_errors=True)
 
 
 def sh(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, timeout=15)
+    """``tmux ARGS`` on the server of its target: gtui's own (``tmux -L gtui``) for a session
+    gtui made (``gtui-...``), else the default one, where the tests' terminals run."""
+    target = args[args.index("-t") + 1] if "-t" in args[:-1] else ""
+    own = target.lstrip("=").startswith(tmux.PREFIX)
+    argv = [*tmux.server_argv(), *args] if own else ["tmux", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=15)
 
 
 def capture(target: str) -> str:
@@ -265,7 +271,9 @@ def test_gtui_starts_a_tmux_session_and_every_key_acts(tmux_server: Path, tmp_pa
     # a: add a job through the form
     keys(target, "a")
     wait_screen(target, "Add a job to q.toml")
-    wait_field(target, "cmd")  # the cursor starts in cmd
+    wait_field(target, "name")  # the cursor starts in the first field shown
+    keys(target, "Tab")
+    wait_field(target, "cmd")
     keys(target, "echo hello-from-tmux", literal=True)
     wait_screen(target, "echo hello-from-tmux")
     keys(target, "Tab")

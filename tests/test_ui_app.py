@@ -5,7 +5,9 @@ Every key of DESIGN.md 6 is pressed and the engine's state (and the queue file) 
 
 from __future__ import annotations
 
+import asyncio
 import os
+import re
 import signal
 import time
 from collections.abc import AsyncIterator, Callable
@@ -18,6 +20,7 @@ from textual.command import Command, CommandList, CommandPalette
 from textual.pilot import Pilot
 from textual.widgets import Input
 
+from gtui.core.errors import GtuiError
 from gtui.core.model import JobState
 from gtui.core.sched.engine import Engine
 from gtui.ui.app import GtuiApp
@@ -202,6 +205,43 @@ async def test_add_form_adds_a_job_to_the_engine_and_the_file(queue: Path) -> No
         await until(pilot, lambda: app.main.table.selected == "added")
 
 
+async def test_the_forms_editing_keys_in_the_help_edit_a_field(queue: Path) -> None:
+    """Every editing key the help screen lists for the form does what it says there, in a
+    field of the add form (ctrl+u first: it clears a whole line typed wrong)."""
+    from rich.console import Console
+
+    from gtui.ui.keys import FORM_KEYS
+    from gtui.ui.screens.help import help_text
+
+    listed = " ".join(shown for shown, _ in FORM_KEYS)
+    for key in ("ctrl+u", "ctrl+k", "ctrl+w", "ctrl+a", "ctrl+e", "ctrl+d", "ctrl+s", "enter"):
+        assert key in listed, key
+    rendered = Console(width=120, record=True)
+    rendered.print(help_text())
+    assert "In the add / edit form" in rendered.export_text()
+    async with dashboard(queue) as (app, pilot, _engine):
+        await pilot.press("a")
+        await until(pilot, lambda: isinstance(app.screen, JobForm))
+        form = app.screen
+        assert isinstance(form, JobForm)
+        hint = str(form.query_one("#form-hint").render())
+        assert "ctrl+u" in hint and "ctrl+s: add from any field" in hint, hint
+        field = form.query_one("#field-name", Input)
+        await until(pilot, lambda: app.focused is field, what="the cursor in name")
+
+        async def typed(*keys: str) -> str:
+            await pilot.press(*keys)
+            await pilot.pause()
+            return field.value
+
+        assert await typed(*"old words") == "old words"
+        assert await typed("ctrl+w") == "old "
+        assert await typed("ctrl+u") == ""
+        assert await typed(*"abcdef", "ctrl+a", "ctrl+d") == "bcdef"
+        assert await typed("ctrl+e", "left", "left", "ctrl+k") == "bcd"
+        assert await typed("ctrl+a", "ctrl+k") == ""
+
+
 async def test_add_form_shows_the_engines_error_and_stays_open(queue: Path) -> None:
     async with dashboard(queue) as (app, pilot, _engine):
         before = queue.read_text()
@@ -241,14 +281,37 @@ async def test_edit_changes_a_waiting_job(queue: Path) -> None:
         assert "priority = 7" in queue.read_text()
 
 
-async def test_edit_refuses_a_running_job(queue: Path) -> None:
+async def test_e_on_a_failed_job_edits_it_then_r_runs_it_again(queue: Path) -> None:
+    """Fix the typo and run it again: `e` on the failed job, the command fixed, ctrl+s, then
+    one key (r) queues it again, and it runs the fixed command."""
+    async with dashboard(queue) as (app, pilot, engine):
+        await until(pilot, lambda: state(engine, "bad") == JobState.FAILED)
+        await select(pilot, app, "bad")
+        await pilot.press("e")
+        await until(pilot, lambda: isinstance(app.screen, JobForm), what="the edit form")
+        await pilot.click("#field-cmd")
+        await pilot.press("end", "ctrl+u", *"echo fixed", "ctrl+s")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the offer")
+        assert 'cmd = "echo fixed"' in queue.read_text(), queue.read_text()
+        assert state(engine, "bad") == JobState.FAILED  # not run again until asked
+        await pilot.press("r")
+        await until(pilot, lambda: state(engine, "bad") == JobState.DONE, what="bad run again")
+        assert engine.view("bad").spec.cmd == "echo fixed"
+
+
+async def test_edit_refuses_a_running_job_in_the_cores_words(queue: Path) -> None:
+    from gtui.core.sched.transitions import why_not_edit
+
     async with dashboard(queue) as (app, pilot, engine):
         await until(pilot, lambda: state(engine, "long") == JobState.RUNNING)
         await select(pilot, app, "long")
         before = queue.read_text()
         await pilot.press("e")
-        said = "long is running: only a waiting (queued or held) job can be edited"
+        said = why_not_edit(engine.view("long").record)
+        assert said is not None and said.startswith("long is running: ")
         await until(pilot, lambda: shows_toast(app, "warning", said), what="the refusal")
+        with pytest.raises(GtuiError, match=re.escape(said)):  # the engine refuses it in the same words
+            await engine.edit("long", {"priority": 3})
         assert not isinstance(app.screen, JobForm)
         assert queue.read_text() == before and state(engine, "long") == JobState.RUNNING
 
@@ -292,6 +355,93 @@ async def test_move_up_down_top(queue: Path) -> None:
         await select(pilot, app, "w1")
         await pilot.press("K")
         await until(pilot, lambda: order(engine).index("w1") < order(engine).index("bad"))
+
+
+ENDED_BETWEEN = """
+[settings]
+poll = "0.2s"
+
+[[jobs]]
+name = "first"
+cmd = "true"
+gpus = 0
+after = ["gate"]
+
+[[jobs]]
+name = "gate"
+cmd = "while [ ! -e go ]; do sleep 0.05; done"
+gpus = 0
+
+[[jobs]]
+name = "d{i}"
+cmd = "true"
+gpus = 0
+matrix = { i = [1, 2, 3, 4, 5, 6, 7] }
+
+[[jobs]]
+name = "second"
+cmd = "true"
+gpus = 0
+after = ["gate"]
+"""
+
+
+async def test_j_and_k_move_a_job_past_the_next_waiting_one_over_ended_ones(
+    tmp_path: Path,
+) -> None:
+    """Seven done jobs between two waiting ones: one K moves `second` above `first`, one J
+    back below it (not eight presses, one per ended job)."""
+    q = write_queue(tmp_path, ENDED_BETWEEN)
+    ended = [f"d{i}" for i in range(1, 8)]
+    try:
+        async with dashboard(q) as (app, pilot, engine):
+            await until(pilot, lambda: all(state(engine, n) == JobState.DONE for n in ended))
+            await select(pilot, app, "second")
+            await pilot.press("K")
+            await until(pilot, lambda: order(engine) == ["second", "first", "gate", *ended])
+            await until(pilot, lambda: not commands_under_way(app), what="the move to finish")
+            await pilot.press("J")
+            await until(pilot, lambda: order(engine) == ["first", "second", "gate", *ended])
+            await until(pilot, lambda: not commands_under_way(app), what="the move to finish")
+            before = q.read_text()
+            await pilot.press("J")  # the last waiting job: past ended ones changes nothing
+            await until(pilot, lambda: not commands_under_way(app), what="the move to finish")
+            assert q.read_text() == before
+    finally:
+        (tmp_path / "go").touch()
+
+
+async def test_a_queue_opened_again_with_every_job_ended_says_how_to_run_it_again(
+    tmp_path: Path,
+) -> None:
+    """The demo a second time: everything ended in the first run. Its first screen says how to
+    see it again, and what it says works: `gtui retry q.toml --all` runs every job again, done
+    ones too (with the dashboard's scheduler, over its socket)."""
+    from tests.conftest import gtui
+
+    q = write_queue(
+        tmp_path,
+        '[[jobs]]\nname = "ok"\ncmd = "true"\ngpus = 0\n\n'
+        '[[jobs]]\nname = "bad"\ncmd = "exit 3"\ngpus = 0\n',
+    )
+    first = gtui("run", str(q), "--fake-gpus", "1x80G")
+    assert first.returncode == 1, first.stderr  # one job failed
+    async with dashboard(q) as (app, pilot, engine):
+        said = "`gtui retry q.toml --all` runs them all again"
+        await until(pilot, lambda: shows_toast(app, "information", said), what="the note")
+        attempts = {n: engine.view(n).record.attempt for n in ("ok", "bad")}
+        # In a thread: this loop runs the scheduler that answers the command.
+        r = await asyncio.to_thread(gtui, "retry", str(q), "--all")
+        assert r.returncode == 0, r.stderr
+        assert "queued ok again" in r.stdout and "queued bad again" in r.stdout, r.stdout
+        await until(
+            pilot,
+            lambda: all(engine.view(n).record.attempt > a for n, a in attempts.items())
+            and all(engine.view(n).record.final for n in attempts),
+            what="both run again",
+        )
+    r = gtui("retry", str(q))
+    assert r.returncode == 2 and "--all" in r.stderr, r.stderr
 
 
 async def test_pause_and_resume_a_waiting_and_a_running_job(queue: Path) -> None:

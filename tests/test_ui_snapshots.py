@@ -214,6 +214,8 @@ def test_add_form(snap_compare, make_app) -> None:  # type: ignore[no-untyped-de
 
     steps = [
         "a",
+        focused("name"),
+        "tab",
         focused("cmd"),
         *"python train.py",
         "tab",
@@ -425,6 +427,9 @@ def detail_settled(*steps: Step) -> Callable[[Pilot[int]], Awaitable[None]]:
         app = pilot.app
         assert isinstance(app, GtuiApp)
         for step in (Until("the engine's state, GPUs and log on screen", _detail_steady), *steps):
+            # Every job of this queue has ended: the first screen's note on running it again
+            # (a toast, tests/test_ui_app.py) would lie over the views these pictures are of.
+            app.clear_notifications()
             if isinstance(step, str):
                 await pilot.press(step)
                 continue

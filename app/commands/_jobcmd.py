@@ -21,6 +21,7 @@ from gtui.commands._names import JobNames, is_pattern
 from gtui.commands.options import GlobalOptions, queue_file
 from gtui.core.control.client import Op, perform
 from gtui.core.errors import GtuiError
+from gtui.core.model import FINAL_STATES
 from gtui.core.paths import QueuePaths
 from gtui.core.units import plural
 
@@ -88,10 +89,30 @@ def resolve(paths: QueuePaths, verb: str, words: list[str]) -> list[str]:
     return names
 
 
+def every_ended(paths: QueuePaths) -> list[str]:
+    """``gtui retry --all``: every job that has ended, done ones too, in queue order."""
+    status, _live = asyncio.run(perform(paths, "status"))
+    ended = {s.value for s in FINAL_STATES}
+    return [str(j["name"]) for j in status["jobs"] if str(j["state"]) in ended]
+
+
 def main(verb: str, ns: argparse.Namespace, opts: GlobalOptions) -> int:
     paths = queue_file(ns.queue)
     wait = bool(getattr(ns, "wait", True))
     words = list(dict.fromkeys(ns.names or []))  # a name given twice is acted on once
+    if verb == "retry":
+        if getattr(ns, "all", False):
+            if words:
+                raise GtuiError("give job names or --all, not both")
+            words = every_ended(paths)
+            if not words:
+                print(f"no job of {paths.queue.name} has ended: nothing to run again")
+                return 0
+        elif not words:
+            raise GtuiError(
+                "name the jobs to run again (globs too: 'sweep-*'), or --all for every job "
+                "that has ended, done ones too"
+            )
     if words and not any(is_pattern(w) for w in words):
         # Names only: straight to the scheduler (no status of every job first). Every name is
         # checked before anything changes, so a word that is a sweep's base name is refused

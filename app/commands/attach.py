@@ -33,6 +33,13 @@ def find_session(queue: str | None) -> str:
             session = tmux.session_of_pid(pid)
             if session:
                 return session
+            theirs = tmux.session_of_pid(pid, own=False)
+            if theirs:  # the user's own tmux: their server, not gtui's (core/tmux.py)
+                raise GtuiError(
+                    f"{paths.queue.name} runs in your own tmux session {theirs}: attach to it "
+                    f"with `tmux attach -t {theirs}`, or open its dashboard here with "
+                    f"`gtui {queue}`"
+                )
             raise GtuiError(
                 f"{paths.queue.name} is run by gtui pid {pid}, which is not in tmux: "
                 "there is nothing to attach to"

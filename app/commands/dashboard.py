@@ -5,11 +5,12 @@ Outside tmux (and tmux installed): start or re-attach the session ``gtui-<stem>-
 run in place.
 
 A queue already run by another gtui: in the tmux session gtui made for it (and not the one this
-runs in), attach to that session (switch-client inside tmux; a switch tmux refuses is said).
-Anywhere else (a headless ``gtui run``, a ``--no-tmux`` dashboard in a plain terminal, in the
-user's own tmux session, or in another window of this very session, where a switch would change
-nothing): open the dashboard here, in place, on that scheduler (gtui.core.control.remote: its
-control socket's ``watch`` and commands). It holds nothing of the queue, so it needs no tmux
+runs in), attach to that session from a plain terminal, or switch to it from another of gtui's
+sessions (a switch tmux refuses is said). Anywhere else (a headless ``gtui run``, a ``--no-tmux``
+dashboard in a plain terminal, in the user's own tmux session, whose server is not gtui's, or in
+another window of this very session, where a switch would change nothing): open the dashboard
+here, in place, on that scheduler (gtui.core.control.remote: its control socket's ``watch`` and
+commands). It holds nothing of the queue, so it needs no tmux
 session of its own, and quitting it, with jobs running or not, leaves the scheduler and its jobs
 running: it asks nothing. Only a holder that does not answer on its socket still exits 3 naming
 its pid.
@@ -92,6 +93,10 @@ def _session_to_attach(paths: QueuePaths, session: str | None) -> str | None:
         return None
     made = session == paths.tmux_session or tmux.session_queue(session) == str(paths.queue)
     if not made or (tmux.inside() and session == tmux.current_session()):
+        return None
+    if tmux.inside() and not tmux.inside_own_server():
+        # In the user's own tmux: gtui's sessions are on gtui's server (tmux.py says why), and
+        # a switch cannot cross servers; a nested tmux would take their prefix and Esc.
         return None
     return session
 

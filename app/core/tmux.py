@@ -4,6 +4,13 @@ The dashboard runs inside a tmux session named ``gtui-<queue stem>-<hash>`` so a
 nothing. Each session records the queue it runs in the session option ``@gtui_queue``, which is
 how ``gtui ls`` names the queue and how a second ``gtui QUEUE.toml`` finds the session to attach
 to. Plain subprocess calls to the ``tmux`` binary; no Textual here.
+
+gtui's sessions live on a tmux server of their own (``tmux -L gtui``, a socket next to the
+user's default one, in the same ``$TMUX_TMPDIR``): tmux's ``escape-time`` (how long tmux waits
+after an Esc to see whether a key sequence follows) is a *server* option, 500 ms by default
+before tmux 3.5, and a key typed within it after Esc is merged with the Esc into one alt+key.
+gtui uses Esc everywhere, so its server gets ``ESCAPE_TIME_MS``; set on the user's server, it
+would change every other session they have. The same ``~/.tmux.conf`` is read by both servers.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from gtui.core.errors import GtuiError
 
 QUEUE_OPTION = "@gtui_queue"
 PREFIX = "gtui-"
+SERVER = "gtui"  # the socket name of gtui's own tmux server (``tmux -L gtui``)
+ESCAPE_TIME_MS = 10  # tmux 3.5's own default: an Esc is an Esc 10 ms on
 # Variables that describe the outer terminal or tmux itself: the session sets its own.
 _SKIP_ENV = frozenset(
     {
@@ -58,10 +67,20 @@ def inside() -> bool:
     return bool(os.environ.get("TMUX"))
 
 
-def _run(args: Sequence[str], check: bool = False) -> subprocess.CompletedProcess[str]:
+def server_argv() -> list[str]:
+    """The tmux command line that talks to gtui's own server, not the one ``$TMUX`` names."""
+    return ["tmux", "-L", SERVER]
+
+
+def _run(
+    args: Sequence[str], check: bool = False, *, own: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """``tmux ARGS`` on gtui's server (``own``), or on the server this pane runs in (or the
+    user's default one outside tmux)."""
+    argv = [*server_argv(), *args] if own else ["tmux", *args]
     try:
         result = subprocess.run(
-            ["tmux", *args], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=15
+            argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=15
         )
     except FileNotFoundError:
         raise GtuiError("tmux is not installed; run with --no-tmux") from None
@@ -122,9 +141,10 @@ def _first_pane_pid(name: str) -> int | None:
     return None
 
 
-def session_of_pid(pid: int) -> str | None:
-    """The tmux session whose pane runs ``pid`` (or one of its ancestors), if any."""
-    result = _run(["list-panes", "-a", "-F", "#{pane_pid}\t#{session_name}"])
+def session_of_pid(pid: int, *, own: bool = True) -> str | None:
+    """The tmux session whose pane runs ``pid`` (or one of its ancestors), if any: on gtui's
+    server (``own``), or on the user's."""
+    result = _run(["list-panes", "-a", "-F", "#{pane_pid}\t#{session_name}"], own=own)
     if result.returncode != 0:
         return None
     panes: dict[int, str] = {}
@@ -152,10 +172,16 @@ def current_session() -> str | None:
         return None
     pane = os.environ.get("TMUX_PANE", "")
     if pane:
-        result = _run(["display-message", "-p", "-t", pane, "#{session_name}"])
+        result = _run(["display-message", "-p", "-t", pane, "#{session_name}"], own=False)
         if result.returncode == 0 and result.stdout.strip():
             return result.stdout.strip()
-    return session_of_pid(os.getpid())
+    return session_of_pid(os.getpid(), own=False)
+
+
+def inside_own_server() -> bool:
+    """Whether this pane is one of gtui's server's (``$TMUX`` is ``SOCKET,PID,SESSION``)."""
+    socket_path = os.environ.get("TMUX", "").split(",")[0]
+    return bool(socket_path) and Path(socket_path).name == SERVER
 
 
 def launcher_script(argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> str:
@@ -216,21 +242,36 @@ def new_session(
         msg = (result.stderr or result.stdout).strip()
         raise GtuiError(f"tmux could not start session {name}: {msg}")
     _run(["set-option", "-t", f"={name}:", QUEUE_OPTION, str(queue)])
+    short_escape_time()
+
+
+def short_escape_time() -> None:
+    """At most ``ESCAPE_TIME_MS`` of ``escape-time`` on gtui's server (a shorter one the user's
+    ``~/.tmux.conf`` set is kept): Esc then a key 0.1 s later are two keys, not one alt+key."""
+    result = _run(["show-options", "-s", "-v", "escape-time"])
+    value = result.stdout.strip()
+    if result.returncode == 0 and value.isdigit() and int(value) <= ESCAPE_TIME_MS:
+        return
+    _run(["set-option", "-s", "escape-time", str(ESCAPE_TIME_MS)])
 
 
 def attach_argv(name: str) -> list[str]:
-    """The command that attaches this terminal to session ``name`` (switch-client in tmux)."""
-    if inside():
-        return ["tmux", "switch-client", "-t", f"={name}"]
-    return ["tmux", "attach-session", "-t", f"={name}"]
+    """The command that attaches this terminal to session ``name`` (switch-client from a pane of
+    gtui's own server)."""
+    if inside_own_server():
+        return [*server_argv(), "switch-client", "-t", f"={name}"]
+    return [*server_argv(), "attach-session", "-t", f"={name}"]
 
 
 def attach(name: str) -> int:
-    """Attach to ``name``: replaces this process with tmux outside tmux; switches inside (a
-    GtuiError with tmux's reason when it cannot: no client shows this pane, say)."""
+    """Attach to ``name``: replaces this process with tmux; switches in a pane of gtui's own
+    server (a GtuiError with tmux's reason when it cannot: no client shows this pane, say).
+
+    In a pane of the user's own tmux it attaches nested (tmux in tmux: the user's prefix
+    reaches their tmux, twice reaches gtui's): a switch cannot cross servers."""
     argv = attach_argv(name)
-    if inside():
-        result = _run(argv[1:])
+    if inside_own_server():
+        result = _run(argv[3:])
         if result.returncode != 0:
             msg = (result.stderr or result.stdout).strip().splitlines()
             why = msg[-1] if msg else f"exit status {result.returncode}"
@@ -241,7 +282,8 @@ def attach(name: str) -> int:
         return 0
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execvp(argv[0], argv)
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    os.execvpe(argv[0], argv, env)
     return 0  # pragma: no cover - exec does not return
 
 
@@ -261,8 +303,8 @@ def prefix_key() -> str:
     ``ctrl+b`` (tmux's default) when tmux cannot be asked."""
     if not available():
         return "ctrl+b"
-    try:
-        result = _run(["show-options", "-g", "prefix"])
+    try:  # the server of this pane (gtui's, or the user's own) or, outside tmux, gtui's
+        result = _run(["show-options", "-g", "prefix"], own=not inside())
     except GtuiError:
         return "ctrl+b"
     words = result.stdout.split()

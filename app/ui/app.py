@@ -35,6 +35,7 @@ from gtui.core.api import Event
 from gtui.core.errors import GtuiError
 from gtui.core.sched.handover import taken_over
 from gtui.styles import stylesheet
+from gtui.ui import escape
 from gtui.ui.events import EventBuffer
 from gtui.ui.keys import DETAIL_KEYS, KEYS, PANEL_KEYS
 from gtui.ui.port import EnginePort
@@ -70,6 +71,7 @@ class GtuiApp(App[int]):
         startup_notice: str | None = None,
     ) -> None:
         super().__init__()
+        escape.install(in_tmux=in_tmux)
         self.engine = engine
         self.host = host or socket.gethostname().split(".")[0]
         self.clock = clock
@@ -150,6 +152,9 @@ class GtuiApp(App[int]):
         self.set_timer(LOOP_AFTER_S, self._start_loop)  # a table never painted (hidden)
         if self.startup_notice:
             self.notify(self.startup_notice, severity="warning", timeout=20, markup=False)
+        again = self.main.all_ended_note()
+        if again:
+            self.notify(again, title="nothing left to run", timeout=60, markup=False)
         return True
 
     def _start_loop(self) -> None:

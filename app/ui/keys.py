@@ -18,7 +18,14 @@ class Key:
 
 KEYS: tuple[Key, ...] = (
     Key("a", "add", "Add", "a", "add a job (a form, checked like the queue file)", "Add a job"),
-    Key("e", "edit", "Edit", "e", "edit the selected waiting job", "Edit the selected job"),
+    Key(
+        "e",
+        "edit",
+        "Edit",
+        "e",
+        "edit the selected job (waiting, or ended: then r runs it again)",
+        "Edit the selected job",
+    ),
     Key(
         "d",
         "remove",
@@ -32,7 +39,7 @@ KEYS: tuple[Key, ...] = (
         "move_up",
         "Up",
         "K",
-        "move the selected (or marked) waiting jobs up",
+        "move the selected (or marked) waiting jobs up, past the next waiting one",
         "Move the selected job up",
     ),
     Key(
@@ -40,7 +47,7 @@ KEYS: tuple[Key, ...] = (
         "move_down",
         "Down",
         "J",
-        "move the selected (or marked) waiting jobs down",
+        "move the selected (or marked) waiting jobs down, past the next waiting one",
         "Move the selected job down",
     ),
     Key(
@@ -171,6 +178,20 @@ LOG_KEYS: tuple[tuple[str, str], ...] = (
     ("g  G  home  end", "the top of the log / its end (following again)"),
     ("f  z  o", "follow on / off, zoom to the whole screen, open it in $PAGER"),
     ("esc", "back: from a zoomed log, from the log to the queue, from the details"),
+)
+
+# The add / edit form's keys (gtui.ui.screens.job_form): its own, then the text field's editing
+# keys (Textual's Input: tests/test_ui_app.py types each one into a field and checks it).
+FORM_KEYS: tuple[tuple[str, str], ...] = (
+    ("enter", "the next field; on the last one (env) add / save"),
+    ("ctrl+s", "add / save from any field"),
+    ("tab  shift+tab", "the next / previous field"),
+    ("esc", "cancel: nothing is written"),
+    ("ctrl+u  ctrl+k", "delete everything before / after the cursor"),
+    ("ctrl+w", "delete the word before the cursor"),
+    ("ctrl+a  ctrl+e", "to the start / end of the field (home / end too)"),
+    ("ctrl+d", "delete the character under the cursor (delete too)"),
+    ("← →  ctrl+← →", "move by a character / a word"),
 )
 
 # The job detail view (enter on a job).

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Literal
 
 from gtui.core.api import JobChanged, QueuePaused
 from gtui.core.bus import EventBus
-from gtui.core.errors import GtuiError
 from gtui.core.exec.base import Executor, handle_of
 from gtui.core.model import Settings
 from gtui.core.queue.source import QueueSource
@@ -209,9 +208,7 @@ class Commands:
         from gtui.core.queue.writeback import update_job
 
         async with self._file_edits:  # its state as the edit before it left it
-            rec = self._book.require(name)
-            if not rec.waiting:
-                raise GtuiError(f"{name} is {rec.state.value}: only waiting jobs can be edited")
+            transitions.check(self._book.require, [name], transitions.why_not_edit)
             await asyncio.to_thread(
                 update_job, self.queue_path, name, dict(fields), pool=self._pool()
             )
@@ -222,20 +219,28 @@ class Commands:
         from gtui.core.queue.writeback import remove_job
 
         async with self._file_edits:  # its state as the edit before it left it
-            rec = self._book.require(name)
-            if rec.active:
-                raise GtuiError(f"{name} is {rec.state.value}: kill it first")
+            transitions.check(self._book.require, [name], transitions.why_not_remove)
             await asyncio.to_thread(remove_job, self.queue_path, name)
             self._reload_if_changed(force=True, edit=True)
         self._kick()
 
     async def move(self, name: str, where: Where) -> None:
-        from gtui.core.queue.writeback import move_job
+        from gtui.core.queue.writeback import Place, move_job, place_job
 
         async with self._file_edits:  # its state as the edit before it left it
-            rec = self._book.require(name)
-            if not rec.waiting:
-                raise GtuiError(f"{name} is {rec.state.value}: only waiting jobs can be moved")
-            await asyncio.to_thread(move_job, self.queue_path, name, where)
+            book = self._book
+            transitions.check(book.require, [name], transitions.why_not_move)
+            if where == "top":
+                await asyncio.to_thread(move_job, self.queue_path, name, where)
+            else:  # past the next waiting job: the ended ones between stay where they are
+                live = book.records.live()
+                step = -1 if where == "up" else 1
+                other = transitions.move_target(
+                    name, step, book.order, book.specs, lambda n: n in live and live[n].waiting
+                )
+                if other is None:
+                    return  # already the first (last) of the waiting jobs
+                place: Place = "before" if where == "up" else "after"
+                await asyncio.to_thread(place_job, self.queue_path, name, place, other)
             self._reload_if_changed(force=True, edit=True)
         self._kick()

@@ -4,6 +4,10 @@ The scheduler and the no-scheduler commands (app/core/control/offline.py) both c
 caller commits what changed and does what needs a process (a signal, a kill) through its
 executor. Every name is checked before anything changes: a typo in the third name of
 ``gtui pause a b c`` changes nothing.
+
+Each ``why_not_*`` is the one rule for whether a command applies to a job: None when it does,
+else the sentence that says why not. The checks here raise it, and the dashboard asks the same
+function before it offers a form or a dialog, and shows the same words.
 """
 
 from __future__ import annotations
@@ -17,11 +21,55 @@ from gtui.core.model import FINAL_STATES, Diagnosis, JobRecord, JobSpec, JobStat
 Require = Callable[[str], JobRecord]  # the record of a name, or a GtuiError naming the queue
 
 
-def check_kill(require: Require, names: Sequence[str]) -> None:
+def _refuse(rec: JobRecord, why: str) -> str:
+    return f"{rec.name} is {rec.state.value}: {why}"
+
+
+def why_not_kill(rec: JobRecord) -> str | None:
+    if not rec.active and not rec.waiting:
+        return _refuse(rec, "there is nothing to kill")
+    return None
+
+
+def why_not_edit(rec: JobRecord) -> str | None:
+    """A waiting job takes the edit when it starts, an ended one when it is run again
+    (``retry``); a running or suspended one keeps the command it started with."""
+    if rec.active:
+        return _refuse(rec, "it keeps the command it started with; kill it first (x), then edit")
+    return None
+
+
+def why_not_move(rec: JobRecord) -> str | None:
+    if not rec.waiting:
+        return _refuse(rec, "only waiting (queued or held) jobs can be moved")
+    return None
+
+
+def why_not_remove(rec: JobRecord) -> str | None:
+    if rec.active:
+        return _refuse(rec, "kill it first (x)")
+    return None
+
+
+def why_not_retry(rec: JobRecord) -> str | None:
+    if rec.state not in FINAL_STATES:
+        return _refuse(rec, "only finished jobs can be retried")
+    return None
+
+
+WhyNot = Callable[[JobRecord], str | None]
+
+
+def check(require: Require, names: Sequence[str], why_not: WhyNot) -> None:
+    """Raise the first refusal among ``names`` before anything changes."""
     for name in names:
-        rec = require(name)
-        if not rec.active and not rec.waiting:
-            raise GtuiError(f"{name} is {rec.state.value}: there is nothing to kill")
+        why = why_not(require(name))
+        if why is not None:
+            raise GtuiError(why)
+
+
+def check_kill(require: Require, names: Sequence[str]) -> None:
+    check(require, names, why_not_kill)
 
 
 def kill_waiting(rec: JobRecord) -> None:
@@ -50,12 +98,15 @@ RESUME = (
 Switch = tuple[JobState, JobState, JobState, JobState, str]
 
 
-def check_switch(require: Require, names: Sequence[str], how: Switch) -> None:
+def why_not_switch(rec: JobRecord, how: Switch) -> str | None:
     waiting_from, _, active_from, _, refusal = how
-    for name in names:
-        rec = require(name)
-        if rec.state not in (waiting_from, active_from):
-            raise GtuiError(f"{name} is {rec.state.value}: {refusal}")
+    if rec.state not in (waiting_from, active_from):
+        return _refuse(rec, refusal)
+    return None
+
+
+def check_switch(require: Require, names: Sequence[str], how: Switch) -> None:
+    check(require, names, lambda rec: why_not_switch(rec, how))
 
 
 def switch(rec: JobRecord, how: Switch) -> bool:
@@ -70,10 +121,7 @@ def switch(rec: JobRecord, how: Switch) -> bool:
 
 
 def check_retry(require: Require, names: Sequence[str]) -> None:
-    for name in names:
-        rec = require(name)
-        if rec.state not in FINAL_STATES:
-            raise GtuiError(f"{name} is {rec.state.value}: only finished jobs can be retried")
+    check(require, names, why_not_retry)
 
 
 def retry(rec: JobRecord) -> None:
@@ -85,6 +133,26 @@ def retry(rec: JobRecord) -> None:
     rec.diagnosis = None
     rec.quick_fails, rec.retry_at = 0, None  # the user asked: now, not after a wait
     rec.first_attempt = rec.attempt + 1
+
+
+def move_target(
+    name: str,
+    step: int,
+    order: Sequence[str],
+    specs: Mapping[str, JobSpec],
+    waiting: Callable[[str], bool],
+) -> str | None:
+    """The waiting job that ``name`` moves past, one up (``step`` -1) or down (+1): the nearest
+    one of another ``[[jobs]]`` entry, over every ended job between (moving past those changes
+    nothing that runs); None when no waiting job is there."""
+    entry = specs[name].entry
+    i = order.index(name) + step
+    while 0 <= i < len(order):
+        other = order[i]
+        if specs[other].entry != entry and waiting(other):
+            return other
+        i += step
+    return None
 
 
 def unblocked_by(

@@ -24,7 +24,7 @@ from gtui.ui.format import (
     UTIL_CRIT,
     UTIL_WARN,
 )
-from gtui.ui.keys import DETAIL_KEYS, KEYS, LOG_KEYS, PANEL_KEYS
+from gtui.ui.keys import DETAIL_KEYS, FORM_KEYS, KEYS, LOG_KEYS, PANEL_KEYS
 
 
 def help_text(prefix: str = "ctrl+b") -> Table:
@@ -49,6 +49,12 @@ def help_text(prefix: str = "ctrl+b") -> Table:
     log_keys.add_column()
     for shown, what in LOG_KEYS:
         log_keys.add_row(shown, what)
+
+    form_keys = Table.grid(padding=(0, 2))
+    form_keys.add_column(style="bold", no_wrap=True)
+    form_keys.add_column()
+    for shown, what in FORM_KEYS:
+        form_keys.add_row(shown, what)
 
     detail_keys = Table.grid(padding=(0, 2))
     detail_keys.add_column(style="bold", no_wrap=True)
@@ -80,6 +86,9 @@ def help_text(prefix: str = "ctrl+b") -> Table:
     outer.add_row(Text(""))
     outer.add_row(Text("In the log (l, z or a click gives it the focus)", style="bold underline"))
     outer.add_row(log_keys)
+    outer.add_row(Text(""))
+    outer.add_row(Text("In the add / edit form (a, e)", style="bold underline"))
+    outer.add_row(form_keys)
     outer.add_row(Text(""))
     outer.add_row(Text("Job details (enter on a job)", style="bold underline"))
     outer.add_row(detail_keys)

@@ -1,7 +1,10 @@
 """The add / edit form. It stays open and shows the engine's message until the job is accepted.
 
-Enter moves to the next field (on the last one it submits), ctrl+s submits from anywhere: keys
-typed ahead of the screen, a whole form at once, land in the fields they were meant for.
+The cursor starts in the first field shown (name), so fields are typed in the order the form
+lists them. Enter moves to the next field (on the last one it submits), ctrl+s submits from
+anywhere, as the form's top line says: keys typed ahead of the screen, a whole form at once,
+land in the fields they were meant for. The keys that edit a field are the help screen's
+(gtui.ui.keys.FORM_KEYS).
 """
 
 from __future__ import annotations
@@ -19,12 +22,23 @@ from gtui.core.errors import GtuiError, QueueFileError
 from gtui.ui.forms import FIELDS, FormError
 
 Submit = Callable[[dict[str, str]], Awaitable[str]]
+FIRST_FIELD = FIELDS[0][0]
+LAST_FIELD = FIELDS[-1][0]
+
+
+def form_hint(verb: str) -> str:
+    """The form's top line: what enter and ctrl+s do, where they do it (``verb``: Add, Save)."""
+    v = verb.lower()
+    return (
+        f"enter: next field, {v} on the last ({LAST_FIELD}) · ctrl+s: {v} from any field · "
+        "esc: cancel · ctrl+u / ctrl+k: clear before / after the cursor"
+    )
 
 
 class JobForm(ModalScreen[str | None]):
     """Dismissed with the job's name once ``submit`` accepted it; None when cancelled."""
 
-    AUTO_FOCUS = "#field-cmd"  # the cursor starts in the command (not the first field, name)
+    AUTO_FOCUS = f"#field-{FIRST_FIELD}"  # the cursor starts in the first field shown
     BINDINGS = [
         Binding("escape", "cancel", "Cancel"),
         Binding("ctrl+s", "submit", "Save"),
@@ -42,10 +56,8 @@ class JobForm(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="job-form"):
-            yield Static(
-                f"{self.title_text}   (enter: next field · ctrl+s: {self.verb.lower()})",
-                classes="dialog-title",
-            )
+            yield Static(self.title_text, classes="dialog-title")
+            yield Static(form_hint(self.verb), id="form-hint", classes="form-hint")
             with Grid(id="form-grid"):
                 for key, label, placeholder in FIELDS:
                     yield Label(label, classes="form-label")
@@ -63,7 +75,7 @@ class JobForm(ModalScreen[str | None]):
                 yield Button("esc Cancel", id="form-cancel", compact=True)
 
     def on_mount(self) -> None:
-        inp = self.query_one("#field-cmd", Input)
+        inp = self.query_one(f"#field-{FIRST_FIELD}", Input)
         self._target = inp
         inp.cursor_position = len(inp.value)
         self.call_after_refresh(self._settle)
@@ -74,7 +86,7 @@ class JobForm(ModalScreen[str | None]):
         (GtuiApp.typed_ahead) until now, in order; then the cursor where typing ended."""
         typed = getattr(self.app, "typed_ahead", None)
         keys = typed() if typed is not None else []
-        target = self._target or self.query_one("#field-cmd", Input)
+        target = self._target or self.query_one(f"#field-{FIRST_FIELD}", Input)
         self.set_focus(target)
         for key in keys:
             self.type_key(key)
@@ -99,7 +111,7 @@ class JobForm(ModalScreen[str | None]):
         """Do what ``event`` does in the field being typed into, at once: enter and tab move
         that field before the next key is routed (GtuiApp hands them here directly), so keys
         typed faster than the screen refreshes land in the fields they were meant for."""
-        inp = self._target or self.query_one("#field-cmd", Input)
+        inp = self._target or self.query_one(f"#field-{FIRST_FIELD}", Input)
         if event.key == "ctrl+s":
             self.action_submit()
         elif event.key == "escape":

@@ -28,7 +28,8 @@ from textual.worker import Worker
 from gtui.core import tmux
 from gtui.core.api import JobView
 from gtui.core.errors import GtuiError
-from gtui.core.model import JobState
+from gtui.core.model import FINAL_STATES, JobState
+from gtui.core.sched import transitions
 from gtui.core.sched.eta import Estimate
 from gtui.core.sched.handover import HANDOVER_STAY
 from gtui.core.units import first_few, format_duration, plural
@@ -247,6 +248,19 @@ class MainScreen(Screen[None]):
         self.query_one(GpuPanel).set_read(self.engine.gpus)
         self.query_one(GpuSparks).set_read(self.engine.gpus)
         self._after_jobs_changed()
+
+    def all_ended_note(self) -> str | None:
+        """What the first screen says when every job had ended before this start (a demo, or a
+        queue, opened again): how to run them again, or None while anything is left to run."""
+        counts = self.table.counts
+        total = sum(counts.values())
+        if not total or any(n and st not in FINAL_STATES for st, n in counts.items()):
+            return None
+        q = self.engine.queue_path.name
+        return (
+            f"every job of {q} has ended, in an earlier run. r on a job runs it again; "
+            f"`gtui retry {q} --all` runs them all again, done ones too"
+        )
 
     def apply(self, batch: Batch) -> None:
         """One coalesced batch of events: update the widgets in place."""
@@ -541,24 +555,24 @@ class MainScreen(Screen[None]):
             return True
         if key == "e":
             view = self._selected_view(quiet=True)
-            return view is not None and view.record.waiting
+            return view is not None and transitions.why_not_edit(view.record) is None
         return False
+
+    def _refused(self, why: str | None, timeout: float = 5) -> bool:
+        """Say the core's refusal (transitions.why_not_*), if any: the dashboard has no rule of
+        its own for what a command applies to."""
+        if why is None:
+            return False
+        self.notify(why, severity="warning", timeout=timeout, markup=False)
+        return True
 
     def action_edit(self) -> None:
         view = self._selected_view()
-        if view is None:
-            return
-        if not view.record.waiting:
-            self.notify(
-                f"{view.spec.name} is {view.record.state.value}: only a waiting (queued or held) "
-                "job can be edited",
-                severity="warning",
-                timeout=5,
-                markup=False,
-            )
+        if view is None or self._refused(transitions.why_not_edit(view.record)):
             return
         name = view.spec.name
         before = form_from_spec(view.spec)
+        ended = view.record.final
 
         async def submit(values: dict[str, str]) -> str:
             fields = changed_fields(before, values)
@@ -569,24 +583,39 @@ class MainScreen(Screen[None]):
             return new if isinstance(new, str) and new else name
 
         def edited(new_name: str | None) -> None:
-            if new_name:
-                self._select_after = new_name
+            if not new_name:
+                return
+            self._select_after = new_name
+            if ended:
+                self._offer_run_again(new_name)
+            else:
                 self.notify(f"saved {new_name}", timeout=3, markup=False)
 
         self.app.push_screen(JobForm(f"Edit {name}", submit, before, verb="Save"), edited)
+
+    def _offer_run_again(self, name: str) -> None:
+        """After the edit of an ended job: run it again with one key (r), as ``r`` would."""
+
+        def chosen(value: str | None) -> None:
+            if value == "retry":
+                self._command("retry", lambda: self.engine.retry([name]), f"{name}: queued again")
+
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Saved {name}. Run it again?",
+                f"{name} has ended; the edit applies when it runs again (r on it later does the "
+                "same).",
+                [Choice("r", "Run it again", "retry", "primary")],
+            ),
+            chosen,
+        )
 
     def action_remove(self) -> None:
         view = self._selected_view()
         if view is None:
             return
         name = view.spec.name
-        if view.record.active:
-            self.notify(
-                f"{name} is {view.record.state.value}: kill it first (x)",
-                severity="warning",
-                timeout=5,
-                markup=False,
-            )
+        if self._refused(transitions.why_not_remove(view.record)):
             return
         why = self._why_not_removable(view)
         if why:
@@ -650,7 +679,7 @@ class MainScreen(Screen[None]):
             self._command("move", move_all, f"moved {plural(len(waiting), 'job')} {where}")
             return
         view = self._selected_view()
-        if view is None:
+        if view is None or self._refused(transitions.why_not_move(view.record), timeout=4):
             return
         name = view.spec.name
         self._select_after = name
@@ -685,21 +714,16 @@ class MainScreen(Screen[None]):
         if view is None:
             return
         name, st = view.spec.name, view.record.state
-        if st in (JobState.QUEUED, JobState.RUNNING):
+        if transitions.why_not_switch(view.record, transitions.PAUSE) is None:
             self._command(
                 "pause",
                 lambda: self.engine.pause([name]),
                 f"{name}: {'held' if st == JobState.QUEUED else 'suspended (SIGSTOP)'}",
             )
-        elif st in (JobState.HELD, JobState.SUSPENDED):
+        elif transitions.why_not_switch(view.record, transitions.RESUME) is None:
             self._command("resume", lambda: self.engine.resume([name]), f"{name}: resumed")
         else:
-            self.notify(
-                f"{name} is {st.value}: nothing to pause (r retries it)",
-                severity="warning",
-                timeout=4,
-                markup=False,
-            )
+            self._refused(transitions.why_not_switch(view.record, transitions.PAUSE), timeout=4)
 
     def action_pause_queue(self) -> None:
         if self.engine.paused:
@@ -752,13 +776,7 @@ class MainScreen(Screen[None]):
         if view is None:
             return
         name, rec = view.spec.name, view.record
-        if rec.final:
-            self.notify(
-                f"{name} is {rec.state.value}: there is nothing to kill",
-                severity="warning",
-                timeout=4,
-                markup=False,
-            )
+        if self._refused(transitions.why_not_kill(rec), timeout=4):
             return
         if rec.active:
             where = ",".join(map(str, rec.gpus)) or "the CPU"
@@ -826,13 +844,7 @@ class MainScreen(Screen[None]):
         if view is None:
             return
         name = view.spec.name
-        if not view.record.final:
-            self.notify(
-                f"{name} is {view.record.state.value}: only a finished job can be retried",
-                severity="warning",
-                timeout=4,
-                markup=False,
-            )
+        if self._refused(transitions.why_not_retry(view.record), timeout=4):
             return
         self._command("retry", lambda: self.engine.retry([name]), f"{name}: queued again")
 
