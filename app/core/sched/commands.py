@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 
 from gtui.core.api import JobChanged, QueuePaused
 from gtui.core.bus import EventBus
+from gtui.core.errors import GtuiError
 from gtui.core.exec.base import Executor, handle_of
 from gtui.core.model import Settings
 from gtui.core.queue.source import QueueSource
