@@ -257,7 +257,7 @@ def test_help_screen(snap_compare, make_app) -> None:  # type: ignore[no-untyped
 def test_failed_job_shows_diagnosis(snap_compare, make_app) -> None:  # type: ignore[no-untyped-def]
     def diagnosed(app: GtuiApp) -> bool:
         panel = app.main.query_one(DiagnosisPanel)
-        return bool(panel.display) and "CUDA OOM" in str(panel.render())
+        return bool(panel.display) and "CUDA OOM" in panel.text.plain
 
     steps = [
         "down",
