@@ -56,6 +56,7 @@ from gtui.ui.widgets.log_view import LogView
 
 LOG_BESIDE_MIN = 60  # columns the log needs beside the queue; with fewer it goes under it
 QUEUE_FRAME = 3  # the queue box's borders and the table's scrollbar
+SMALL_BELOW = 120  # columns: below this a diagnosis takes the side panel whole (until l)
 LOG_MIN_INTERVAL = 0.25  # seconds between two repaints of a growing log
 FORECAST_EVERY_TICKS = 2  # progress and estimates are worked out every 2 s
 LOADING_PAINT_S = 0.5  # the "reading" frame is waited for this long at most before the start
@@ -99,7 +100,7 @@ class MainScreen(Screen[None]):
         self._ticks = 0
         self._counts: dict[JobState, int] = {}  # the table's jobs by state (the header's)
         self._sparks_shown: bool | None = None  # `s` chose; None: by the terminal's height
-        self._main_fit: tuple[bool, int] | None = None  # the log beside?, the queue's width
+        self._main_fit: tuple[bool, int, int] | None = None  # beside?, queue's, screen's width
 
     # -- layout -----------------------------------------------------------------------------
 
@@ -192,18 +193,21 @@ class MainScreen(Screen[None]):
 
     def _fit_main(self) -> None:
         """The log beside the queue only where the queue keeps the width its names and notes
-        need (the log takes the rest); else under it, the queue the screen's whole width."""
+        need (the log takes the rest, at most 2 parts of 5); else under it, the queue the
+        screen's whole width."""
         tables = self.query(JobTable)
         if not tables:
             return
         table = tables.first()
         wanted = table_width(table.longest_name, table.gpu_width, progress=True) + QUEUE_FRAME
         beside = self.size.width - wanted >= LOG_BESIDE_MIN
-        if (beside, wanted) == self._main_fit:
+        wanted = max(wanted, self.size.width * 3 // 5)  # never less than its old 3 parts of 5
+        if (beside, wanted, self.size.width) == self._main_fit:
             return  # as it is: no new layout at every change of the jobs
-        self._main_fit = (beside, wanted)
+        self._main_fit = (beside, wanted, self.size.width)
         for main in self.query("#main"):
             main.set_class(not beside, "-narrow")
+            main.set_class(self.size.width < SMALL_BELOW, "-small")
         for box in self.query("#queue-box"):
             box.styles.width = wanted if beside else None
 
@@ -443,8 +447,8 @@ class MainScreen(Screen[None]):
         self._update_log_title()
 
     def _fit_side(self, *, log_wanted: bool) -> None:
-        """At 80 columns the side panel is short: a diagnosis (what to do next) takes it whole,
-        until you ask for the log (l; z zooms it to the whole screen)."""
+        """Below 120 columns the side panel is short: a diagnosis (what to do next) takes it
+        whole, until you ask for the log (l; z zooms it to the whole screen)."""
         diagnosed = (
             bool(self.query_one(DiagnosisPanel).display) and not log_wanted and not self.zoomed
         )
