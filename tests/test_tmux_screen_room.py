@@ -72,16 +72,24 @@ def test_at_80x24_the_running_jobs_are_in_view_with_many_done_jobs(tmp_path: Pat
             lambda: job_state(queue, "sweep-resnet50-imagenet-lr0.01-bs32") == "running",
             what="the sweep running",
         )
+
+        def live_in_view(screen: str) -> bool:
+            rows = table_rows(screen)
+            running = [r for r in rows if "running" in r]
+            return (
+                len(running) == 2
+                and "lr0.1-bs32" in running[0]
+                and "lr0.01-bs32" in running[1]
+                and any("evaluate" in r and "queued" in r for r in rows)
+            )
+
+        # As it opens, no key pressed: what runs and waits is on screen (the job under the
+        # cursor, done meanwhile, may stay above them: its log is the one shown).
+        wait(lambda: live_in_view(capture(target)), what="the running and waiting jobs")
         keys(target, "End")  # the cursor off the done job it started on: that one folds too
         screen = wait_screen(target, "18 done folded (E shows)")
-        wait(lambda: "evaluate" in capture(target), what="the waiting job in view")
-        screen = capture(target)
-        rows = table_rows(screen)
-        running = [r for r in rows if "running" in r]
-        assert len(running) == 2, screen
-        assert "lr0.1-bs32" in running[0] and "lr0.01-bs32" in running[1], screen
-        assert any("evaluate" in r and "queued" in r for r in rows), screen
-        assert not any("prep-shard" in r for r in rows), screen
+        assert live_in_view(screen), screen
+        assert not any("prep-shard" in r for r in table_rows(screen)), screen
         assert all(len(line) <= 80 for line in screen.splitlines())
 
         keys(target, "E")  # the done jobs, in their place in the queue

@@ -411,6 +411,9 @@ class JobTable(ScrollView, can_focus=True):
             self._cursor = max(0, min(self._cursor, len(order) - 1))
         self._set_selected()
         self._scroll_cursor_into_view()
+        # Again once the new height is laid out: a scroll past the old one was cut to it (the
+        # cursor on the last job when the done jobs come back above it).
+        self.call_after_refresh(self._scroll_cursor_into_view)
         self.refresh()
 
     # -- cursor ---------------------------------------------------------------------------------
