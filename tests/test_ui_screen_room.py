@@ -84,7 +84,7 @@ async def test_at_120_columns_names_and_notes_are_whole(tmp_path: Path) -> None:
     """The log no longer squeezes the queue to 70 columns: it goes under the queue where the
     queue would lose its names' or notes' room beside it."""
     queue = write_queue(tmp_path, QUEUE)
-    async with dashboard(queue, size=(120, 35), fake=GPUS) as (app, pilot, engine):
+    async with dashboard(queue, size=(120, 35), fake=GPUS) as (app, pilot, _engine):
         await settled(pilot, app)
         await until(pilot, lambda: KEY in screen_text(app), what=repr(KEY))
         text = screen_text(app)
@@ -99,7 +99,7 @@ async def test_at_200_columns_the_log_sits_beside_a_queue_that_keeps_its_room(
     tmp_path: Path,
 ) -> None:
     queue = write_queue(tmp_path, QUEUE)
-    async with dashboard(queue, size=(200, 50), fake=GPUS) as (app, pilot, engine):
+    async with dashboard(queue, size=(200, 50), fake=GPUS) as (app, pilot, _engine):
         await settled(pilot, app)
         await until(pilot, lambda: KEY in screen_text(app), what=repr(KEY))
         log, table = app.main.log_view, app.main.table
@@ -129,7 +129,7 @@ def test_a_sweep_members_cut_keeps_its_parameters_not_the_shared_prefix() -> Non
 
 async def test_at_80_columns_sweep_members_read_their_parameters(tmp_path: Path) -> None:
     queue = write_queue(tmp_path, QUEUE)
-    async with dashboard(queue, size=(80, 24), fake=GPUS) as (app, pilot, engine):
+    async with dashboard(queue, size=(80, 24), fake=GPUS) as (app, pilot, _engine):
         await settled(pilot, app)
 
         def sweep_rows() -> list[str]:
@@ -149,7 +149,7 @@ async def test_at_80x24_running_and_waiting_jobs_stay_in_view_done_ones_fold(
     """14 done jobs before 2 running and 2 waiting ones: the table (5 rows at 80x24) showed
     done jobs only. Done jobs fold; the title says how many and the key; E shows them."""
     queue = write_queue(tmp_path, QUEUE)
-    async with dashboard(queue, size=(80, 24), fake=GPUS) as (app, pilot, engine):
+    async with dashboard(queue, size=(80, 24), fake=GPUS) as (app, pilot, _engine):
         await settled(pilot, app)
         await select(pilot, app, "summary")  # the cursor off the done jobs
         await until(pilot, lambda: app.main.table.folded == 14, what="14 done folded")
@@ -172,7 +172,6 @@ async def test_at_80x24_running_and_waiting_jobs_stay_in_view_done_ones_fold(
         await pilot.press("escape")  # the filter cleared: the done job picked through it stays
         await until(pilot, lambda: app.main.table.filter_name == "all")
         assert app.main.table.selected == "prep-shard1" and app.main.table.folded == 13
-
 
     console = Console(width=100, record=True)
     console.print(help_text())

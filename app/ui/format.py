@@ -242,7 +242,9 @@ def sweep_start(names: Iterable[str]) -> int:
     names = list(names)
     if len(names) < 2:
         return 0
-    common = os.path.commonprefix(names)
+    first, last = min(names), max(names)  # the prefix they share is every name's
+    n = next((i for i, (a, b) in enumerate(zip(first, last, strict=False)) if a != b), len(first))
+    common = first[:n]
     return max((common.rfind(c) + 1 for c in _WORD_SEPS), default=0)
 
 

@@ -421,12 +421,16 @@ class JobTable(ScrollView, can_focus=True):
     def select(self, name: str) -> bool:
         """Move the cursor to ``name`` if it is visible, or only folded (a done job asked for
         by name, the one just added say: it is shown, as the selected job always is)."""
-        if name not in self._pos and name in self._views and self._folding():
-            if self._views[name].record.state is JobState.DONE:
-                self._selected = name
-                self._reorder()  # keeps the selected job (and no longer the one it left)
-                self.post_message(self.Selected(name))
-                return True
+        if (
+            name not in self._pos
+            and name in self._views
+            and self._folding()
+            and self._views[name].record.state is JobState.DONE
+        ):
+            self._selected = name
+            self._reorder()  # keeps the selected job (and no longer the one it left)
+            self.post_message(self.Selected(name))
+            return True
         if name not in self._pos:
             return False
         self._move_to(self._pos[name])
