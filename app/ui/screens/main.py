@@ -101,6 +101,7 @@ class MainScreen(Screen[None]):
         self._counts: dict[JobState, int] = {}  # the table's jobs by state (the header's)
         self._sparks_shown: bool | None = None  # `s` chose; None: by the terminal's height
         self._main_fit: tuple[bool, int, int] | None = None  # beside?, queue's, screen's width
+        self._title_folded = 0  # the done jobs the queue's title counts as folded
 
     # -- layout -----------------------------------------------------------------------------
 
@@ -366,6 +367,7 @@ class MainScreen(Screen[None]):
         flt = f" · {f}" + (f" · name~{table.filter_text}" if table.filter_text else "")
         marked = len(table.marked_names)
         mark = f" · {marked} marked (esc unmarks)" if marked else ""
+        self._title_folded = table.folded
         if table.folded:
             what = f"{shown} of {plural(total, 'job')} · {table.folded} done folded (E shows)"
         box.border_title = f"Queue{flt} · {what}{mark}  (/ filters)"
@@ -414,7 +416,8 @@ class MainScreen(Screen[None]):
     @on(JobTable.Selected)
     def _on_selected(self, event: JobTable.Selected) -> None:
         self._show_selected()
-        self._update_queue_title()  # leaving a done job folds it: the title counts it
+        if self.table.folded != self._title_folded:  # leaving a done job folded it
+            self._update_queue_title()  # (not at every move: it counts the marks, O(jobs))
         self.query_one(KeyBar).refresh()
 
     def _show_selected(self) -> None:
