@@ -8,6 +8,7 @@ import asyncio
 import json
 import sqlite3
 import sys
+import time
 from pathlib import Path
 
 from gtui.core.model import JobRecord, JobState
@@ -120,11 +121,13 @@ def test_the_job_table_says_the_peak_where_it_differs_from_the_request() -> None
         rec = JobRecord(name="a", state=state, attempt=1, mem_mib=mem, peak_mib=peak)
         return JobView(JobSpec(name="a", cmd="x", mem_mib=mem), rec, 0)
 
-    assert note_cell(view(JobState.DONE, 12 * G, 9 * G + 512)).plain == "peak 9.5G of 12G"
+    assert note_cell(view(JobState.RUNNING, 12 * G, 9 * G + 512)).plain == "peak 9.5G of 12G"
     assert note_cell(view(JobState.RUNNING, None, 30 * G)).plain == "peak 30G of whole GPU"
     assert note_cell(view(JobState.RUNNING, 12 * G, 12 * G)).plain == ""  # as asked
-    assert note_cell(view(JobState.DONE, 12 * G, None)).plain == ""  # nothing measured
-    long = view(JobState.DONE, 12 * G, 12 * G)
-    long.record.gpus, long.record.started_at, long.record.ended_at = (0, 1), 0.0, 1800.0
+    assert note_cell(view(JobState.RUNNING, 12 * G, None)).plain == ""  # nothing measured
+    long = view(JobState.RUNNING, 12 * G, 12 * G)
+    long.record.gpus, long.record.started_at = (0, 1), time.time() - 1800
     long.record.host_peak_mib = 3 * G
     assert note_cell(long).plain == "host 3G · 1.00 GPU-h"  # two GPUs for half an hour
+    # Once done, the figures are the detail view's: the table's note is for what to act on.
+    assert note_cell(view(JobState.DONE, 12 * G, 9 * G + 512)).plain == ""

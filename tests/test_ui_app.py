@@ -730,7 +730,7 @@ async def test_a_broken_edit_of_the_queue_file_is_shown_and_the_last_good_queue_
         assert app.main.table.visible_names == ["long", "bad", "w1", "w2", "w3"]
         assert state(engine, "long") == JobState.RUNNING  # running jobs are not touched
         # Mended: reloaded, said so, and the new job is on screen.
-        queue.write_text(good + '\n[[jobs]]\nname = "mended"\ncmd = "true"\ngpus = 0\n')
+        queue.write_text(good + '\n[[jobs]]\nname = "mended"\ncmd = "sleep 30"\ngpus = 0\n')
         await until(pilot, lambda: shows_toast(app, "information", f"reloaded {queue.name}"))
         await until(pilot, lambda: "mended" in app.main.table.visible_names)
         assert not banner.display  # fixed: the banner is gone

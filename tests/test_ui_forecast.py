@@ -13,7 +13,7 @@ from tests.conftest import write_queue
 from tests.test_ui_app import dashboard, screen_text, select, state, until
 
 
-@pytest.mark.parametrize(("size", "column"), [((200, 30), True), ((120, 30), False)])
+@pytest.mark.parametrize(("size", "column"), [((200, 30), True), ((80, 30), False)])
 async def test_progress_bar_eta_and_starts_in_are_shown(
     tmp_path: Path, size: tuple[int, int], column: bool
 ) -> None:

@@ -109,6 +109,8 @@ async def test_a_stalled_log_leaves_the_dashboard_responsive(tmp_path: Path) -> 
         await until(pilot, lambda: state(engine, "fine") is JobState.DONE, what="done")
         log = engine.log_path("stalled")
         assert log is not None
+        await pilot.press("E")  # the done jobs shown, for j and k to walk between them
+        await until(pilot, lambda: not app.main.table.fold_done, what="done jobs shown")
         await select(pilot, app, "fine")
         await until(pilot, lambda: "second-job-output" in app.main.log_view.text().plain)
         with stalled_file(log) as fired:

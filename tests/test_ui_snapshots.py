@@ -143,7 +143,8 @@ def _steady(app: GtuiApp) -> bool:
         and read is not None
         and len(read.snapshot.gpus) == 3
         and _queue_summary(app).startswith("1 waiting")
-        and "wrote 1200 shards" in main.log_view.text().plain
+        # The done jobs folded, the first row is the failed one: its log.
+        and "CUDA out of memory" in main.log_view.text().plain
     )
 
 
@@ -259,12 +260,10 @@ def test_help_screen(snap_compare, make_app) -> None:  # type: ignore[no-untyped
 def test_failed_job_shows_diagnosis(snap_compare, make_app) -> None:  # type: ignore[no-untyped-def]
     def diagnosed(app: GtuiApp) -> bool:
         panel = app.main.query_one(DiagnosisPanel)
-        return bool(panel.display) and "CUDA OOM" in str(panel.render())
+        return bool(panel.display) and "CUDA OOM" in panel.text.plain
 
     steps = [
-        "down",
-        "down",  # eval-ckpt7
-        selected("eval-ckpt7"),
+        selected("eval-ckpt7"),  # the first row (the done jobs before it are folded)
         Until("its diagnosis", diagnosed),
         Until(
             "its log",
@@ -416,7 +415,8 @@ def _detail_steady(app: GtuiApp) -> bool:
         and len(main.table) == 3
         and read is not None
         and len(read.snapshot.gpus) == 2
-        and "wrote 1200 shards" in main.log_view.text().plain
+        and main.table.selected == "train-lr0.1"  # the first row: prep-data, done, is folded
+        and "CUDA out of memory" in main.log_view.text().plain
     )
 
 
@@ -469,7 +469,7 @@ def _zoomed(app: GtuiApp) -> bool:
     )
 
 
-TRAIN = ["down", selected("train-lr0.1")]
+TRAIN = [selected("train-lr0.1")]  # the first row: prep-data, done, is folded
 
 
 def test_detail_view_at_80x24_leads_with_the_state_diagnosis_and_traceback(  # type: ignore[no-untyped-def]

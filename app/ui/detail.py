@@ -302,7 +302,7 @@ def detail_renderable(
         else:
             _row(grid, "", "its GPUs and port are filled in when it starts", "dim")
     cwd = (queue_path.parent / os.path.expanduser(spec.cwd)).resolve()
-    _row(grid, "cwd", display_path(cwd))
+    _row(grid, "cwd", str(cwd))  # absolute: where the job runs, whoever reads it
     node = node_of(rec.gpus, rec, gpus) if started else None
     asked = Text("asked " + ("none (a CPU job)" if spec.gpus == 0 else f"{spec.gpus}"))
     if spec.gpus:

@@ -233,6 +233,36 @@ def cut_middle(name: str, width: int) -> str:
     return f"{name[:head]}…{name[len(name) - tail :]}"
 
 
+_WORD_SEPS = "-_/"  # not "." (lr0.01) nor "=" (seed=1 reads as one word)
+
+
+def sweep_start(names: Iterable[str]) -> int:
+    """Where the names of a matrix entry's jobs start to differ, snapped back to the start of
+    that word: ``lr0.1-bs32`` and ``lr0.01-bs32`` of ``sweep-lr…`` both start at 6. What
+    comes before is the part they share, the part a cut may drop."""
+    names = list(names)
+    if len(names) < 2:
+        return 0
+    first, last = min(names), max(names)  # the prefix they share is every name's
+    n = next((i for i, (a, b) in enumerate(zip(first, last, strict=False)) if a != b), len(first))
+    common = first[:n]
+    return max((common.rfind(c) + 1 for c in _WORD_SEPS), default=0)
+
+
+def cut_name(name: str, width: int, keep_from: int = 0) -> str:
+    """``name`` in ``width`` cells. A sweep member (``keep_from``: where its parameters start,
+    :func:`sweep_start`) loses the end of the prefix its siblings share, never its
+    parameters: ``swe…lr0.01-bs32``. Any other name is cut in the middle (:func:`cut_middle`)."""
+    if len(name) <= width:
+        return name
+    tail = name[keep_from:] if 0 < keep_from < len(name) else ""
+    if not tail or width < 3:
+        return cut_middle(name, width)
+    if len(tail) + 1 > width:  # the parameters alone are too long: their start differs
+        return "…" + tail[: width - 2] + "…"
+    return name[: width - 1 - len(tail)] + "…" + tail
+
+
 def kind_label(kind: str) -> str:
     """A diagnosis kind as people say it: ``cuda_oom`` -> ``CUDA OOM``."""
     return KIND_LABEL.get(kind, kind.replace("_", " "))
@@ -271,16 +301,18 @@ def note_cell(view: JobView) -> Text:
         if rec.exit_code is not None:
             return Text(f"exit {rec.exit_code}", style="red")
         return Text("killed" if st == JobState.KILLED else "failed", style="red")
-    if st == JobState.DONE and rec.reason:
+    if st == JobState.DONE:
+        # What it used (GPU-hours, host memory) is in the job's details: a done job's note
+        # only says what needs the user, as a reason the engine gave it does.
         return Text(rec.reason, style="dim")
-    if st in (JobState.DONE, JobState.RUNNING) and not rec.reason:
+    if st == JobState.RUNNING and not rec.reason:
         used = used_note(view)
         return Text(used, style="dim") if used else Text("")
     return Text(rec.reason)
 
 
 def used_note(view: JobView, now: float | None = None) -> str:
-    """``peak 9.5G of 12G · host 3G · 0.42 GPU-h``: what a running or done job really used
+    """``peak 9.5G of 12G · host 3G · 0.42 GPU-h``: what a running job really used
     (issue 19.2), where it says more than its request: the peak when it differs from the
     request, host memory and GPU-hours once the job has held GPUs for 0.01 GPU-h (36 s)."""
     rec = view.record

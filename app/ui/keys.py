@@ -167,6 +167,20 @@ PANEL_KEYS: tuple[Key, ...] = (
     ),
 )
 
+# Keys of what the queue table shows. Not in the footer either (full at 80 columns): the queue
+# box's title says the key while done jobs are folded, and the help lists it.
+VIEW_KEYS: tuple[Key, ...] = (
+    Key(
+        "E",
+        "toggle_done",
+        "Done jobs",
+        "E",
+        "show the done jobs in their place in the queue, or fold them away again (folded, "
+        "the queue shows what runs, waits or failed; a filter shows what it matches)",
+        "Show or fold the done jobs",
+    ),
+)
+
 KEY_BY_ACTION = {k.action: k for k in KEYS}
 
 # Keys of the log wherever it has the focus (the main screen's, zoomed or not, and the job

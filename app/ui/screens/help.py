@@ -24,7 +24,7 @@ from gtui.ui.format import (
     UTIL_CRIT,
     UTIL_WARN,
 )
-from gtui.ui.keys import DETAIL_KEYS, FORM_KEYS, KEYS, LOG_KEYS, PANEL_KEYS
+from gtui.ui.keys import DETAIL_KEYS, FORM_KEYS, KEYS, LOG_KEYS, PANEL_KEYS, VIEW_KEYS
 
 
 def help_text(prefix: str = "ctrl+b") -> Table:
@@ -40,6 +40,8 @@ def help_text(prefix: str = "ctrl+b") -> Table:
         "space shift+↑↓", "mark jobs: x r p K J t then act on every marked one (esc unmarks)"
     )
     keys.add_row("esc", "unmark, clear the filter; back from the zoomed log, from the log")
+    for k in VIEW_KEYS:  # what the queue shows: the done jobs
+        keys.add_row(k.shown, k.help)
     for k in PANEL_KEYS:  # the GPU panel's: who holds each GPU, the sparklines
         keys.add_row(k.shown, k.help)
     keys.add_row("ctrl+p", "command palette (every action by name)")

@@ -38,7 +38,7 @@ from gtui.ui.events import Batch
 from gtui.ui.forecast import UiForecast
 from gtui.ui.format import display_path
 from gtui.ui.forms import changed_fields, fields_from_form, form_from_spec
-from gtui.ui.keys import KEYS, PANEL_KEYS, Key
+from gtui.ui.keys import KEYS, PANEL_KEYS, VIEW_KEYS, Key
 from gtui.ui.pager import page
 from gtui.ui.port import EnginePort
 from gtui.ui.screens.confirm import Choice, ConfirmScreen
@@ -51,12 +51,14 @@ from gtui.ui.widgets.gpu_panel import GpuPanel
 from gtui.ui.widgets.gpu_sparks import MIN_ROWS as SPARKS_MIN_ROWS
 from gtui.ui.widgets.gpu_sparks import GpuSparks
 from gtui.ui.widgets.header import HeaderBar
-from gtui.ui.widgets.job_table import JobTable
+from gtui.ui.widgets.job_table import JobTable, table_width
 from gtui.ui.widgets.keybar import KeyBar
 from gtui.ui.widgets.log_search import LogSearch
 from gtui.ui.widgets.log_view import LogView
 
-NARROW_BELOW = 120  # columns: below this the log goes under the queue instead of beside it
+LOG_BESIDE_MIN = 60  # columns the log needs beside the queue; with fewer it goes under it
+QUEUE_FRAME = 3  # the queue box's borders and the table's scrollbar
+SMALL_BELOW = 120  # columns: below this a diagnosis takes the side panel whole (until l)
 LOG_MIN_INTERVAL = 0.25  # seconds between two repaints of a growing log
 FORECAST_EVERY_TICKS = 2  # progress and estimates are worked out every 2 s
 LOADING_PAINT_S = 0.5  # the "reading" frame is waited for this long at most before the start
@@ -68,6 +70,7 @@ class MainScreen(Screen[None]):
         *(Binding(k.keys, k.action, k.label, show=False) for k in KEYS),
         Binding("escape", "back", "Back", show=False),
         *(Binding(k.keys, k.action, k.label, show=False) for k in PANEL_KEYS),  # issue 19
+        *(Binding(k.keys, k.action, k.label, show=False) for k in VIEW_KEYS),
     ]
 
     def __init__(
@@ -99,6 +102,8 @@ class MainScreen(Screen[None]):
         self._ticks = 0
         self._counts: dict[JobState, int] = {}  # the table's jobs by state (the header's)
         self._sparks_shown: bool | None = None  # `s` chose; None: by the terminal's height
+        self._main_fit: tuple[bool, int, int] | None = None  # beside?, queue's, screen's width
+        self._title_folded = 0  # the done jobs the queue's title counts as folded
 
     # -- layout -----------------------------------------------------------------------------
 
@@ -140,7 +145,7 @@ class MainScreen(Screen[None]):
         self.query_one("#diagnosis").display = False
         self.query_one("#filter-line").display = False
         self.query_one("#file-banner").display = False
-        self.query_one("#main").set_class(self.size.width < NARROW_BELOW, "-narrow")
+        self._fit_main()
         self._fit_sparks()
         self._update_queue_title()
         self._update_log_title()
@@ -186,9 +191,28 @@ class MainScreen(Screen[None]):
             await asyncio.wait_for(painted, LOADING_PAINT_S)  # a table never painted: go on
 
     def on_resize(self) -> None:
-        for main in self.query("#main"):
-            main.set_class(self.size.width < NARROW_BELOW, "-narrow")
+        self._fit_main()
         self._fit_sparks()
+
+    def _fit_main(self) -> None:
+        """The log beside the queue only where the queue keeps the width its names and notes
+        need (the log takes the rest, at most 2 parts of 5); else under it, the queue the
+        screen's whole width."""
+        tables = self.query(JobTable)
+        if not tables:
+            return
+        table = tables.first()
+        wanted = table_width(table.longest_name, table.gpu_width, progress=True) + QUEUE_FRAME
+        beside = self.size.width - wanted >= LOG_BESIDE_MIN
+        wanted = max(wanted, self.size.width * 3 // 5)  # never less than its old 3 parts of 5
+        if (beside, wanted, self.size.width) == self._main_fit:
+            return  # as it is: no new layout at every change of the jobs
+        self._main_fit = (beside, wanted, self.size.width)
+        for main in self.query("#main"):
+            main.set_class(not beside, "-narrow")
+            main.set_class(self.size.width < SMALL_BELOW, "-small")
+        for box in self.query("#queue-box"):
+            box.styles.width = wanted if beside else None
 
     def _fit_sparks(self) -> None:
         """The GPU sparklines where the screen is tall enough to spare the lines, unless ``s``
@@ -342,6 +366,7 @@ class MainScreen(Screen[None]):
         if self._select_after and self.table.select(self._select_after):
             self._select_after = None
         self._counts = self.table.counts
+        self._fit_main()  # a longer name may want a wider queue
         self.query_one(HeaderBar).set_state(paused=self.engine.paused, counts=self._counts)
         self._update_queue_title()
         self.query_one(KeyBar).refresh()
@@ -357,6 +382,9 @@ class MainScreen(Screen[None]):
         flt = f" · {f}" + (f" · name~{table.filter_text}" if table.filter_text else "")
         marked = len(table.marked_names)
         mark = f" · {marked} marked (esc unmarks)" if marked else ""
+        self._title_folded = table.folded
+        if table.folded:
+            what = f"{shown} of {plural(total, 'job')} · {table.folded} done folded (E shows)"
         box.border_title = f"Queue{flt} · {what}{mark}  (/ filters)"
         box.border_subtitle = self._summary
 
@@ -403,6 +431,8 @@ class MainScreen(Screen[None]):
     @on(JobTable.Selected)
     def _on_selected(self, event: JobTable.Selected) -> None:
         self._show_selected()
+        if self.table.folded != self._title_folded:  # leaving a done job folded it
+            self._update_queue_title()  # (not at every move: it counts the marks, O(jobs))
         self.query_one(KeyBar).refresh()
 
     def _show_selected(self) -> None:
@@ -435,8 +465,8 @@ class MainScreen(Screen[None]):
         self._update_log_title()
 
     def _fit_side(self, *, log_wanted: bool) -> None:
-        """At 80 columns the side panel is short: a diagnosis (what to do next) takes it whole,
-        until you ask for the log (l; z zooms it to the whole screen)."""
+        """Below 120 columns the side panel is short: a diagnosis (what to do next) takes it
+        whole, until you ask for the log (l; z zooms it to the whole screen)."""
         diagnosed = (
             bool(self.query_one(DiagnosisPanel).display) and not log_wanted and not self.zoomed
         )
@@ -938,6 +968,17 @@ class MainScreen(Screen[None]):
         self.table.set_filter("all", "")
         self._update_queue_title()
         self.table.focus()
+
+    def action_toggle_done(self) -> None:
+        """E: the done jobs shown in their place, or folded away (then what runs and waits
+        stays in view on a small screen)."""
+        table = self.table
+        table.set_fold_done(not table.fold_done)
+        self._update_queue_title()
+        if table.fold_done:
+            self.notify(f"done jobs folded ({table.folded}): E shows them", timeout=2)
+        else:
+            self.notify("done jobs shown in their place: E folds them", timeout=2)
 
     def action_holders(self) -> None:
         """Expand / fold who holds each GPU under its bar (the GPU panel's own rendering)."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import signal as _signal
 
 from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from gtui.core.api import JobView
@@ -65,12 +67,39 @@ def diagnosis_text(view: JobView, oom_grow: float) -> Text | None:
     return t
 
 
-class DiagnosisPanel(Static):
-    """Hidden unless the selected job has a diagnosis or a warning."""
+MORE = "more ↓ · enter: all of it"  # the panel's bottom line while text is cut below
+
+
+class DiagnosisPanel(VerticalScroll, can_focus=False):
+    """Hidden unless the selected job has a diagnosis or a warning. Where it is too short for
+    its text (a long hint at 80x24), it scrolls (the wheel) and its bottom line says that more
+    is below; the job's details (enter) show it whole."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.text = Text()
+
+    def compose(self) -> ComposeResult:
+        yield Static(self.text, id="diagnosis-text")
 
     def show_job(self, view: JobView | None, oom_grow: float) -> None:
         text = diagnosis_text(view, oom_grow) if view is not None else None
         self.display = text is not None
         if text is not None and view is not None:
             self.border_title = f"Diagnosis · {view.spec.name}"
-            self.update(text)
+            self.text = text
+            for body in self.query(Static):
+                body.update(text)
+            self.scroll_home(animate=False)
+            self.call_after_refresh(self._mark_more)  # once laid out with its new text
+
+    def _mark_more(self) -> None:
+        more = self.display and round(self.scroll_y) < self.max_scroll_y
+        self.border_subtitle = MORE if more else ""
+
+    def on_resize(self) -> None:
+        self._mark_more()
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self._mark_more()

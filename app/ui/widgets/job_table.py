@@ -31,7 +31,15 @@ from gtui.core.model import ACTIVE_STATES, WAITING_STATES, JobState
 from gtui.core.sched.eta import Estimate
 from gtui.core.state.usage import MemAdvice
 from gtui.ui.forecast import progress_cell
-from gtui.ui.format import COUNT_ORDER, count_states, cut_middle, gpu_cell, job_cells, note_cell
+from gtui.ui.format import (
+    COUNT_ORDER,
+    count_states,
+    cut_name,
+    gpu_cell,
+    job_cells,
+    note_cell,
+    sweep_start,
+)
 
 _ORDER = operator.attrgetter("order")
 GPU_CELL_MAX = 16  # the gpu column grows to this on a cluster (node2:0,1)
@@ -52,6 +60,8 @@ _FIXED = (
 # is this wide; narrower, it goes in the note instead (see _with_progress).
 _PROGRESS = ("progress", "progress", 14, "left")
 PROGRESS_COLUMN_FROM = 96
+NAME_MAX = 40  # the name column's widest: a longer name is cut (sweep members keep their tail)
+NOTE_ROOM = 40  # what a note needs ("needs 40G, best GPU has 31G free"): the column gives way
 
 # Groups first, then each state alone (the filter dialog lists them in this order).
 FILTERS: dict[str, frozenset[JobState] | None] = {
@@ -75,10 +85,10 @@ def column_widths(
     """Fit the columns into ``width``: fixed ones as they are, name and note share the rest.
     ``gpu_w``: wider on a cluster, where the cell names the node (``node2:0,1``);
     ``progress``: with the progress / estimate column."""
-    columns = (*_FIXED[:-1], _PROGRESS, _FIXED[-1]) if progress else _FIXED
-    fixed = sum(w for _, _, w, _ in columns) + (len(columns) - 1) + gpu_w - 4
+    columns = _columns(progress)
+    fixed = _fixed_width(columns, gpu_w)
     rest = max(10, width - fixed)
-    name_w = max(8, min(longest_name, 32, max(12, rest // 2)))
+    name_w = max(8, min(longest_name, NAME_MAX, max(12, rest // 2)))
     note_w = max(4, rest - name_w)
     out = []
     for key, title, w, justify in columns:
@@ -90,6 +100,22 @@ def column_widths(
             w = gpu_w
         out.append((key, title, w, justify))
     return out
+
+
+def _columns(progress: bool) -> tuple[tuple[str, str, int, str], ...]:
+    return (*_FIXED[:-1], _PROGRESS, _FIXED[-1]) if progress else _FIXED
+
+
+def _fixed_width(columns: tuple[tuple[str, str, int, str], ...], gpu_w: int) -> int:
+    """The cells of every column but name and note, with the spaces between all of them."""
+    return sum(w for _, _, w, _ in columns) + (len(columns) - 1) + gpu_w - 4
+
+
+def table_width(longest_name: int, gpu_w: int = 4, *, progress: bool = False) -> int:
+    """The width at which no name (up to NAME_MAX) and no note (up to NOTE_ROOM) is cut: the
+    main screen puts the log beside the table only where the table keeps this much."""
+    fixed = _fixed_width(_columns(progress), gpu_w)
+    return fixed + min(max(8, longest_name), NAME_MAX) + NOTE_ROOM
 
 
 def _with_progress(
@@ -173,6 +199,13 @@ class JobTable(ScrollView, can_focus=True):
         self.estimates: dict[str, Estimate] = {}
         self.mem_advice: dict[str, MemAdvice] = {}  # a mem far from the last runs (19.2)
         self._after_paint: list[Callable[[], object]] = []
+        # Done jobs are folded (E shows them) while no filter is on: what runs, waits or
+        # failed stays in view on a small terminal. The selected job is never folded away.
+        self.fold_done = True
+        self.folded = 0  # done jobs folded away at the last reorder
+        self._names_gen = 0  # bumped when the set of names changes: the sweeps' cache key
+        self._sweeps_at = -1
+        self._sweeps: dict[int, int] = {}  # a matrix entry -> where its members' names differ
 
     def after_paint(self, callback: Callable[[], object]) -> None:
         """Call ``callback`` once the rows are next painted (the frame is then out)."""
@@ -184,6 +217,15 @@ class JobTable(ScrollView, can_focus=True):
     @property
     def selected(self) -> str | None:
         return self._selected
+
+    @property
+    def longest_name(self) -> int:
+        return self._longest
+
+    @property
+    def gpu_width(self) -> int:
+        """The gpu column's width: wider on a cluster, where the cell names the node."""
+        return self._gpu_w
 
     @property
     def visible_names(self) -> list[str]:
@@ -241,7 +283,19 @@ class JobTable(ScrollView, can_focus=True):
         counted again after each: at 100,000 jobs a count was ~30 ms of every batch."""
         return {state: n for state, n in self._counts.items() if n}
 
+    def _folding(self) -> bool:
+        """Whether done jobs are folded now: E chose it and no filter is on (a filter shows
+        what it matches, @done the done jobs)."""
+        return self.fold_done and self.filter_name == "all" and not self.filter_text
+
+    def set_fold_done(self, fold: bool) -> None:
+        """E: fold the done jobs away, or show them in their place in the queue."""
+        self.fold_done = fold
+        self._reorder()
+
     def _matches(self, v: JobView) -> bool:
+        if self._folding():
+            return v.record.state is not JobState.DONE or v.spec.name == self._selected
         states = FILTERS.get(self.filter_name)
         if states is not None and v.record.state not in states:
             return False
@@ -254,6 +308,7 @@ class JobTable(ScrollView, can_focus=True):
         100,000 jobs the sort was ~0.08 s of the first screen, and again at the first
         placement pass (its whole queue of reasons)."""
         self._gen += 1
+        self._names_gen += 1
         views = list(views)
         self._views = {v.spec.name: v for v in views}
         self._counts = Counter(count_states(self._views.values()))
@@ -282,6 +337,7 @@ class JobTable(ScrollView, can_focus=True):
                     self._gpu_w = wide
                     self.refresh()
             if old is None:
+                self._names_gen += 1
                 self._longest = max(self._longest, len(name))
                 self._in_order = False  # at the dict's end, wherever its place in the queue
                 reorder = True
@@ -307,6 +363,7 @@ class JobTable(ScrollView, can_focus=True):
 
     def remove_jobs(self, names: Iterable[str]) -> None:
         self._gen += 1
+        self._names_gen += 1
         changed = False
         for name in names:
             self.marked.discard(name)
@@ -329,7 +386,10 @@ class JobTable(ScrollView, can_focus=True):
         states = FILTERS.get(self.filter_name)
         text = self.filter_text.lower()
         views = self._views
-        if states is None and not text:
+        if self._folding() and self._counts[JobState.DONE] > 0:
+            done = JobState.DONE  # the selected job stays: its log is what the user reads
+            order = [n for n, v in views.items() if v.record.state is not done or n == keep]
+        elif states is None and not text:
             order = list(views)
         elif not text:
             order = [n for n, v in views.items() if v.record.state in states]  # type: ignore[operator]
@@ -342,6 +402,7 @@ class JobTable(ScrollView, can_focus=True):
         if not self._in_order:  # the dict's order is the queue's (set_jobs saw it)
             order.sort(key=lambda n: views[n].order)
         self._order = order
+        self.folded = len(views) - len(order) if self._folding() else 0
         self._pos = dict(zip(order, range(len(order)), strict=True))
         self.virtual_size = Size(self.size.width, len(order) + 1)
         if keep is not None and keep in self._pos:
@@ -350,12 +411,26 @@ class JobTable(ScrollView, can_focus=True):
             self._cursor = max(0, min(self._cursor, len(order) - 1))
         self._set_selected()
         self._scroll_cursor_into_view()
+        # Again once the new height is laid out: a scroll past the old one was cut to it (the
+        # cursor on the last job when the done jobs come back above it).
+        self.call_after_refresh(self._scroll_cursor_into_view)
         self.refresh()
 
     # -- cursor ---------------------------------------------------------------------------------
 
     def select(self, name: str) -> bool:
-        """Move the cursor to ``name`` if it is visible."""
+        """Move the cursor to ``name`` if it is visible, or only folded (a done job asked for
+        by name, the one just added say: it is shown, as the selected job always is)."""
+        if (
+            name not in self._pos
+            and name in self._views
+            and self._folding()
+            and self._views[name].record.state is JobState.DONE
+        ):
+            self._selected = name
+            self._reorder()  # keeps the selected job (and no longer the one it left)
+            self.post_message(self.Selected(name))
+            return True
         if name not in self._pos:
             return False
         self._move_to(self._pos[name])
@@ -375,8 +450,15 @@ class JobTable(ScrollView, can_focus=True):
         if old != self._cursor:
             self._refresh_row(old)
             self._refresh_row(self._cursor)
+        left = self._selected
         self._set_selected()
+        if left != self._selected and self._kept_only_as_selected(left):
+            self._reorder()  # the cursor left a done job it kept in view: it folds now
         self._scroll_cursor_into_view()
+
+    def _kept_only_as_selected(self, name: str | None) -> bool:
+        view = self._views.get(name) if name is not None else None
+        return view is not None and view.record.state is JobState.DONE and self._folding()
 
     def _scroll_cursor_into_view(self) -> None:
         rows = max(1, self.size.height - 1)  # line 0 is the column header
@@ -488,7 +570,9 @@ class JobTable(ScrollView, can_focus=True):
             self._after_paint.clear()
         width = self.size.width
         base = self.rich_style
-        column = bool(self.estimates) and width >= PROGRESS_COLUMN_FROM
+        column = bool(self.estimates) and width >= max(
+            PROGRESS_COLUMN_FROM, table_width(self._longest, self._gpu_w, progress=True)
+        )
         cols = column_widths(width, self._longest, self._gpu_w, progress=column)
         if y == 0:
             header = Text(no_wrap=True, end="")
@@ -499,6 +583,9 @@ class JobTable(ScrollView, can_focus=True):
             style = self.get_component_rich_style("job-table--header")
             return self._strip(header, width, base + style)
         index = int(self.scroll_y) + y - 1
+        if index == 0 and not self._order and self.folded:
+            said = f"  every job is done: E shows the {self.folded}"
+            return self._strip(Text(said, style="dim"), width, base)
         if index >= len(self._order):
             return Strip.blank(width, base)
         name = self._order[index]
@@ -533,13 +620,29 @@ class JobTable(ScrollView, can_focus=True):
                 line.append(" ")
             cell = by_key[key]
             if key == "name" and cell.cell_len > w:
-                cell = Text(cut_middle(cell.plain, w), style=cell.style)
+                keep = self._sweep_from(self._views[name])
+                cell = Text(cut_name(cell.plain, w, keep), style=cell.style)
             line.append_text(_cell(cell, w, justify))
         style = base
         if selected:
             cursor = "job-table--cursor" if self.has_focus else "job-table--cursor-blurred"
             style = base + self.get_component_rich_style(cursor)
         return self._strip(line, width, style)
+
+    def _sweep_from(self, view: JobView) -> int:
+        """Where a matrix member's name starts to differ from its siblings' (0: not one).
+        Worked out for every matrix entry at once, only when a cut name asks, and again only
+        once names come or go: never per row, never at a state change."""
+        if not view.spec.matrix:
+            return 0
+        if self._sweeps_at != self._names_gen:
+            members: dict[int, list[str]] = {}
+            for n, v in self._views.items():
+                if v.spec.matrix:
+                    members.setdefault(v.spec.entry, []).append(n)
+            self._sweeps = {entry: sweep_start(names) for entry, names in members.items()}
+            self._sweeps_at = self._names_gen
+        return self._sweeps.get(view.spec.entry, 0)
 
     def _strip(self, text: Text, width: int, style: Style) -> Strip:
         segments = list(text.render(self.app.console))
@@ -553,4 +656,4 @@ class JobTable(ScrollView, can_focus=True):
         self._refresh_row(self._cursor)
 
 
-__all__ = ["FILTERS", "JobTable", "column_widths"]
+__all__ = ["FILTERS", "JobTable", "column_widths", "table_width"]
