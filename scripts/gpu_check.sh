@@ -9,7 +9,8 @@
 #
 # Runs where python3 has torch, psutil and nvidia-ml-py; gtui's other dependencies (textual,
 # tomlkit, tomli-w) may come through PYTHONPATH. gtui itself is taken from this checkout (its
-# `app/` folder is the `gtui` package), so nothing needs installing. No network is used.
+# `app/` folder is the source root, `app/gtui` the package), so nothing needs installing. No
+# network is used.
 #
 #   bash scripts/gpu_check.sh            # output to stdout, and to $OUT/gpu_check.log if set
 #
@@ -56,10 +57,8 @@ step() { printf '\n===== %s =====\n' "$*"; }
 ok() { printf 'CHECK OK: %s\n' "$*"; }
 bad() { printf 'CHECK FAILED: %s\n' "$*"; FAILED=1; }
 
-# gtui from this checkout: the package dir is app/, imported as gtui (pyproject's package-dir).
-mkdir -p "$WORK/py"
-ln -s "$REPO/app" "$WORK/py/gtui"
-export PYTHONPATH="$WORK/py${PYTHONPATH:+:$PYTHONPATH}"
+# gtui from this checkout: app/ is the source root (src layout), app/gtui the package.
+export PYTHONPATH="$REPO/app${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
 unset GTUI_FAKE_GPUS
 gtui() { timeout "${GTUI_TIMEOUT:-60}" "$PY" -m gtui "$@"; }

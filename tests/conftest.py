@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+# The gtui package in the source tree (src layout: app/ is the source root).
+PACKAGE_DIR = REPO / "app" / "gtui"
 
 
 @pytest.fixture(autouse=True)

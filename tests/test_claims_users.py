@@ -33,7 +33,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.conftest import REPO
+from tests.conftest import PACKAGE_DIR, REPO
 from tests.reliability.live import LiveOutput
 from tests.reliability.mixed import kill_queue_processes
 from tests.waiting import wait_for
@@ -105,7 +105,7 @@ def _distributions(root: str) -> set[str]:
 def _build_tree(dest: Path) -> None:
     """gtui (from this checkout) and its dependencies, where any user can read them."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(REPO / "app", dest / "gtui", ignore=ignore)
+    shutil.copytree(PACKAGE_DIR, dest / "gtui", ignore=ignore)
     shutil.copytree(REPO / "styles", dest / "gtui" / "styles", ignore=ignore)
     for name in _distributions("gtui"):
         dist = md.distribution(name)

@@ -1,7 +1,7 @@
 """Declared dependencies say what gtui needs (issue 22.1, 22.2).
 
-Every runtime dependency is imported by code under app/ (one nobody imports is a defect: it
-costs every user an install for nothing); everything app/ imports from outside the standard
+Every runtime dependency is imported by code under app/gtui/ (one nobody imports is a defect: it
+costs every user an install for nothing); everything app/gtui/ imports from outside the standard
 library is declared; the lowest allowed versions CI installs (.ci/lowest.txt) are exactly the
 lower bounds pyproject.toml declares, so the two cannot drift apart; the Pythons said are the
 Pythons tested.
@@ -14,7 +14,7 @@ import re
 import sys
 import tomllib
 
-from tests.conftest import REPO
+from tests.conftest import PACKAGE_DIR, REPO
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
 # A distribution's name on PyPI -> the module it is imported as, where they differ.
@@ -33,7 +33,7 @@ def _lower_bound(req: str) -> str:
 
 def _imported_top_modules() -> set[str]:
     found: set[str] = set()
-    for path in (REPO / "app").rglob("*.py"):
+    for path in PACKAGE_DIR.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 found.update(a.name.split(".")[0] for a in node.names)
@@ -49,7 +49,7 @@ def test_every_runtime_dependency_is_imported_by_app_code() -> None:
         for req in PYPROJECT["project"]["dependencies"]
         if IMPORT_NAME.get(_name(req), _name(req).replace("-", "_")) not in imported
     ]
-    assert unused == [], f"declared but never imported by app/: {unused}"
+    assert unused == [], f"declared but never imported by app/gtui/: {unused}"
 
 
 def test_everything_app_imports_from_outside_is_declared() -> None:

@@ -1,7 +1,7 @@
 """No import cycles anywhere in the ``gtui`` package.
 
-The import graph is built statically with ``ast`` from every ``*.py`` under ``app/`` (which is
-installed as ``gtui``), so a new module is checked the day it is added. Every ``import`` and
+The import graph is built statically with ``ast`` from every ``*.py`` under ``app/gtui/`` (the
+``gtui`` package), so a new module is checked the day it is added. Every ``import`` and
 ``from ... import`` node counts, wherever it stands: at the top, inside a function (a lazy
 import), or under ``if TYPE_CHECKING:``. A lazy import only hides a cycle until the day
 someone moves it to the top of the file, so it is a cycle all the same.
@@ -23,7 +23,9 @@ import ast
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-APP = Path(__file__).resolve().parent.parent / "app"
+from tests.conftest import PACKAGE_DIR as APP
+from tests.conftest import REPO
+
 PACKAGE = "gtui"
 
 # Edges the walk must find, so that the check cannot pass vacuously on an empty or broken graph.
@@ -168,7 +170,7 @@ def describe(
         out.append("cycle: " + ", ".join(members))
         for src in members:
             for dst in sorted(graph[src] & inside):
-                rel = files[src].relative_to(APP.parent)
+                rel = files[src].relative_to(REPO)
                 where = ", ".join(f"{rel}:{n}" for n in lines[(src, dst)])
                 out.append(f"    {src} -> {dst}  ({where})")
     return "\n".join(out)

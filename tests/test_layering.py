@@ -5,9 +5,8 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
-from pathlib import Path
 
-APP = Path(__file__).resolve().parent.parent / "app"
+from tests.conftest import PACKAGE_DIR as APP
 
 # Modules the walk must find: if it found none of them, the check below would pass vacuously.
 SOME_CORE_MODULES = {

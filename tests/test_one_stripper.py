@@ -18,9 +18,9 @@ from gtui.core.diagnosis.diagnose import clean_line as diagnosis_line
 from gtui.core.termtext import plain_text, safe_text, strip_escapes_bytes
 from gtui.ui.logtail import SearchQuery
 from gtui.ui.logtail import clean_line as panel_line
+from tests.conftest import PACKAGE_DIR as APP
 
 ESC = "\x1b"
-APP = Path(__file__).resolve().parent.parent / "app"
 
 # The families of the "never twice" issue (14.10), one sample each, with what it would do.
 FAMILIES: dict[str, str] = {

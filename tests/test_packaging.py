@@ -62,10 +62,11 @@ def test_installed_gtui_finds_its_styles(tmp_path: Path, editable: bool) -> None
     assert where.returncode == 0, where.stderr
     styles = Path(where.stdout.strip())
     # Every package of the source tree is installed (a missing one would only fail at run time).
+    package = src / "app" / "gtui"
     packages = sorted(
-        "gtui." + ".".join(p.parent.relative_to(src / "app").parts)
-        for p in (src / "app").rglob("__init__.py")
-        if p.parent != src / "app"
+        "gtui." + ".".join(p.parent.relative_to(package).parts)
+        for p in package.rglob("__init__.py")
+        if p.parent != package
     )
     found = subprocess.run(
         [

@@ -109,7 +109,7 @@ after = ["long"]
 
 
 def _is_an_engine_port(engine: RemoteEngine) -> EnginePort:
-    """Type-checked (mypy on this file, or gtui.commands.dashboard.remote_app in app/): a
+    """Type-checked (mypy on this file, or gtui.commands.dashboard.remote_app in app/gtui/): a
     RemoteEngine is what the dashboard takes."""
     return engine
 

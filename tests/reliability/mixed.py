@@ -28,7 +28,7 @@ from gtui.core.model import JobRecord
 from gtui.core.paths import queue_paths
 from gtui.core.state.store import Store
 
-# The fault-injection points of app/core/sched/engine.py (_crash_point).
+# The fault-injection points of app/gtui/core/sched/engine.py (_crash_point).
 CRASH_POINTS = ("after_intent", "after_launch", "after_exit", "after_finish")
 
 

@@ -1,6 +1,6 @@
 """What a person's command does to the jobs' records: one implementation of every transition.
 
-The scheduler and the no-scheduler commands (app/core/control/offline.py) both call these; the
+The scheduler and the no-scheduler commands (app/gtui/core/control/offline.py) both call these; the
 caller commits what changed and does what needs a process (a signal, a kill) through its
 executor. Every name is checked before anything changes: a typo in the third name of
 ``gtui pause a b c`` changes nothing.

@@ -108,7 +108,7 @@ MOVES = ("up", "down", "top")
 
 
 class ControlledEngine(Protocol):
-    """The engine commands the socket exposes (app/core/sched/engine.py implements them)."""
+    """The engine commands the socket exposes (app/gtui/core/sched/engine.py implements them)."""
 
     async def clear_quarantine(self, gpus: Sequence[int] | None = None) -> list[int]: ...
 
