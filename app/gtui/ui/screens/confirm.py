@@ -55,7 +55,10 @@ class ConfirmScreen(ModalScreen[str | None]):
         # Cancel.
         default = next((c for c in self.choices if c.default), None)
         target = f"#choice-{default.value}" if default else "#choice-cancel"
-        self.query_one(target, Button).focus()
+        # A dialog opened as the app exits may lose its buttons before it mounts: nothing to
+        # focus then, and no error for a screen nobody will see.
+        for button in self.query(target).results(Button):
+            button.focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
