@@ -365,3 +365,22 @@ def test_an_edit_that_waited_for_the_file_lock_past_its_deadline_is_not_made(
     (error,) = caught
     assert isinstance(error, TooLate) and error.exit_code == EXIT_LOCKED
     assert q.read_bytes() == before
+
+
+async def test_a_task_started_while_a_request_is_applied_does_not_inherit_its_deadline(
+    tmp_path: Path,
+) -> None:
+    """A job's run started by an ``add`` outlives the request: a queue-file edit it makes
+    later is not refused as that request's, long after the request's deadline."""
+    from gtui.core.deadline import check, detached
+
+    async def later() -> str:
+        await asyncio.sleep(0)
+        check()  # raises TooLate under the late request's deadline
+        return "applied"
+
+    with within(time.time() - 1):  # a request whose deadline has passed
+        with pytest.raises(TooLate):
+            await asyncio.create_task(later())  # what a plain task inherits
+        task = asyncio.create_task(later(), context=detached())
+    assert await task == "applied"

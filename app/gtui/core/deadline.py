@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from contextvars import ContextVar
+from contextvars import Context, ContextVar, copy_context
 
 from gtui.core.errors import EXIT_LOCKED, GtuiError
 
@@ -46,3 +46,12 @@ def check() -> None:
             f"({time.strftime('%H:%M:%S', time.localtime(deadline))}), when its client had "
             "given up: it was not done"
         )
+
+
+def detached() -> Context:
+    """The current context without a request's deadline: for a task started while a request
+    is applied (a job's run, started by an ``add``) that outlives the request, whose own
+    later edits must not be refused as that request's."""
+    ctx = copy_context()
+    ctx.run(_current.set, None)
+    return ctx

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from gtui.core.api import JobChanged, LogGrew, Notice
 from gtui.core.bus import EventBus
+from gtui.core.deadline import detached
 from gtui.core.errors import GtuiError
 from gtui.core.exec.base import (
     Executor,
@@ -240,7 +241,8 @@ class Runs:
             self._spawn(self._kill_process(name))
 
     def _spawn(self, coro: Any) -> None:
-        task = asyncio.create_task(coro)
+        # A job's run outlives the request that may have started it: not under its deadline.
+        task = asyncio.create_task(coro, context=detached())
         self._bg.add(task)
         task.add_done_callback(self._bg.discard)
 
