@@ -62,7 +62,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -530,6 +530,23 @@ def _environ_has(pid: int, entry: bytes) -> bool:
     return b"\0" + entry + b"\0" in data
 
 
+def _own_pids() -> Iterator[str]:
+    """The pids (as /proc names them) of this user's processes, from one listing of /proc."""
+    uid = os.getuid()
+    try:
+        entries = list(os.scandir("/proc"))
+    except OSError:
+        return
+    for e in entries:
+        if not e.name.isdigit():
+            continue
+        try:
+            if e.stat().st_uid == uid:
+                yield e.name
+        except OSError:
+            continue
+
+
 def processes_with_env(key: str, value: str) -> list[int]:
     """Live processes of this user whose environment holds ``key=value`` (e.g. the daemons a
     job left behind, found by the token the engine put in its environment)."""
@@ -546,19 +563,10 @@ def processes_with_env_values(key: str, values: Collection[str]) -> dict[str, li
     found: dict[str, list[int]] = {}
     if not wanted:
         return found
-    uid = os.getuid()
     marker = b"\0" + key.encode() + b"="
-    try:
-        entries = list(os.scandir("/proc"))
-    except OSError:
-        return found
-    for e in entries:
-        if not e.name.isdigit():
-            continue
+    for pid in _own_pids():
         try:
-            if e.stat().st_uid != uid:
-                continue
-            with open(f"/proc/{e.name}/environ", "rb") as f:
+            with open(f"/proc/{pid}/environ", "rb") as f:
                 env = b"\0" + f.read()
         except OSError:
             continue
@@ -570,7 +578,7 @@ def processes_with_env_values(key: str, values: Collection[str]) -> dict[str, li
         value = env[start : end if end >= 0 else len(env)].decode(errors="replace")
         if value not in wanted:
             continue
-        p = _read_stat(int(e.name))
+        p = _read_stat(int(pid))
         if p is not None and p.state not in ("Z", "X", "x"):
             found.setdefault(value, []).append(p.pid)
     return found
@@ -592,30 +600,21 @@ def wrappers_in(run_dir: Path) -> list[Wrapper]:
     file's folder is the queue's marker here: it is keyed by the queue's identity, which a
     renamed queue file keeps (its ``GTUI_QUEUE`` does not)."""
     folder = os.path.abspath(run_dir)
-    uid = os.getuid()
     out: list[Wrapper] = []
-    try:
-        entries = list(os.scandir("/proc"))
-    except OSError:
-        return out
-    for e in entries:
-        if not e.name.isdigit():
-            continue
+    for pid in _own_pids():
         try:
-            if e.stat().st_uid != uid:
-                continue
-            with open(f"/proc/{e.name}/cmdline", "rb") as f:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
                 argv = f.read().split(b"\0")
             if len(argv) < 5 or argv[3] != WRAPPER_ARG0.encode():
                 continue
             status = os.fsdecode(argv[4])
             if os.path.dirname(status) != folder:
                 continue
-            with open(f"/proc/{e.name}/environ", "rb") as f:
+            with open(f"/proc/{pid}/environ", "rb") as f:
                 items = f.read().split(b"\0")
         except OSError:
             continue
-        p = _read_stat(int(e.name))
+        p = _read_stat(int(pid))
         if p is None or p.state in ("Z", "X", "x"):
             continue
         if p.sid != p.pid:
