@@ -11,6 +11,7 @@ advance from the job's kind alone, whatever happened to the scheduler in between
 
 from __future__ import annotations
 
+import glob
 import os
 import random
 import re
@@ -332,20 +333,34 @@ def check_runs(mixed: Mixed) -> list[str]:
 
 
 def check_status_files(mixed: Mixed) -> list[str]:
-    """The exit status of every attempt, as the wrapper recorded it."""
+    """The exit status of every attempt, as the wrapper recorded it.
+
+    A launch cut short by a SIGKILL (its status file created, its wrapper never started) leaves
+    an empty ``<name>.<attempt>.status``; the relaunch then writes ``<name>.<attempt>.N.status``
+    and never reuses the other's. So of an attempt's files exactly one holds a status, the one
+    expected, and any other is empty."""
     run_dir = queue_paths(mixed.queue).run_dir
     problems = []
     for name, exp in mixed.expect.items():
         for attempt, want in enumerate(exp.exits, 1):
-            path = run_dir / f"{name}.{attempt}.status"
-            try:
-                got = path.read_text().strip()
-            except OSError:
+            said: list[str] = []
+            for path in sorted(run_dir.glob(f"{glob.escape(name)}.{attempt}.*status")):
+                if not _STATUS.match(path.name[len(name) :]):
+                    continue
+                try:
+                    got = path.read_text().strip()
+                except OSError:
+                    continue
+                if got:
+                    said.append(got)
+            if not said:
                 problems.append(f"{name}: no exit status for attempt {attempt}")
-                continue
-            if got != want:
-                problems.append(f"{name}: attempt {attempt} status {got!r}, expected {want!r}")
+            elif said != [want]:
+                problems.append(f"{name}: attempt {attempt} status {said}, expected [{want!r}]")
     return problems
+
+
+_STATUS = re.compile(r"^\.\d+(?:\.\d+)?\.status$")
 
 
 _LOG = re.compile(r"^(?P<name>.+?)\.(?P<attempt>\d+)(?:\.\d+)?\.log$")

@@ -30,6 +30,7 @@ from tests.reliability.mixed import (
     check_status_files,
     crash_run,
     kill_queue_processes,
+    load_records,
     make_mixed,
     start_run,
 )
@@ -97,6 +98,32 @@ def test_the_checks_catch_a_lost_or_wrong_exit_status(tmp_path: Path) -> None:
     problems = check_status_files(mixed)
     assert any("expected" in p and victim.name.split(".")[0] in p for p in problems)
     assert any("no exit status" in p for p in problems)
+
+
+def test_a_launch_cut_short_leaves_an_empty_status_file_and_the_relaunch_writes_its_own(
+    tmp_path: Path,
+) -> None:
+    """A scheduler SIGKILLed between creating an attempt's status file and starting its wrapper
+    leaves the file empty; the relaunch of that attempt writes ``<name>.<attempt>.1.status``
+    (never the other run's file), and the checks read that one."""
+    import random
+
+    mixed = make_mixed(tmp_path, random.Random(5), 10)
+    killed = start_run(mixed.queue, "after_intent:1")  # the intent saved, nothing launched
+    out, _ = killed.communicate(timeout=60)
+    assert killed.returncode == -9, out
+    (name,) = [n for n, r in load_records(mixed.queue).items() if r.status_file and not r.pid]
+    empty = Path(load_records(mixed.queue)[name].status_file or "")
+    empty.parent.mkdir(mode=0o700, exist_ok=True)
+    empty.touch(mode=0o600)  # what the launch had done when the kill came
+    proc = start_run(mixed.queue)
+    out, _ = proc.communicate(timeout=60)
+    assert empty.read_text() == ""
+    relaunch = empty.with_name(f"{name}.1.1.status")
+    assert relaunch.read_text().strip() == mixed.expect[name].exits[0]
+    assert check_all(mixed, [out]) == []
+    empty.write_text("exit 9\n")  # two runs' words for one attempt: caught
+    assert any(p.startswith(f"{name}: attempt 1 status") for p in check_status_files(mixed))
 
 
 def test_the_checks_catch_an_overwritten_log(tmp_path: Path) -> None:
