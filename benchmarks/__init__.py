@@ -1,1 +1,1 @@
-"""gtui's benchmarks: `python -m benchmarks [--quick]` prints a table and writes BENCHMARKS.md."""
+"""gtui's benchmarks: `python -m benchmarks [--quick]` prints a table, writes docs/benchmarks.md."""

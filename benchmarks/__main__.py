@@ -1,5 +1,5 @@
 """``python -m benchmarks [--quick] [--out FILE] [--only NAME,...]``: run the suite, print the
-table, write BENCHMARKS.md (the machine, the method and every figure).
+table, write docs/benchmarks.md (the machine, the method and every figure).
 
 A target that is missed is a figure, not an error: the exit status is 0 unless a benchmark
 crashed (then 1, with the error in the table), so CI can run ``--quick`` to check the suite
@@ -28,10 +28,10 @@ SUITE = [
     "scale",  # 10,000 and 100,000 waiting jobs through the real command line
     "dashboard",
     "ui_latency",  # the dashboard in a real terminal (tmux); the dashboard engineer's
-    "daily_use",  # issue 17: filter typing and the detail view, 10,000 jobs
+    "daily_use",  # filter typing and the detail view, 10,000 jobs
     "simulate",
-    "forecast",  # issue 19.3: progress from a log's tail, estimates at 100,000 jobs
-    "usage",  # issue 19: host memory walk and GPU holders' names, per poll
+    "forecast",  # progress from a log's tail, estimates at 100,000 jobs
+    "usage",  # host memory walk and GPU holders' names, per poll
     "log_lines",  # a log's endless last line to a terminal: linear in its length
 ]
 FULL_ONLY = {"ui_latency"}  # keeps --quick under two minutes on 2 cores
@@ -114,7 +114,8 @@ def report(
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     ap.add_argument("--quick", action="store_true", help="smaller counts (CI; under 2 minutes)")
-    ap.add_argument("--out", type=Path, default=REPO / "BENCHMARKS.md", help="where to write")
+    out = REPO / "docs" / "benchmarks.md"
+    ap.add_argument("--out", type=Path, default=out, help="where to write")
     ap.add_argument("--only", default="", help=f"comma-separated subset of {','.join(SUITE)}")
     ns = ap.parse_args(argv)
     names = [n.strip() for n in ns.only.split(",") if n.strip()] or [

@@ -2,7 +2,7 @@
 
 A benchmark module has ``run(quick: bool) -> Section``. A section holds the rows of the summary
 table (what, target, measured, baseline, met?), every raw figure it took, and a paragraph on how
-it measured them, so BENCHMARKS.md can say all of it.
+it measured them, so docs/benchmarks.md can say all of it.
 """
 
 from __future__ import annotations

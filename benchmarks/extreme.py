@@ -1,7 +1,9 @@
-"""The seed's extreme-mode case 1, scaled: 100 jobs x 10G x 1 s on 4 x 80G, pack vs exclusive.
+"""The bash script's extreme-mode case 1, scaled: 100 jobs x 10G x 1 s on 4 x 80G, pack vs
+exclusive.
 
-Seed 000, 14.6, case 1: 100 evaluations of 10 GB and 5 minutes each on 4 x A800 80GB; the seed
-says its EXTREME_MODE runs 7 per GPU, 28 at once, about 7x faster than one per GPU. Here each
+The case, as quick_start_serial.sh's documentation gives it: 100 evaluations of 10 GB and 5
+minutes each on 4 x A800 80GB; it says its EXTREME_MODE runs 7 per GPU, 28 at once, about 7x
+faster than one per GPU. Here each
 job is ``sleep 1`` (real processes, fake GPUs): 8 x 10G fit an 80G GPU, 32 run at once, so the
 ideal makespan is ceil(100 / 32) x 1 s = 4 s. Makespan = the last job's end - the first job's
 start, from the jobs' own ``date +%s%N`` stamps. Exclusive mode (one job per idle GPU) runs the
@@ -70,7 +72,7 @@ def run(quick: bool) -> Section:
     duration = 0.5 if quick else 1.0
     r = measure(duration)
     section = Section(
-        title="Extreme mode (pack), the seed's case 1 scaled",
+        title="Extreme mode (pack), the bash script's case 1 scaled",
         method=(
             f"{JOBS} jobs of `sleep {duration:g}` declaring {MEM_G}G on {GPUS} fake "
             f'{GPU_G}G GPUs, `mode = "pack"`, real processes; makespan = last end stamp - '
@@ -87,8 +89,8 @@ def run(quick: bool) -> Section:
             f"{r['pack_makespan_s']:.2f} s ({r['pack_over_ideal']:.3f} x ideal)",
             f"exclusive {r['exclusive_makespan_s']:.2f} s: pack is "
             f"{r['speedup_over_exclusive']:.1f}x faster (ideal "
-            f"{r['ideal_exclusive_s'] / r['ideal_pack_s']:.2f}x: 25 rounds vs 4; the seed "
-            "claims 7x, from 7 jobs per GPU)",
+            f"{r['ideal_exclusive_s'] / r['ideal_pack_s']:.2f}x: 25 rounds vs 4; the bash "
+            "script claims 7x, from 7 jobs per GPU)",
             r["pack_over_ideal"] <= 1.15,
         )
     ]

@@ -58,7 +58,7 @@ def run(quick: bool) -> Section:
         estimate(views, book, runtimes, now)
         est.append(time.perf_counter() - t0)
     section = Section(
-        title="Progress and estimates (issue 19.3)",
+        title="Progress and estimates",
         method=(
             f"parse_progress on the last {TAIL_BYTES // 1024} KiB of the tqdm, Lightning and "
             "Hugging Face sample logs (tests/progress_logs, written by the real tqdm), median "

@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         c.shutdown()
     ms = 1000.0
     lines = [
-        "## Ray executor: per-job overhead against the local executor (issue 23)",
+        "## Ray executor: per-job overhead against the local executor",
         "",
         f"`python -m benchmarks.ray_overhead --jobs {ns.jobs}` on "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: a 2-node "

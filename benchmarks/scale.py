@@ -54,7 +54,7 @@ TARGETS = {  # at 100,000 jobs (issue 16)
 }
 
 
-# Where the time (or memory) of a missed row goes, from the profiles (BENCHMARKS.md, "The
+# Where the time (or memory) of a missed row goes, from the profiles (docs/benchmarks.md, "The
 # 100,000-job queue: what the profiles showed").
 _LOAD = "one full read of the 9 MB file: TOML parse and per-job expansion and checks in Python"
 WHY = {

@@ -89,7 +89,7 @@ def run(quick: bool) -> Section:
         for what, ms in per_job_ms.items()
     ]
     return Section(
-        title="Issue 19's measurements at each poll",
+        title="What each job used and who holds each GPU: their cost at each poll",
         method=(
             f"{jobs} real sleeping processes stand for running jobs. The /proc walk for their "
             "host memory (one walk for all of them) and the naming of the processes a GPU "

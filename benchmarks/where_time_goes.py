@@ -4,7 +4,7 @@ Runs the peers' chain (N trivial jobs one after another) and throughput (N jobs 
 queues under py-spy (sampling, so gtui runs at nearly full speed), and sorts the samples of
 the scheduler's threads into the costs a reader can act on: the fork and exec of each job's
 wrapper, SQLite commits, psutil, the placement pass and the engine's bookkeeping, the start-up
-imports, and the time it waits for the jobs themselves. BENCHMARKS.md's "Where the time goes"
+imports, and the time it waits for the jobs themselves. docs/benchmarks.md's "Where the time goes"
 quotes its output.
 
     python -m benchmarks.where_time_goes [--jobs 400] [--rate 500]

@@ -1,8 +1,8 @@
-"""The command line behaves like the tools users know (issue 22.5), run as the real ``gtui``.
+"""The command line behaves like the tools users know, run as the real ``gtui``.
 
 ``--help`` lists the global options, the commands and the exit codes; a mistyped command or job
 name gets "did you mean"; ``gtui completion bash|zsh|fish`` prints a completion script, and each,
-installed as the README says in a real bash, zsh and fish (a test skips a shell that is not
+installed as docs/cli.md says in a real bash, zsh and fish (a test skips a shell that is not
 installed), completes commands, options, queue files and job names;
 ``NO_COLOR`` and a non-terminal stdout give plain output.
 """
@@ -195,7 +195,7 @@ def _zsh_complete(line: str, cwd: Path, shell_dir: Path, setup: str) -> list[str
 
 def _fish_complete(line: str, cwd: Path, shell_dir: Path) -> list[str]:
     """What a real fish offers for ``line`` (``complete -C``), gtui's script installed where
-    the README says (~/.config/fish/completions/gtui.fish) under a home of its own."""
+    docs/cli.md says (~/.config/fish/completions/gtui.fish) under a home of its own."""
     r = subprocess.run(
         ["fish", "-c", "complete -C $GTUI_LINE"],
         capture_output=True, text=True, cwd=cwd, timeout=60, stdin=subprocess.DEVNULL,
@@ -218,7 +218,7 @@ def _printed(shell: str) -> str:
 
 
 def _completer(shell: str, tmp_path: Path, cwd: Path) -> Callable[[str], list[str]]:
-    """A real ``shell`` with gtui's completion installed as the README says."""
+    """A real ``shell`` with gtui's completion installed as docs/cli.md says."""
     shell_dir = tmp_path / f"{shell}-home"
     shell_dir.mkdir()
     if shell == "bash":
@@ -268,7 +268,7 @@ def test_a_real_shell_completes_commands_options_queue_files_and_job_names(
 
 @_needs("zsh")
 def test_zsh_completes_with_the_script_evaluated_in_zshrc(tmp_path: Path) -> None:
-    """The README's other zsh way: eval "$(gtui completion zsh)" after compinit."""
+    """docs/cli.md's other zsh way: eval "$(gtui completion zsh)" after compinit."""
     write_queue(tmp_path, QUEUE, name="exp.toml")
     setup = 'autoload -U compinit && compinit -u -D && eval "$(gtui completion zsh)"'
     shell_dir = tmp_path / ".zsh-home"

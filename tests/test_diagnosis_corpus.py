@@ -164,11 +164,11 @@ def test_new_kind_on_a_real_log(name: str, kind: str, says: list[str]) -> None:
 
 
 def test_the_readme_table_lists_every_kind() -> None:
-    """README.md's "Failures and diagnosis" table: every kind gtui gives, with hint and action."""
+    """docs/diagnosis.md's "Kinds of failure" table: every kind gtui gives, with hint and action."""
     from gtui.core.diagnosis.diagnose import DEFAULT_RULES
 
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Failures and diagnosis", 1)[1].split("\n## ", 1)[0]
+    doc = (ROOT / "docs" / "diagnosis.md").read_text()
+    section = doc.split("\n## Kinds of failure\n", 1)[1].split("\n## ", 1)[0]
     rows = {
         m.group(1): m.group(0) for m in re.finditer(r"^\| `(\w+)` \|.*\|$", section, re.MULTILINE)
     }

@@ -56,7 +56,7 @@ def test_blocking_textual_really_blocks() -> None:
 
 
 # The layers of gtui.core, lowest first: a module may import its own layer and those below, never
-# one above (the folder layout shows the architecture; ARCHITECTURE.md draws it).
+# one above (the folder layout shows the architecture; docs/architecture.md draws it).
 LAYERS = [
     {
         "model", "errors", "units", "paths", "atomic", "termtext", "tmux", "progress",

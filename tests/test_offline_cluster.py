@@ -98,7 +98,7 @@ def status_json(q: Path) -> dict[str, dict[str, Any]]:
 
 
 def refused(r: subprocess.CompletedProcess[str], q: Path) -> None:
-    """Exit 2 (README: the command cannot be done as given), one line naming the remedy."""
+    """Exit 2 (docs/cli.md: the command cannot be done as given), one line naming the remedy."""
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     assert r.stdout == ""
     lines = r.stderr.strip().splitlines()

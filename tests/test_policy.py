@@ -320,10 +320,10 @@ def test_best_fit_in_pack_mode_fills_one_gpu_before_the_next() -> None:
         placement="most_available",
     )
     assert [s.gpus for s in most.starts] == [(0,), (1,), (0,), (1,), (0,)]
-    # The default (auto) is best fit in pack mode (BENCHMARKS.md, placement quality) ...
+    # The default (auto) is best fit in pack mode (docs/benchmarks.md, placement quality) ...
     auto = decide([gpu(0), gpu(1)], [job(f"j{i}", mem=20, order=i) for i in range(5)], mode="pack")
     assert [s.gpus for s in auto.starts] == [s.gpus for s in d.starts]
-    # ... and most available memory first otherwise (seed 000, 13.1).
+    # ... and most available memory first otherwise (the bash script's rule).
     shared = decide([gpu(0, used=40), gpu(1, used=20)], [job("a", mem=20)])
     assert started(shared) == {"a": (1,)}
 

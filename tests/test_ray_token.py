@@ -1,11 +1,11 @@
-"""Token authentication on a real `ray start` cluster, set up as the README's "Several servers"
-says (issue 23): `ray get-auth-token --generate` and `chmod 600` on the head, `RAY_AUTH_MODE=token`
+"""Token authentication on a real `ray start` cluster, set up as docs/cluster.md
+says: `ray get-auth-token --generate` and `chmod 600` on the head, `RAY_AUTH_MODE=token`
 for every `ray start`, a head and a second node joining it, each with its own GTUI_FAKE_GPUS and
 GTUI_NODE_NAME, then `gtui run --backend ray` from a host with a copy of the token and no
 RAY_AUTH_MODE of its own. A node or a gtui without the token is refused, gtui at once and in one
 sentence.
 
-Only what shares the machine with other test runs differs from the README: a private HOME (the
+Only what shares the machine with other test runs differs from docs/cluster.md: a private HOME (the
 token file), a private --temp-dir, free ports instead of 6379 / 10001 / 52365, no dashboard, one
 CPU a node; the cluster's processes are found by that temp dir and killed by pid (never `ray
 stop`, which would stop every Ray on the machine).
@@ -54,7 +54,7 @@ class TokenCluster:
         return {**base, "HOME": str(home), **more}
 
     def ray_start(self, home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-        """`ray start ARGS --num-gpus 0` as the README has it, plus this test's isolation."""
+        """`ray start ARGS --num-gpus 0` as docs/cluster.md has it, plus this test's isolation."""
         return subprocess.run(
             [
                 RAY, "start", *args, "--num-gpus", "0", "--num-cpus", "1",
@@ -121,7 +121,7 @@ def token_cluster() -> Iterator[TokenCluster]:
         assert generate.returncode == 0, generate.stderr
         token = home / ".ray" / "auth_token"
         assert token.exists()
-        token.chmod(0o600)  # the README's `chmod 600 ~/.ray/auth_token`
+        token.chmod(0o600)  # docs/cluster.md's `chmod 600 ~/.ray/auth_token`
         head = cluster.ray_start(
             home,
             "--head", "--port", str(port), "--node-ip-address", "127.0.0.1",

@@ -1,5 +1,5 @@
 """How a test waits in this project: on a condition, with a generous deadline, never on a guess
-of how long something takes (README, "How the tests are built").
+of how long something takes (docs/testing.md).
 
 The deadline only catches a hang: a test never asserts that something was fast. When it runs
 out, the failure says what was awaited.

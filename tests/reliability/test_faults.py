@@ -936,7 +936,7 @@ while not os.path.exists("release"):  # never created: it runs until killed
 def test_job_with_a_daemonized_grandchild(tmp_path: Path) -> None:
     """A job that double-forks a daemon (setsid, re-parented to init): killing the job kills
     the daemon too. A job that ends normally and leaves its daemon: the job is done and the
-    daemon is left running (documented in RELIABILITY.md); the scheduler is not disturbed."""
+    daemon is left running (documented in docs/reliability.md); the scheduler is not disturbed."""
     (tmp_path / "daemon.py").write_text(DAEMON)
     queue = write_queue(
         tmp_path,
