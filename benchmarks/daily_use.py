@@ -1,4 +1,4 @@
-"""Issue 17's figures: key to screen for typing a filter, and for opening a job's detail view,
+"""The daily-use figures: key to screen for typing a filter, and for opening a job's detail view,
 with 10,000 jobs in the queue (in process: Textual headless, a real Engine on fake GPUs).
 
 * filter: ``/`` opens the filter line, then each typed character re-filters the 10,000 rows;

@@ -1,4 +1,4 @@
-"""What issue 19.3's estimates cost: reading a job's progress from its log's tail, and the
+"""What the progress and start estimates cost: reading a job's progress from its log's tail, and the
 estimator over a 100,000-job queue (what `gtui status --json` and the dashboard add every 2 s)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """One dashboard edit (``e`` on a job: ``update_job``) of a 10,000-job queue file, beside one
-parse of it (issue 22.3: an edit parsed the file twice).
+parse of it (an edit used to parse the file twice).
 
 Two layouts: 10,000 ``[[jobs]]`` tables, and one inline array ``jobs = [{...}, ...]`` with a
 comment on every element. An edit checks the file as it is, edits, checks the new text and

@@ -1,4 +1,4 @@
-"""Per-job overhead of the Ray executor against the local one (issue 23).
+"""Per-job overhead of the Ray executor against the local one.
 
     python -m benchmarks.ray_overhead [--jobs 40] [--out FILE]
 

@@ -40,7 +40,7 @@ import psutil
 from benchmarks.common import Row, Section, median, missed_by
 
 GIB = 1024
-TARGETS = {  # at 100,000 jobs (issue 16)
+TARGETS = {  # at 100,000 jobs
     "validate": 2.0,
     "up": 2.0,
     "add": 0.150,

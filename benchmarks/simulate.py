@@ -422,7 +422,7 @@ def run(quick: bool) -> Section:
             "that the executor interface is all the scheduler needs."
         ),
     )
-    # The same workloads through the real scheduler on the in-memory executor (issue 15.1).
+    # The same workloads through the real scheduler on the in-memory executor.
     engine_seeds = range(1) if quick else range(3)
     via_engine = {
         "sweep": (simulate_engine(jobs, spec, settings, real_s_per_sim_s=1e-3), sweep[bf]),

@@ -1,6 +1,6 @@
-"""What issue 19's measurements cost the scheduler at each GPU poll: the walk of /proc for the
-running jobs' host memory (``runner.trees_rss_mib``) and naming the processes on the GPUs
-(``HolderReader.describe``), with real processes.
+"""What measuring each job's use and naming each GPU's holders cost the scheduler at each GPU
+poll: the walk of /proc for the running jobs' host memory (``runner.trees_rss_mib``) and naming
+the processes on the GPUs (``HolderReader.describe``), with real processes.
 
     python -m benchmarks.usage [--quick]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Check issue 19 points 1 and 2 on a real NVIDIA GPU, with real CUDA processes (no fake layer):
+# Check who holds each GPU and what each job used on a real NVIDIA GPU, with real CUDA processes (no fake layer):
 #   1. `gtui gpus` and `gtui gpus --json` on the real NVML backend;
 #   2. a foreign CUDA process (torch, ~3 GiB, sleeping) shows in `gtui gpus` as a holder;
 #   3. a small queue run headless (`gtui run`, no tmux) with a job allocating ~2 GiB through

@@ -1,4 +1,4 @@
-"""The long reliability run (issue 7): ``python -m soak [--quick]``, figures printed at the end.
+"""The long reliability run: ``python -m soak [--quick]``, figures printed at the end.
 
 Not a pytest run: it takes minutes (``--quick``, about 3) to a quarter of an hour (full). It runs
 the same checks as tests/reliability/ at a larger scale:

@@ -10,7 +10,8 @@ from typing import Any
 
 from tests.reliability.adds import burst, clean
 
-KILLS = 7  # SIGKILLs of the scheduler in a killed round (the issue saw 7 to 15)
+# SIGKILLs of the scheduler in a killed round (the bug report that led to this soak saw 7 to 15)
+KILLS = 7
 
 
 def run_adds(rounds: int, *, adders: int = 10, per_adder: int = 15) -> dict[str, Any]:

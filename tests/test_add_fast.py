@@ -1,5 +1,5 @@
 """`gtui add` into a running queue: the scheduler checks and appends the one new job without
-reading the file again (issue 16), and ends up exactly where a whole reload would have."""
+reading the file again, and ends up exactly where a whole reload would have."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A long queue's first walk of waiting reasons is told as one whole queue, not one event per
-job (issue 16: 100,000 ReasonChanged events, each a view, a publish and a fold in the
+job (100,000 ReasonChanged events, each a view, a publish and a fold in the
 dashboard's buffer, held its first screen), but only when every subscriber that takes
 ReasonChanged also takes QueueChanged; the others still get one event per job."""
 

@@ -1,4 +1,4 @@
-"""The claims reader fuzzed (issue 20, item 5): whatever another local user leaves on the board
+"""The claims reader fuzzed: whatever another local user leaves on the board
 (corrupt, huge, symlinked, foreign-owned, a FIFO, a directory, JSON of every shape), reading it
 never raises, never blocks, never follows a link, and never yields a claim whose fields are out
 of range. Only a file owned by the user it names, holding that user's uid, counts at all."""

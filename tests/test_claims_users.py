@@ -1,5 +1,5 @@
-"""Two Unix users, two queues, the same simulated GPUs (issue 20, item 5): the issue's own
-experiment. Two schedulers, one run by this test's user (root in CI) and one by a throwaway
+"""Two Unix users, two queues, the same simulated GPUs: the experiment
+that showed the problem. Two schedulers, one run by this test's user (root in CI) and one by a throwaway
 user created for the test, each with two 60G jobs on 2x80G. Before claims, all four started
 at once, two on each GPU. Now:
 

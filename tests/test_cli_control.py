@@ -303,8 +303,8 @@ def test_kill_and_pause_the_queue_with_no_scheduler(quick_queue: Path) -> None:
 
     r = verb("pause", str(q))
     assert (r.returncode, r.stdout) == (0, "paused the queue\n")
-    # A scheduler started on the paused queue honours the pause and waits for a resume
-    # (issue 14.16): it says so, starts nothing, and the resume reaches it live.
+    # A scheduler started on the paused queue honours the pause and waits for a resume:
+    # it says so, starts nothing, and the resume reaches it live.
     live = start_live("run", str(q), "--fake-gpus", FAKE)
     proc = live.proc
     try:

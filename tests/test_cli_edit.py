@@ -1,4 +1,4 @@
-"""``gtui edit`` (issue 18.5): ``$EDITOR`` on one job's table, checked on save, written back with
+"""``gtui edit``: ``$EDITOR`` on one job's table, checked on save, written back with
 every other byte of the file kept; a running scheduler takes it at once."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``gtui events``, ``gtui status --state / --watch`` (issue 18.7), and job names as globs and
+"""``gtui events``, ``gtui status --state / --watch``, and job names as globs and
 sweep base names (kill / pause / resume / retry), against a real headless scheduler."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``gtui kill`` against a real ``gtui run`` (issue 14.18): it returns once the signal is
+"""``gtui kill`` against a real ``gtui run``: it returns once the signal is
 delivered, not after the whole grace; ``--wait`` returns once the job is killed. And the headless
 log says so when a failed job's log is empty, rather than printing an empty error line."""
 

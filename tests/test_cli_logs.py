@@ -1,4 +1,4 @@
-"""``gtui log`` and ``gtui follow`` (issue 18.1), driven as real commands: against a real
+"""``gtui log`` and ``gtui follow``, driven as real commands: against a real
 headless scheduler, and with none running."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``gtui move``, ``gtui rm`` and ``gtui clean`` (issue 18.3, 18.4): the queue file keeps its
+"""``gtui move``, ``gtui rm`` and ``gtui clean``: the queue file keeps its
 layout, a running scheduler takes the change at once, and history is kept."""
 
 from __future__ import annotations

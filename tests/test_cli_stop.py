@@ -1,4 +1,4 @@
-"""``gtui stop`` (issue 18.6): the scheduler, headless or a dashboard's, stops cleanly and the
+"""``gtui stop``: the scheduler, headless or a dashboard's, stops cleanly and the
 command returns once it has exited; running jobs go on (re-adopted next time), or with
 ``--kill`` are killed first."""
 

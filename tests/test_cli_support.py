@@ -1,4 +1,4 @@
-"""What the tests of the shell commands (issue 18: log, follow, wait, move, rm, clean, edit,
+"""What the tests of the shell commands (log, follow, wait, move, rm, clean, edit,
 stop, status --state/--watch, events) share: a real headless scheduler in a subprocess, the
 commands as real subprocesses, and a cleanup that leaves no process behind.
 

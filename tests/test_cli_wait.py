@@ -1,4 +1,4 @@
-"""``gtui wait`` (issue 18.2) against a real headless scheduler, and with none running."""
+"""``gtui wait`` against a real headless scheduler, and with none running."""
 
 from __future__ import annotations
 

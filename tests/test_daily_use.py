@@ -1,4 +1,4 @@
-"""Issue 17: the dashboard for a whole day's work. Names that stay distinguishable, waiting
+"""The dashboard for a whole day's work. Names that stay distinguishable, waiting
 reasons that lead with their key part, a filter that does not trap, honest screens, bulk
 actions. Pilot over a real Engine, real processes and files; only the GPUs are fake.
 """
@@ -25,7 +25,7 @@ from gtui.ui.screens.job_form import JobForm
 from tests.conftest import gtui, write_queue
 from tests.test_ui_app import dashboard, screen_text, shows_toast, state, until
 
-# -- names cut in the middle (17.5) ---------------------------------------------------------------
+# -- names cut in the middle ----------------------------------------------------------------------
 
 SWEEP = [f"train-vit-base-patch16-224-lr{lr}-seed{s}" for lr in ("0.1", "0.01") for s in (1, 3)]
 
@@ -177,7 +177,7 @@ async def test_at_80_columns_the_queue_boxs_bottom_line_gives_the_reasons_key_pa
         assert str(app.main.query_one("#queue-box").border_subtitle) == line
 
 
-# -- the job filter (17.4) -----------------------------------------------------------------------
+# -- the job filter ------------------------------------------------------------------------------
 
 GATED = """
 [settings]
@@ -269,7 +269,7 @@ async def test_esc_in_the_filter_clears_it_and_a_state_word_filters_by_state(gat
         (gated.parent / "release").touch()
 
 
-# -- honest screens (17.10) ----------------------------------------------------------------------
+# -- honest screens ------------------------------------------------------------------------------
 
 
 def test_held_and_suspended_jobs_have_different_marks() -> None:
@@ -279,7 +279,7 @@ def test_held_and_suspended_jobs_have_different_marks() -> None:
     assert len(set(STATE_GLYPH.values())) == len(STATE_GLYPH)  # every state its own mark
 
 
-# -- the add / edit form (17.6) ------------------------------------------------------------------
+# -- the add / edit form -------------------------------------------------------------------------
 
 
 def test_the_forms_example_command_passes_validate_with_no_warning(tmp_path: Path) -> None:
@@ -321,7 +321,7 @@ async def test_enter_in_the_command_field_moves_on_and_submits_only_on_the_last(
         (gated.parent / "release").touch()
 
 
-# -- validation and setup messages (17.13) -------------------------------------------------------
+# -- validation and setup messages ---------------------------------------------------------------
 
 
 def test_a_matrix_key_the_command_never_uses_is_a_warning(tmp_path: Path) -> None:
@@ -413,9 +413,9 @@ def test_a_read_only_queue_folder_gets_a_hint() -> None:
         shutil.rmtree(top, ignore_errors=True)
 
 
-# -- the demo queue (17.11) ----------------------------------------------------------------------
+# -- the demo queue ------------------------------------------------------------------------------
 
-DEMO_WITHIN_S = 30  # what the issue promises a newcomer
+DEMO_WITHIN_S = 30  # what docs/dashboard.md promises a newcomer
 
 
 @pytest.mark.slow
@@ -457,7 +457,7 @@ def test_the_demo_shows_every_state_it_promises_within_30_s(tmp_path: Path) -> N
     assert not late, late
 
 
-# -- bulk actions (17.9) -------------------------------------------------------------------------
+# -- bulk actions --------------------------------------------------------------------------------
 
 
 async def test_space_and_shift_arrows_mark_jobs_and_x_r_p_t_act_on_all_of_them(

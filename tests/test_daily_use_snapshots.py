@@ -1,4 +1,4 @@
-"""Snapshots of issue 17's layouts at 80x24 and 120x30 (pytest-textual-snapshot), on the real
+"""Snapshots of the daily-use layouts at 80x24 and 120x30 (pytest-textual-snapshot), on the real
 engine and queue of tests/test_ui_snapshots.py: the filter line, the add form, bulk selection.
 Update with ``--snapshot-update`` and look at every picture before committing."""
 

@@ -1,5 +1,5 @@
 """Records of jobs that never ran are saved after the first pass, a chunk at a time with the
-loop free in between (issue 16.3: one 100,000-record transaction held the dashboard's first
+loop free in between (one 100,000-record transaction held the dashboard's first
 screens for ~2 s), and a record saved with its waiting reason is not saved again for it."""
 
 from __future__ import annotations

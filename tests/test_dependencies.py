@@ -1,4 +1,4 @@
-"""Declared dependencies say what gtui needs (issue 22.1, 22.2).
+"""Declared dependencies say what gtui needs.
 
 Every runtime dependency is imported by code under app/gtui/ (one nobody imports is a defect: it
 costs every user an install for nothing); everything app/gtui/ imports from outside the standard

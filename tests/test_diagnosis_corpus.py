@@ -1,4 +1,4 @@
-"""The diagnosis scored on real logs (issue 21): tests/diagnosis_corpus/, copied from public
+"""The diagnosis scored on real logs: tests/diagnosis_corpus/, copied from public
 issue threads, each with its source, its expected kind and how the process ended.
 
 Recall is asserted on the dev logs and on the held-out quarter (kept out of the rules'
@@ -101,7 +101,7 @@ def test_each_log_read_back_from_a_real_file(tmp_path: Path, sample: object) -> 
 
 
 # --------------------------------------------------------------------------------------------
-# Each kind issue 21 added, on a real log: the kind, and the hint's specifics.
+# Each kind split out of the broader ones (cuda_error, error), on a real log: the kind, and the hint's specifics.
 
 NEW_KINDS = [
     ("gpu_fault/01_ecc_alpaca_lora", "gpu_fault", ["quarantines that GPU", "another GPU"]),

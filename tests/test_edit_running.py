@@ -1,4 +1,4 @@
-"""Editing the command of a running job that has no `name` (issue 14.5). Its name is made from
+"""Editing the command of a running job that has no `name`. Its name is made from
 its command, so the edit looks like a new job beside it; it must never start a second copy. The
 edit applies from the job's next attempt: done if the running one succeeds, run if it fails."""
 

@@ -1,5 +1,5 @@
 """The store is the one source of truth: ended jobs' records live in SQLite, not in the
-scheduler (issue 15.2). After jobs end, the engine keeps objects only for the live ones
+scheduler. After jobs end, the engine keeps objects only for the live ones
 (waiting, held, running, suspended) and the state of each ended one; every screen still sees
 every job in full, a retry reads the record back, and a job put back in the file after it
 ended and left is still not run again.

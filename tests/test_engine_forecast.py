@@ -1,4 +1,4 @@
-"""Progress, ETA and start estimates end to end (issue 19.3): a real job on a fake GPU prints
+"""Progress, ETA and start estimates end to end: a real job on a fake GPU prints
 its progress; the scheduler reads it from the log and `status --json` carries the estimates."""
 
 from __future__ import annotations

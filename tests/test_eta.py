@@ -1,4 +1,4 @@
-"""Finish and start estimates (issue 19.3): pure, from progress readings and past runtimes."""
+"""Finish and start estimates: pure, from progress readings and past runtimes."""
 
 from __future__ import annotations
 

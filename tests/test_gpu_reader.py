@@ -1,4 +1,4 @@
-"""The GPU reader alone (issue 15.2): over the fake backend, with an event bus, no Engine.
+"""The GPU reader alone: over the fake backend, with an event bus, no Engine.
 
 A backend that may block is read in a thread, so a hanging driver never holds up the event
 loop: the reader says so once, schedules on the last reading meanwhile, and says once when it

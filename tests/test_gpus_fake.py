@@ -1,4 +1,4 @@
-"""Fake GPUs (DESIGN.md 7): the spec grammar, our jobs on simulated GPUs, and @FILE re-reads."""
+"""Fake GPUs: the spec grammar, our jobs on simulated GPUs, and @FILE re-reads."""
 
 from __future__ import annotations
 

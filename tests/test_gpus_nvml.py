@@ -1,4 +1,4 @@
-"""The NVML backend (DESIGN.md 8) driven by the fake pynvml module in tests/fake_pynvml."""
+"""The NVML backend driven by the fake pynvml module in tests/fake_pynvml."""
 
 from __future__ import annotations
 

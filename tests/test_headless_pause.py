@@ -1,4 +1,4 @@
-"""`gtui pause` on a queue run headless (issue 14.16): the scheduler stays once its running jobs
+"""`gtui pause` on a queue run headless: the scheduler stays once its running jobs
 end, so the later `gtui resume` finds it and the queue goes on; `gtui run` exits only when no
 job can ever start again."""
 

@@ -1,4 +1,4 @@
-"""Who holds each GPU (issue 19.1): holders declared by the fake layer, real processes named
+"""Who holds each GPU: holders declared by the fake layer, real processes named
 from the process table, staleness, ``gtui gpus``, and the waiting reason that names a holder."""
 
 from __future__ import annotations

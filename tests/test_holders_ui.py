@@ -1,4 +1,4 @@
-"""Who holds each GPU, on the dashboard (issue 19.1): a line under the GPU's bar, and ``h`` to
+"""Who holds each GPU, on the dashboard: a line under the GPU's bar, and ``h`` to
 expand it to one line per holder."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ async def test_holders_under_the_gpu_bar_and_h_expands_them(tmp_path: Path) -> N
 
 
 async def test_the_dashboard_points_out_mem_far_from_the_last_runs(tmp_path: Path) -> None:
-    """Issue 19.2: at start, a job whose mem is far above its last runs' peak is a warning on
+    """At start, a job whose mem is far above its last runs' peak is a warning on
     screen (a toast), as ``gtui validate`` says it."""
     from gtui.core.model import JobRecord, JobState
     from gtui.core.paths import queue_paths
@@ -71,7 +71,7 @@ async def test_the_dashboard_points_out_mem_far_from_the_last_runs(tmp_path: Pat
 
 
 async def test_the_note_on_mem_stays_in_the_detail_view_and_the_table(tmp_path: Path) -> None:
-    """Issue 19 audit, 2: the note on a mem far from the last runs is not only a passing toast:
+    """The note on a mem far from the last runs is not only a passing toast:
     the detail view's memory row says it, and the job's note in the table where it fits."""
     from gtui.core.model import JobState
     from tests.test_ui_detail import open_detail

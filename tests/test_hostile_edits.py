@@ -1,6 +1,6 @@
-"""The queue file as hostile users and their tools write it, while the scheduler runs (issue 14:
-2 truncate-then-write, 7 a file nested to break the reader, 8 two saves in one second, 12 a
-FIFO given as the queue file). Nothing the file does deletes a record, re-runs a finished job
+"""The queue file as hostile users and their tools write it, while the scheduler runs
+(truncate-then-write, a file nested to break the reader, two saves in one second, a FIFO given
+as the queue file). Nothing the file does deletes a record, re-runs a finished job
 or stops the scheduler; each problem is said once and the last good queue runs on.
 
 Every test uses a real `gtui run` (or the engine in process, where the test must look inside

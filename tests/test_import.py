@@ -1,5 +1,5 @@
-"""`gtui import`: the seed's scripts and command lists become queue files that load and mean the
-same thing (tests/import_cases/ holds seed 000's own examples)."""
+"""`gtui import`: quick_start_serial.sh scripts and command lists become queue files that load and
+mean the same thing (tests/import_cases/ holds the examples of the script's own guide)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def test_3_1_core_config(tmp_path: Path) -> None:
 def test_6_1_basic_use(tmp_path: Path) -> None:
     qf = imported(tmp_path, "s6_1_basic.sh")
     assert (qf.settings.gpus, qf.settings.reserve, qf.settings.retries) == ((0, 1, 2, 3), 1, 3)
-    assert qf.settings.reserve_rule == "seed"  # as the script did (DESIGN.md 4.2)
+    assert qf.settings.reserve_rule == "seed"  # as the script did
     # The commands pass --gpu N themselves: those jobs, and only they, run unisolated.
     assert qf.settings.isolate is True
     assert [j.isolate for j in qf.jobs] == [False, False]
@@ -153,7 +153,7 @@ def test_imported_commands_run_exactly_as_the_script_ran_them(tmp_path: Path) ->
 
 @given(st.text(alphabet="ab {}$\\_gpunme01", max_size=30))
 def test_escaping_round_trips(text: str) -> None:
-    """Any command without the seed's placeholders comes back unchanged after gtui substitutes."""
+    """Any command without the bash script's placeholders comes back unchanged after gtui substitutes."""
     if "available_gpu" in text:
         return
     back = substitute(to_gtui_cmd(text), gpus=[1], name="n", attempt=1, port=1, matrix={})
@@ -210,7 +210,7 @@ def test_import_a_directory(tmp_path: Path) -> None:
 
 
 def test_import_isolates_every_job_that_passes_no_gpu_numbers(tmp_path: Path) -> None:
-    """Seed 004: one command passing `--gpu N` must not switch isolation off for the queue. The
+    """One command passing `--gpu N` must not switch isolation off for the whole queue. The
     `device_map="auto"` job beside it stays isolated; only the first runs without it, and
     `gtui validate` says so in its text."""
     src = tmp_path / "cmds.txt"

@@ -1,4 +1,4 @@
-"""Edits keep what the user wrote (issue 22.3): round trips over every sample queue and over
+"""Edits keep what the user wrote: round trips over every sample queue and over
 commented inline-array queues (``jobs = [{...}, ...]``), edited by each dashboard action.
 
 Each file is edited by the very functions the dashboard's keys call (e: update_job, with the

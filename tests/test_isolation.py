@@ -1,4 +1,4 @@
-"""Isolation per job (DESIGN.md 4.4, seed 004): what a job's processes really see, through a
+"""Isolation per job (a job without it can spread over every GPU and slow other users' jobs): what a job's processes really see, through a
 real `gtui run`, and where a user is told that a job runs unisolated."""
 
 from __future__ import annotations

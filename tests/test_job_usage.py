@@ -1,4 +1,4 @@
-"""What each job really used (issue 19.2): the peak on each GPU, the host memory peak and the
+"""What each job really used: the peak on each GPU, the host memory peak and the
 GPU-hours of every attempt, in its record, its history and ``gtui status --json``; a history
 table made by an older gtui gains the new columns."""
 

@@ -1,4 +1,4 @@
-"""Killing a job reaches what it double-forked with ``env -i`` (issue 14.12).
+"""Killing a job reaches what it double-forked with ``env -i``.
 
 ``env -i`` drops the run id that :func:`gtui.core.exec.runner.kill_tree` looks for in a process's
 environment, and a double fork takes the grandchild out of the job's tree. What is left to find

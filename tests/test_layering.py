@@ -171,7 +171,7 @@ EXECUTOR_IMPLEMENTATIONS = {
 def test_executor_interface_imports_no_implementation() -> None:
     """The executor interface owns its types (Handle, ExitStatus, LaunchRequest, ...): base.py
     imports no executor, directly or through another module, so a new executor plugs in
-    without the interface being shaped by the local one (issue 15.1)."""
+    without the interface being shaped by the local one."""
     from tests.test_import_cycles import import_graph
 
     graph, _lines, _files = import_graph()

@@ -1,4 +1,4 @@
-"""A live edit of one job is taken without reading the whole queue file again (issue 16.3).
+"""A live edit of one job is taken without reading the whole queue file again.
 
 The new text is compared with the one the scheduler runs: when only one ``[[jobs]]`` table
 changed (same lines, same explicit name, no matrix) only that table is parsed and checked, as

@@ -1,4 +1,4 @@
-"""A job's log must not drive the user's terminal (issue 14.10).
+"""A job's log must not drive the user's terminal.
 
 A log is written by a program we do not control: it can hold escape sequences that reset the
 terminal, set its title, write the clipboard (OSC 52) or switch to the alternate screen. The

@@ -1,4 +1,4 @@
-"""``mem = "auto"`` and the notes on a ``mem`` far from what the last runs used (issue 19.2),
+"""``mem = "auto"`` and the notes on a ``mem`` far from what the last runs used,
 and an OOM retry that grows from the real (NVML) peak."""
 
 from __future__ import annotations

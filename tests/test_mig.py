@@ -1,4 +1,4 @@
-"""MIG (issue 19.6): a GPU split into MIG instances shows as its instances, each with its own
+"""MIG: a GPU split into MIG instances shows as its instances, each with its own
 memory; jobs are placed on instances by UUID, one job per instance. Simulated layouts in the
 fake GPU layer, and the NVML code driven by the fake pynvml module."""
 

@@ -1,4 +1,4 @@
-"""[notify] (issue 19.4): the section's checks, the command with the job's facts in its
+"""[notify]: the section's checks, the command with the job's facts in its
 environment, Apprise through a real install to a local json:// receiver, and deliveries that
 hang or fail: said once, never holding up the scheduler. Real processes, fake GPUs."""
 

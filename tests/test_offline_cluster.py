@@ -1,4 +1,4 @@
-"""Commands given while no scheduler runs leave cluster jobs as last recorded (issue 23.3).
+"""Commands given while no scheduler runs leave cluster jobs as last recorded.
 
 A job that runs on a Ray node is seen by that node's agent only: the local executor of a
 command given with no scheduler (``gtui status / pause / kill``) cannot tell whether it still

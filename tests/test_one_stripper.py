@@ -1,4 +1,4 @@
-"""One ANSI-escape stripper in gtui (issue 22.6), tested against the dangerous families.
+"""One ANSI-escape stripper in gtui, tested against the dangerous families.
 
 gtui had three: the log panel's (``gtui.core.termtext``), a byte copy of it for the log
 search's prefilter, and the diagnosis's own weaker one, which let C1 controls and DCS strings
@@ -22,7 +22,7 @@ from tests.conftest import PACKAGE_DIR as APP
 
 ESC = "\x1b"
 
-# The families of the "never twice" issue (14.10), one sample each, with what it would do.
+# The escape families a job's log must never pass to the terminal, one sample each, with what it would do.
 FAMILIES: dict[str, str] = {
     "osc52_clipboard": f"{ESC}]52;c;cm0gLXJmIH4K\x07",  # writes the clipboard
     "osc8_hyperlink": f"{ESC}]8;;https://evil.example/{ESC}\\",  # a link hiding its target

@@ -1,4 +1,4 @@
-"""``outcome.conclude`` alone (issue 15.2): a record, its spec, an exit status and the end of
+"""``outcome.conclude`` alone: a record, its spec, an exit status and the end of
 its log in; the record's next state out. No Engine, no executor, no process."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`pip install .` and `pip install -e .` from a clean checkout both give a `gtui` command that
-finds its styles (DESIGN.md 1). Each runs in a fresh virtual environment."""
+finds its styles. Each runs in a fresh virtual environment."""
 
 from __future__ import annotations
 

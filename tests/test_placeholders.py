@@ -81,7 +81,7 @@ def test_placeholders_used() -> None:
 
 
 def test_the_empty_answer_is_shared_and_refuses_changes() -> None:
-    """A command without a brace gets one shared empty set (issue 16): what is made from it is
+    """A command without a brace gets one shared empty set: what is made from it is
     a set of its own, and a change in place cannot reach the next command's answer."""
     a, b = placeholders_used("sleep 1"), placeholders_used("echo done")
     assert a is b and a == set() and not a and "port" not in a

@@ -1,4 +1,4 @@
-"""The planner alone (issue 15.2): a job book over a store in a temp dir, simulated GPUs, no
+"""The planner alone: a job book over a store in a temp dir, simulated GPUs, no
 Engine. A pass starts what fits, gives every other waiting job its reason in words, and
 blocks a job whose ``after`` failed; its caches follow the book's commits."""
 
@@ -100,7 +100,8 @@ def test_a_job_after_a_failed_one_is_blocked(tmp_path: Path) -> None:
 
 
 def test_kept_candidates_follow_what_they_were_made_from(tmp_path: Path) -> None:
-    """A queued job's Candidate is kept alone (no tuple beside it, issue 16): it is made again
+    """A queued job's Candidate is kept alone (no tuple beside it, which at 100,000 jobs
+    costs memory): it is made again
     when the file changes its GPUs, priority or ``after``, its memory changes, or it is held
     or backs off; and reused, the same object, while none of that changes."""
     planner, book, _ = make(tmp_path)

@@ -1,4 +1,4 @@
-"""The placement policy, rule by rule (DESIGN.md 4.1-4.3; seed 000 sections 5, 13 and 14.1).
+"""The placement policy, rule by rule (docs/scheduling.md), with the bash script's own examples.
 
 Snapshots are built by hand, so every number in an assertion can be checked on paper.
 Sizes in the helpers are GiB; the policy works in MiB.
@@ -127,7 +127,7 @@ def test_without_gpus_cpu_jobs_still_run_and_gpu_jobs_say_why() -> None:
     assert d.available_mib == {}
 
 
-# ------------------------------------------------------------------- available memory (4.1)
+# ------------------------------------------------------------------------- available memory
 def test_available_subtracts_what_our_jobs_declared_but_have_not_allocated_yet() -> None:
     # 10G other users + 5G seen of our 20G job: 15G used; 15G more stays promised to it.
     d = decide([gpu(0, used=15)], [], [ours("a", [0], mem=20, observed=5)])
@@ -155,9 +155,9 @@ def test_allocations_on_gpus_outside_the_pool_are_ignored() -> None:
     assert started(d) == {"a": (0,)}
 
 
-# ------------------------------------------------------------------------------ modes (4.1)
+# ------------------------------------------------------------------------------------ modes
 def test_the_seeds_extreme_mode_example() -> None:
-    """Seed 000, 14.1: an 80G A800 with 16G used by another user, jobs of 12G each.
+    """The bash script's extreme-mode example: an 80G A800 with 16G used by another user, jobs of 12G each.
 
     Pack (EXTREME_MODE) fits five (5 x 12 = 60G <= 64G); shared takes the GPU once (others may
     be on it, but then it holds a job of ours); exclusive none (the GPU is not idle).
@@ -286,7 +286,7 @@ def test_pack_a_job_without_mem_started_in_the_pass_closes_its_gpu() -> None:
     assert d.reasons["small"] == "needs 1 GPU with 1G: none eligible (GPU0 ours (whole GPU))"
 
 
-# -------------------------------------------------------------------------- placement (4.1)
+# -------------------------------------------------------------------------------- placement
 def test_most_available_memory_first_ties_to_the_lower_index() -> None:
     gpus = [gpu(0, used=40), gpu(1, used=20), gpu(2, used=20), gpu(3, used=60)]
     d = decide(gpus, [job("a"), job("pair", gpus=2)])
@@ -328,7 +328,7 @@ def test_best_fit_in_pack_mode_fills_one_gpu_before_the_next() -> None:
     assert started(shared) == {"a": (1,)}
 
 
-# ----------------------------------------------------------------------------- reserve (4.2)
+# ----------------------------------------------------------------------------------- reserve
 def reserve_row_gpus(satisfy: int, held_by_us: int) -> tuple[list[GpuInfo], list[Allocation]]:
     """``satisfy`` 80G GPUs with enough memory for 35G, the first ``held_by_us`` running a 12G job
     of ours, then two GPUs other users filled (5G left: they never count)."""
@@ -345,7 +345,7 @@ def reserve_row_gpus(satisfy: int, held_by_us: int) -> tuple[list[GpuInfo], list
 def test_reserve_rule_seed_follows_the_table_of_seed_5_2(
     satisfy: int, held_by_us: int, n: int, may_take: int
 ) -> None:
-    """The table of seed 000, 5.2, with RESERVED_GPUS=2.
+    """The bash script's reserve table, with RESERVED_GPUS=2.
 
     Its columns are: GPUs with enough free memory (满足显存的GPU), of them held by this script
     (本脚本占用), eligible = the first minus the second (可用数, our n: eligible GPUs holding no
@@ -370,7 +370,7 @@ def test_reserve_rule_seed_follows_the_table_of_seed_5_2(
 def test_reserve_strict_keeps_reserve_gpus_free_in_every_row(
     satisfy: int, held_by_us: int, n: int, may_take: int
 ) -> None:
-    """DESIGN.md 4.2: `reserve = 2` keeps 2 eligible GPUs free of our jobs, the seed's
+    """`reserve = 2` keeps 2 eligible GPUs free of our jobs, the bash script's
     special row (n equals the reserve) included: there the job waits."""
     assert reserve_allows(n, 2) == may_take == reserve_allows(n, 2, "strict")
     check_reserve_row(satisfy, held_by_us, n, may_take, "strict")
@@ -419,7 +419,7 @@ def test_reserve_rule_for_every_small_pool(reserve: int, rule: str) -> None:
 def test_reserve_one_leaves_one_idle_gpu_when_colleagues_use_none(rule: str, idle_left: int) -> None:
     """The README's own example, `reserve = 1` in shared mode on a box where colleagues use
     nothing: one pass after another, jobs keep starting until the rule stops them. Strict leaves
-    one idle GPU, as a reader expects; the seed's rule, kept for imported queues, leaves none."""
+    one idle GPU, as a reader expects; the bash script's rule, kept for imported queues, leaves none."""
     gpus = [gpu(i) for i in range(4)]
     allocs: list[Allocation] = []
     waiting = [job(f"j{i}", mem=20) for i in range(8)]
@@ -436,7 +436,7 @@ def test_reserve_one_leaves_one_idle_gpu_when_colleagues_use_none(rule: str, idl
 
 def test_reserve_counts_only_gpus_that_fit_the_job() -> None:
     """4 idle 80G GPUs and 4 with 60G used, reserve 2: for a 12G job n=8 (6 may be taken), for a
-    35G job n=4 (2 may be taken): the reserve is judged per request, as in the seed."""
+    35G job n=4 (2 may be taken): the reserve is judged per request, as in the bash script."""
     gpus = [gpu(i) for i in range(4)] + [gpu(i, used=60) for i in range(4, 8)]
     assert len(decide(gpus, [job("small", gpus=6, mem=12)], reserve=2).starts) == 1
     d = decide(gpus, [job("big", gpus=3, mem=35)], reserve=2)
@@ -458,8 +458,8 @@ def test_reserve_is_recomputed_after_each_start_in_a_pass() -> None:
 
 
 def test_reserve_rule_seed_takes_one_more_when_n_equals_the_reserve() -> None:
-    """The seed's rule, taken literally: the n == k row lets a seventh job start (n=2 -> 1), as
-    the seed script does when it scans again for each command, leaving k - 1 GPUs free."""
+    """The bash script's rule, taken literally: the n == k row lets a seventh job start (n=2 -> 1),
+    as the script does when it scans again for each command, leaving k - 1 GPUs free."""
     jobs = [job(f"j{i}", order=i) for i in range(10)]
     d = decide([gpu(i) for i in range(8)], jobs, reserve=2, reserve_rule="seed")
     assert [s.gpus for s in d.starts] == [(i,) for i in range(7)]
@@ -490,8 +490,8 @@ def test_pack_with_a_reserve_sweeps_again_when_starts_make_room() -> None:
     """Pack mode, reserve 3, five idle GPUs. ``trio`` (3 GPUs) first: n=5 allows 2, it waits.
     Each one-GPU job then turns a free GPU into one holding our job, which the reserve does not
     limit: after three of them, trio fits on those three. Resources grew within the pass, so the
-    pass sweeps the waiting jobs again instead of leaving trio for the next poll. Only the seed's
-    rule can make room so (its n == k row): under the strict rule a start on a free GPU adds one
+    pass sweeps the waiting jobs again instead of leaving trio for the next poll. Only the bash
+    script's rule can make room so (its n == k row): under the strict rule a start on a free GPU adds one
     GPU of ours and removes one allowed free GPU, so the room stays the same."""
     jobs = [job("trio", gpus=3, order=0)] + [job(f"s{i}", order=1 + i) for i in range(3)]
     d = decide(
@@ -577,7 +577,7 @@ def test_no_reserve_with_reserve_zero_and_no_gpus() -> None:
     assert reserve_allows(0, 1) == 0
 
 
-# ------------------------------------------------------------------------------- order (4.3)
+# ------------------------------------------------------------------------------------- order
 def test_higher_priority_first_then_queue_order() -> None:
     jobs = [job("first", order=0), job("urgent", order=5, priority=3), job("second", order=1)]
     d = decide([gpu(0), gpu(1)], jobs)
@@ -639,7 +639,7 @@ def test_a_smaller_request_after_a_failed_one_still_fits_to_the_mib() -> None:
     assert d.reasons["a"] == "needs 1 GPU with 50G: none eligible (GPU0 49.5G < 50G)"
 
 
-# --------------------------------------------------------------------------- starvation (4.3)
+# --------------------------------------------------------------------------------- starvation
 NOW = 100_000.0
 
 

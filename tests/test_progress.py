@@ -1,4 +1,4 @@
-"""Progress read from a job's log (issue 19.3): real tqdm output, Lightning's and Hugging Face's
+"""Progress read from a job's log: real tqdm output, Lightning's and Hugging Face's
 bars as tests/progress_logs/make.py writes them with the real tqdm, and the job's own line."""
 
 from __future__ import annotations

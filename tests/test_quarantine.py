@@ -1,4 +1,4 @@
-"""A GPU hardware fault takes the GPU out of placement until a person clears it (issue 21).
+"""A GPU hardware fault takes the GPU out of placement until a person clears it.
 
 Real jobs on simulated GPUs: the first attempt of a job prints what a GPU with an uncorrectable
 ECC error makes PyTorch print, and fails. Its GPU is quarantined, the job's retry runs on another

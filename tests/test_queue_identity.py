@@ -1,4 +1,4 @@
-"""One queue is one scheduler, whatever its file is called (issue 14.4, DESIGN.md 5).
+"""One queue is one scheduler, whatever its file is called.
 
 The lock, the database and the control socket are keyed on the queue's identity in its state
 directory, not on the file name: a renamed queue file, or a deleted ``.gtui/``, never lets a

@@ -1,4 +1,4 @@
-"""The queue source alone (issue 15.2): a real queue file, an event bus, no Engine.
+"""The queue source alone: a real queue file, an event bus, no Engine.
 
 A broken save is said once and the last good version kept; the fixed file is taken again; a
 file still being written is looked at again once it had time to settle.

@@ -402,7 +402,7 @@ def test_reserve_rule_in_the_pool_check(tmp_path: Path) -> None:
     pool = [81920] * 4
     assert load_queue(write_queue(tmp_path, body.format(k=1, mode="shared", n=3)), pool=pool)
     assert load_queue(write_queue(tmp_path, body.format(k=1, mode="pack", n=4)), pool=pool)
-    # Strict (the default): reserve 4 of 4 keeps all four; the seed's rule still gives one.
+    # Strict (the default): reserve 4 of 4 keeps all four; the bash script's rule still gives one.
     with pytest.raises(QueueFileError, match="at most 0"):
         load_queue(write_queue(tmp_path, body.format(k=4, mode="shared", n=1)), pool=pool)
     seed = body.replace("reserve = {k}", 'reserve = {k}\nreserve_rule = "seed"')

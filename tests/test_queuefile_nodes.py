@@ -1,4 +1,4 @@
-"""`[settings] gpus`, `exclude` and `reserve` may name a cluster's nodes (issue 23): node names
+"""`[settings] gpus`, `exclude` and `reserve` may name a cluster's nodes: node names
 and node:GPU strings go to the same fields as `[cluster]`'s, numbers stay numbers, a bad name is
 one clear error, and names without a cluster backend are refused, saying how to fix it."""
 

@@ -1,4 +1,4 @@
-"""The Ray executor on a real local multi-node cluster (issue 23), through the real command line.
+"""The Ray executor on a real local multi-node cluster, through the real command line.
 
 One ``ray.cluster_utils.Cluster`` per module (three nodes; starting one costs ~6 s), each node a
 raylet of its own on this machine with its own simulated GPUs (``GTUI_FAKE_GPUS`` in its

@@ -1,4 +1,4 @@
-"""The Ray backend is optional (issue 23): without it nothing imports Ray, a queue file's
+"""The Ray backend is optional: without it nothing imports Ray, a queue file's
 [cluster] section is checked like any other, and the Ray driver's own setup (the token file,
 what ray.init changes in the process) is right. No cluster is needed here."""
 

@@ -1,4 +1,4 @@
-"""A cluster's node names and GPU numbers outlive a scheduler (issue 23), without Ray.
+"""A cluster's node names and GPU numbers outlive a scheduler, without Ray.
 
 The pool numbers node k's GPU i as k * NODE_GPU_STRIDE + i, and records keep those numbers. A
 scheduler started after a node joined or died must number every node as the one before it did,

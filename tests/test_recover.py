@@ -1,4 +1,4 @@
-"""``recover`` alone (issue 15.2): a job book over a store in a temp dir, the memory executor,
+"""``recover`` alone: a job book over a store in a temp dir, the memory executor,
 no Engine. After a restart each running record is sorted: still running (adopted with the
 handle it was launched with), ended meanwhile (with its exit status), found by its launch
 token (its pid was not saved), or never started (queued again, the attempt not counted).

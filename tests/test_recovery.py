@@ -1,5 +1,5 @@
 """Crash recovery with real processes: kill -9 the scheduler at chosen points, restart, and check
-that every job ran exactly once and every exit status was recorded (DESIGN.md 5)."""
+that every job ran exactly once and every exit status was recorded."""
 
 from __future__ import annotations
 

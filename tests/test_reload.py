@@ -1,4 +1,4 @@
-"""Live reload: the queue file is edited while the engine runs (DESIGN.md 3)."""
+"""Live reload: the queue file is edited while the engine runs."""
 
 from __future__ import annotations
 

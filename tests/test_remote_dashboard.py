@@ -618,7 +618,7 @@ cmd = "sleep 120"
 async def test_a_remote_dashboard_shows_the_note_on_a_mem_far_from_the_last_run(
     tmp_path: Path,
 ) -> None:
-    """Issue 19 audit, 2: the scheduler said it in a toast before this dashboard was there; the
+    """The scheduler said it in a toast before this dashboard was there; the
     detail view works it out from the history, so a dashboard attached later still says it."""
     from tests.test_ui_detail import detail_shown
 

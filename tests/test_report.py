@@ -1,4 +1,4 @@
-"""`gtui report` (issue 19.5): the figures from records and history (pure), and the command on a
+"""`gtui report`: the figures from records and history (pure), and the command on a
 queue that really ran (real processes, fake GPUs), text and --json, with no scheduler."""
 
 from __future__ import annotations

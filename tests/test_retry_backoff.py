@@ -1,4 +1,4 @@
-"""`retries = -1` on a job that fails at once (issue 14.9): it used to restart ~266 times a
+"""`retries = -1` on a job that fails at once: it used to restart ~266 times a
 second. Now its retries back off (at once, then 1 s doubling to 5 min, reset by a run over a
 minute), its waiting reason gives the next try's time, and the user can stop it."""
 

@@ -1,5 +1,5 @@
 """The simulator's second path: whole workloads through the real scheduler on the in-memory
-executor (issue 15.1: the executor interface is enough to run a queue with no process).
+executor (the executor interface is enough to run a queue with no process).
 
 ``benchmarks.simulate.simulate_engine`` builds an ``Engine`` on a real queue file and fake GPUs
 whose other users come and go (an ``@FILE`` spec), with ``MemoryExecutor`` in place of processes.

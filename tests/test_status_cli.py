@@ -152,7 +152,7 @@ def test_status_table_says_the_queue_is_paused(tmp_path: Path) -> None:
 
 
 def test_status_with_no_scheduler_shows_what_really_happened(tmp_path: Path) -> None:
-    """Issue 14.13: the scheduler stopped (SIGTERM: its jobs go on), then a job ended. The table
+    """The scheduler stopped (SIGTERM: its jobs go on), then a job ended. The table
     says no scheduler runs and since when, shows the ended job as done (from its exit-status
     file, as the next scheduler will record it), and keeps the waiting job's last reason with
     its age."""

@@ -1,7 +1,7 @@
 """The status document as text (sched/statustext.py) is exactly what ``json.dumps`` of the
 dict form gives, for every kind of record; and a status of any size crosses the socket.
 
-Issue 16: at 100,000 jobs the scheduler writes the document without a dict per never-run job,
+At 100,000 jobs the scheduler writes the document without a dict per never-run job,
 and ``gtui status --json`` into a pipe passes the scheduler's bytes through. Both shortcuts
 must never change one byte of what a user's script reads.
 """

@@ -286,7 +286,7 @@ def test_gtui_starts_a_tmux_session_and_every_key_acts(tmux_server: Path, tmp_pa
     wait_field(target, "name")
     keys(target, "hello", literal=True)
     wait_screen_match(target, r"name\s+hello\b")
-    keys(target, "C-s")  # (enter would move to the next field: issue 17.6)
+    keys(target, "C-s")  # (enter would move to the next field)
     wait(lambda: job_state(queue, "hello") == "done", what="the added job to run")
     assert 'name = "hello"' in queue.read_text()
 
@@ -375,7 +375,7 @@ def test_no_terminal_is_a_plain_error(tmp_path: Path) -> None:
     assert r.returncode == 2 and "no such queue file" in r.stderr
 
 
-# -- issue 17: the job detail view, the zoomed log and the pager, in a real 80x24 terminal ------
+# -- the job detail view, the zoomed log and the pager, in a real 80x24 terminal ---------------
 
 FAILING = """
 [settings]
@@ -447,7 +447,7 @@ def test_a_long_queue_shows_its_screen_while_the_file_is_read(
 ) -> None:
     """`gtui q.toml` paints its frame, saying it reads the file, before the engine's start: a
     100,000-job file takes a second or more to read, and the terminal used to stay blank for
-    all of it (issue 16). Then the table holds every job."""
+    all of it. Then the table holds every job."""
     from benchmarks.scale import write_queue as write_sweep
 
     write_sweep(tmp_path / "q.toml", 100_000)

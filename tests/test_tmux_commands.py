@@ -1,4 +1,4 @@
-"""Commands from a second shell while the dashboard runs in a real tmux (issue 14.1).
+"""Commands from a second shell while the dashboard runs in a real tmux.
 
 The dashboard used to freeze for good after the first `gtui add` / `gtui kill` from another
 shell: the job table never changed again while the scheduler went on. The user's view is the
@@ -31,7 +31,7 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux"),
 ]
 
-# The issue asks for "within 2 s"; the deadline is generous so that a loaded machine does not
+# A command's effect should show "within 2 s"; the deadline is generous so that a loaded machine does not
 # fail the test, and the time measured is printed (pytest -s) to compare with the 2 s.
 SHOWS_WITHIN_S = 10.0
 

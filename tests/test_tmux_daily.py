@@ -1,4 +1,4 @@
-"""Issue 17 in a real tmux: session names per folder, the prefix key tmux really uses, typing a
+"""The dashboard's daily use in a real tmux: session names per folder, the prefix key tmux really uses, typing a
 whole form in one ``send-keys``, and ``gtui stop`` ending a dashboard's process.
 
 Each test runs on its own tmux server (the ``tmux_server`` fixture of tests/test_tmux.py).
@@ -272,7 +272,7 @@ def test_a_filter_typed_in_one_send_keys_filters_and_runs_no_key_of_its_own(
         (tmp_path / "release").touch()
 
 
-# -- issue 17.8: a second `gtui q.toml` where the queue already runs in some tmux window --------
+# -- a second `gtui q.toml` where the queue already runs in some tmux window ---------------------
 
 
 def _window(*args: str) -> str:

@@ -1,4 +1,4 @@
-"""The dashboard's bell and OSC 9 desktop notifications (issue 19.4): off by default, on with
+"""The dashboard's bell and OSC 9 desktop notifications: off by default, on with
 [notify] bell / desktop, for the events [notify] on names. Real engine, real jobs, fake GPUs."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The dashboard driven by Pilot over a real Engine, real queue file, real processes, fake GPUs.
 
-Every key of DESIGN.md 6 is pressed and the engine's state (and the queue file) checked after.
+Every key of docs/dashboard.md is pressed and the engine's state (and the queue file) checked after.
 """
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ async def test_add_form_adds_a_job_to_the_engine_and_the_file(queue: Path) -> No
         await pilot.press(*"echo hi")
         await pilot.click("#field-gpus")
         await pilot.press("0")
-        await pilot.press("ctrl+s")  # (enter moves to the next field; issue 17.6)
+        await pilot.press("ctrl+s")  # (enter moves to the next field)
         await until(pilot, lambda: "added" in order(engine), what="the new job")
         assert not isinstance(app.screen, JobForm)
         assert 'name = "added"' in queue.read_text()
@@ -342,7 +342,7 @@ async def test_move_up_down_top(queue: Path) -> None:
         await until(pilot, lambda: order(engine)[2:] == ["w1", "w3", "w2"])
         await until(pilot, lambda: app.main.table.visible_names[2:] == ["w1", "w3", "w2"])
         assert app.main.table.selected == "w3"  # the cursor follows the job
-        await pilot.press("J")  # (shift+arrows mark jobs since issue 17.9)
+        await pilot.press("J")  # (shift+arrows mark jobs; J moves)
         await until(pilot, lambda: order(engine)[2:] == ["w1", "w2", "w3"])
         before = queue.read_text()
         await pilot.press("J")  # already last: a move that changes nothing, and no error
@@ -716,7 +716,7 @@ async def test_a_broken_edit_of_the_queue_file_is_shown_and_the_last_good_queue_
         good = queue.read_text()
         # Someone saves a mistake while gtui runs.
         queue.write_text(good + '\n[[jobs]]\nname = "broken"\ncmd = "true"\ngpus = "two"\n')
-        # A banner that stays until the file is fixed, not a toast that goes (issue 17.10).
+        # A banner that stays until the file is fixed, not a toast that goes.
         banner = app.main.query_one("#file-banner")
         await until(
             pilot,

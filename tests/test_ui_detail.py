@@ -1,4 +1,4 @@
-"""Issue 17, as a person uses it: the job detail view (enter / esc), failures read at 80x24,
+"""The dashboard as a person uses it: the job detail view (enter / esc), failures read at 80x24,
 the zoomed log (z), the log in $PAGER (o), search in the log (/ n N), jumps (g G home end), and
 a tqdm bar's 64 KB of redraws. Pilot over a real Engine, real processes, fake GPUs; every wait
 is on a condition."""

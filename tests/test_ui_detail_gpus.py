@@ -1,4 +1,4 @@
-"""The job detail view on a cluster and on MIG (issue 17.1): its GPUs named as the table names
+"""The job detail view on a cluster and on MIG: its GPUs named as the table names
 them (``node2:3``, ``0:1``), the node it runs on, and the CUDA_VISIBLE_DEVICES the engine really
 set (the node's own index, a MIG instance's UUID), from the engine's own rule. And every key of
 ``gtui status --json`` for a job has its place on the screen."""

@@ -1,4 +1,4 @@
-"""The dashboard on a cluster (issue 23): GPU bars grouped under their node, each numbered as
+"""The dashboard on a cluster: GPU bars grouped under their node, each numbered as
 on its node; the job table says which node a job runs on."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A log on a disk that stops answering never freezes the dashboard (issue 22.2).
+"""A log on a disk that stops answering never freezes the dashboard.
 
 A job's log on a hung network mount blocks whoever opens or reads it. The stand-in here is a
 FIFO put where a finished job's log was: opening it for reading blocks until a writer comes,

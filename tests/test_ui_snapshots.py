@@ -273,7 +273,7 @@ def test_failed_job_shows_diagnosis(snap_compare, make_app) -> None:  # type: ig
     assert snap_compare(make_app(), terminal_size=(120, 30), run_before=settled(*steps))
 
 
-# -- issue 17: the job detail view and the zoomed log ---------------------------------------------
+# -- the job detail view and the zoomed log ------------------------------------------------------
 
 DETAIL_QUEUE = """
 [settings]

@@ -1,4 +1,4 @@
-"""Per-GPU sparklines of memory and utilization (issue 19.5): the pure parts, and the dashboard
+"""Per-GPU sparklines of memory and utilization: the pure parts, and the dashboard
 on fake GPUs whose spec file changes between polls (other users come and go)."""
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ async def test_sparklines_stay_out_of_a_small_terminal(tmp_path: Path) -> None:
 async def test_s_shows_the_sparklines_on_a_small_terminal_and_hides_them_again(
     tmp_path: Path,
 ) -> None:
-    """Issue 19 audit, 1: on the common 80x24 terminal the sparklines are one key away."""
+    """On the common 80x24 terminal the sparklines are one key away."""
     q = write_queue(tmp_path, '[settings]\npoll = "0.1s"\n\n[[jobs]]\ncmd = "true"\ngpus = 0\n')
     async with dashboard(q, size=(80, 24), fake="80G:40G@50,80G") as (app, pilot, _engine):
         sparks = app.main.query_one(GpuSparks)

@@ -1,4 +1,4 @@
-"""The dashboard's theme is saved in the XDG config directory and comes back (issue 22.6).
+"""The dashboard's theme is saved in the XDG config directory and comes back.
 
 Pilot over a real Engine and queue file, with ``XDG_CONFIG_HOME`` pointed at a temporary
 folder: the theme chosen (as the command palette's theme picker sets it) is written to

@@ -144,7 +144,7 @@ async def test_log_view_follows_scrolls_and_pages(tmp_path: Path) -> None:
 
 
 async def test_the_tables_counts_follow_every_change() -> None:
-    """The header's counts by state are kept by the table as jobs change (issue 16: counting
+    """The header's counts by state are kept by the table as jobs change (counting
     100,000 jobs again after each batch was ~30 ms of it); always what a count would find."""
     from gtui.ui.format import count_states
 

@@ -1,4 +1,4 @@
-"""Sizes and durations as people write them (issue 22.4)."""
+"""Sizes and durations as people write them."""
 
 from __future__ import annotations
 

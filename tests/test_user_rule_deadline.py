@@ -1,4 +1,4 @@
-"""A user's own ``[[diagnose]]`` pattern cannot freeze the scheduler (issue 14.17).
+"""A user's own ``[[diagnose]]`` pattern cannot freeze the scheduler.
 
 Python's ``re`` backtracks: ``(a+)+b`` on a few thousand ``a``s runs for ages, holding the GIL,
 so neither the event loop nor a thread can stop it. User patterns therefore see lines cut to

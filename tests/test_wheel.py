@@ -1,4 +1,4 @@
-"""The wheel is what ``pipx install .`` / ``uv tool install .`` install (issue 22.7): built from a
+"""The wheel is what ``pipx install .`` / ``uv tool install .`` install: built from a
 clean checkout, it holds the styles, and installed into a fresh virtual environment its
 ``gtui`` answers ``--version``, ``python -m gtui`` works, and ``gtui validate`` checks a sample
 queue.
@@ -10,7 +10,7 @@ the ``gtui`` imported is the wheel's (checked), never this checkout's. Marked ``
 in CI with the rest of the suite.
 
 As installing with ``--no-deps`` never looks at what the wheel says it needs, two checks stand
-in for it (issue 22.3), still offline: the wheel's ``Requires-Dist`` lines are exactly
+in for it, still offline: the wheel's ``Requires-Dist`` lines are exactly
 pyproject.toml's dependencies and extras (the metadata pip resolves from, not a copy kept by
 hand), and ``pip check`` in the fresh environment finds every dependency the wheel names
 installed at an allowed version (the borrowed site-packages: those the suite runs on).

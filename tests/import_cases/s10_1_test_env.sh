@@ -1,4 +1,4 @@
-# seed 000, 10.1: 测试环境
+# from quick_start_serial.sh's guide, section 10.1: 测试环境
 TARGET_GPUS="0 1"
 RESERVED_GPUS=0
 MAX_RETRY_TIMES=0            # 不重试，快速失败

@@ -1,4 +1,4 @@
-# seed 000, 13.4 场景3：混合模式 (the later assignments of the other scenarios are ignored:
+# from quick_start_serial.sh's guide, section 13.4 场景3：混合模式 (the later assignments of the other scenarios are ignored:
 # the first one of each setting wins, as the script's config lines come first)
 TARGET_GPUS="0 1 2 3"
 RESERVED_GPUS=1              # 留1张

@@ -1,4 +1,4 @@
-# seed 000, 14.5 场景2：保守模式（大模型训练）
+# from quick_start_serial.sh's guide, section 14.5 场景2：保守模式（大模型训练）
 TARGET_GPUS="0 1 2 3"
 RESERVED_GPUS=1
 EXTREME_MODE=false            # 禁用极限模式

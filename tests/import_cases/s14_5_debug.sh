@@ -1,4 +1,4 @@
-# seed 000, 14.5 场景4：调试排错 (and 14.7 技巧1)
+# from quick_start_serial.sh's guide, section 14.5 场景4：调试排错 (and 14.7 技巧1)
 TARGET_GPUS="0 1"
 RESERVED_GPUS=0
 EXTREME_MODE=false

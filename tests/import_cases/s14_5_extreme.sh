@@ -1,4 +1,4 @@
-# seed 000, 14.5 场景1：极限性能（小任务批量处理）
+# from quick_start_serial.sh's guide, section 14.5 场景1：极限性能（小任务批量处理）
 TARGET_GPUS="all"             # 使用所有GPU
 RESERVED_GPUS=0               # 不预留
 EXTREME_MODE=true             # 极限模式

@@ -1,4 +1,4 @@
-# seed 000, 14.5 场景3：共享服务器（礼貌模式）
+# from quick_start_serial.sh's guide, section 14.5 场景3：共享服务器（礼貌模式）
 TARGET_GPUS="all"
 RESERVED_GPUS=2               # 预留2张
 EXTREME_MODE=false

@@ -1,5 +1,5 @@
 #!/bin/bash
-# seed 000, 3.1: the core settings at the top of the script (no commands yet)
+# from quick_start_serial.sh's guide, section 3.1: the core settings at the top of the script (no commands yet)
 
 # 第2行：GPU资源池
 TARGET_GPUS="0 1 2 3 4 5 6 7 8 9"  # 或 "all" 表示所有GPU

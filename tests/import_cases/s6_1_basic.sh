@@ -1,5 +1,5 @@
 #!/bin/bash
-# seed 000, 6.1: steps 2 and 3
+# from quick_start_serial.sh's guide, section 6.1: steps 2 and 3
 TARGET_GPUS="0 1 2 3"
 RESERVED_GPUS=1
 MAX_RETRY_TIMES=3

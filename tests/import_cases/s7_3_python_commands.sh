@@ -1,4 +1,4 @@
-# seed 000, 7.3: python commands in a COMMANDS array
+# from quick_start_serial.sh's guide, section 7.3: python commands in a COMMANDS array
 COMMANDS=(
     # 单卡命令 - 使用CUDA_VISIBLE_DEVICES
     "CUDA_VISIBLE_DEVICES=\${available_gpu} python train.py --epochs 100 | 18 | 1"

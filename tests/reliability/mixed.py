@@ -245,7 +245,7 @@ def crash_run(directory: Path, seed: int, n_jobs: int = 12) -> RunResult:
             result.problems.append(f"a killed run exited {proc.returncode}: {out[-400:]}")
         time.sleep(pause)  # the downtime of the plan (jobs run on meanwhile), not a wait
         if renames.random() < 0.3:
-            # Issue 14.4: the queue file renamed while its jobs run on; the restart under the
+            # The queue file renamed while its jobs run on; the restart under the
             # new name must be the same queue (every check below then holds across it).
             moved = mixed.queue.with_name(f"renamed{i}.toml")
             mixed.queue.rename(moved)
@@ -282,7 +282,7 @@ def load_records(queue: Path) -> dict[str, JobRecord]:
 
 
 def check_all(mixed: Mixed, outputs: list[str]) -> list[str]:
-    """Every promise of issue 7, item 1; a list of what was broken (empty: all kept)."""
+    """Every promise of the crash test (docs/reliability.md, section 1); a list of what was broken (empty: all kept)."""
     problems: list[str] = []
     for i, out in enumerate(outputs):
         if "Traceback" in out:

@@ -1,4 +1,4 @@
-"""Bad input (issue 7, item 3): generated queue files and command lines.
+"""Bad input: generated queue files and command lines.
 
 Each property runs ``GTUI_FUZZ_EXAMPLES`` cases (150 by default, so CI stays quick; ``python -m
 soak`` runs thousands): exit 2 with a plain message for a wrong input, never a traceback, never

@@ -1,4 +1,4 @@
-"""Crash (issue 7, item 1): the scheduler SIGKILLed at random moments, restarted, and nothing lost.
+"""Crash: the scheduler SIGKILLed at random moments, restarted, and nothing lost.
 
 Each run is a generated queue of mixed jobs (succeed, fail, retry, exhaust retries, die by a
 signal, depend on a job that succeeds or fails, two GPUs, no GPU); ``gtui run`` is SIGKILLed at a

@@ -1,4 +1,4 @@
-"""Faults (issue 7, item 2): for each, what the user sees, and that nothing else breaks.
+"""Faults: for each, what the user sees, and that nothing else breaks.
 
 Real processes, real files, real signals, real mounts where the machine allows them; only NVML
 is faked (tests/fake_pynvml, driven between reads as tests/test_gpus_nvml.py does).
@@ -542,7 +542,7 @@ def test_state_dir_disk_full(tmp_path: Path) -> None:
     cannot save, starts nothing more, keeps the jobs' ends in memory and saves them as soon as
     there is room again; then it finishes with every state right."""
     where = tmp_path / "full"
-    spec = tmp_path / "gpus.txt"  # off the full disk: read again at every poll (DESIGN.md 7)
+    spec = tmp_path / "gpus.txt"  # off the full disk: read again at every poll
     spec.write_text("2x80G\n")
     with tmpfs(where, "1m") as mounted:
         if not mounted:
@@ -575,7 +575,7 @@ def test_state_dir_disk_full(tmp_path: Path) -> None:
                     what=f"a poll that reads {used}G used, while the disk is full",
                 )
             assert "saved again" not in run.text, run.text
-            # `gtui status` says it in words, at the top (issue 14.3).
+            # `gtui status` says it in words, at the top.
             text = gtui("status", str(queue))
             assert text.returncode == 0, text.stderr
             problem = next(ln for ln in text.stdout.splitlines() if ln.startswith("problem: "))

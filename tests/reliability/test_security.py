@@ -1,4 +1,4 @@
-"""Security (issue 7, item 4): private files, no network, no way in for another user, no escape.
+"""Security: private files, no network, no way in for another user, no escape.
 
 The other user is a real one, created for the test (``useradd``) where the machine allows it
 (root, as in CI); it attacks with the system's own ``python3`` and ``sh`` through ``setpriv``.

@@ -1,5 +1,5 @@
-"""Another local user creates ``/tmp/gtui-<uid>`` before us, where XDG_RUNTIME_DIR is unset
-(issue 14.11). gtui must neither use it (the other user could block or capture the control
+"""Another local user creates ``/tmp/gtui-<uid>`` before us, where XDG_RUNTIME_DIR is unset.
+gtui must neither use it (the other user could block or capture the control
 socket) nor fail: it falls back to a directory that is private by construction, and the
 command line still reaches the scheduler there."""
 

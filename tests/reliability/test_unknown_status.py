@@ -1,5 +1,5 @@
-"""A job that ends while no scheduler runs, on a full disk, leaves an empty exit-status file
-(issue 14.3). The next scheduler must call it "unknown" (with its log's last line), never
+"""A job that ends while no scheduler runs, on a full disk, leaves an empty exit-status file.
+The next scheduler must call it "unknown" (with its log's last line), never
 "failed", and never run it again on its own; `retry` runs it again when the user says so."""
 
 from __future__ import annotations
