@@ -32,6 +32,17 @@ def test_quick_run_writes_its_table(tmp_path: Path) -> None:
     assert "| what | target | measured |" in proc.stdout  # the table is printed too
 
 
+def test_a_full_run_rewrites_the_page_the_docs_link_to() -> None:
+    """Without --out the suite writes docs/benchmarks.md, the page README.md and docs/ link to
+    for every figure, not a file beside them that nobody reads."""
+    from benchmarks.__main__ import DEFAULT_OUT
+
+    assert DEFAULT_OUT == REPO / "docs" / "benchmarks.md"
+    assert DEFAULT_OUT.is_file()
+    linked = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "](docs/benchmarks.md)" in linked
+
+
 def test_unknown_benchmark_is_refused(tmp_path: Path) -> None:
     proc = run_suite("--only", "nosuch", "--out", str(tmp_path / "B.md"))
     assert proc.returncode == 2
