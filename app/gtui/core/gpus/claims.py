@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import hashlib
 import json
 import math
@@ -77,6 +76,7 @@ from typing import Any, Literal
 
 import psutil
 
+from gtui.core.flock import open_lock, try_lock
 from gtui.core.gpus.snapshot import GpuInfo, GpuSnapshot
 from gtui.core.procstat import read_stat
 from gtui.core.units import format_mib
@@ -298,9 +298,7 @@ def _idle(item: object, uid: int, user: str) -> IdleMark | None:
     """One idle mark of a file, checked field by field; None if anything is off."""
     if not isinstance(item, dict):
         return None
-    gpu, since, pid, start, queue = (
-        item.get(k) for k in ("gpu", "since", "pid", "start", "queue")
-    )
+    gpu, since, pid, start, queue = (item.get(k) for k in ("gpu", "since", "pid", "start", "queue"))
     if not (_is_key(gpu) and _is_time(since) and _is_int(pid, 1, _MAX_PID) and _is_time(start)):
         return None
     if not isinstance(queue, str) or len(queue) > 64:
@@ -486,15 +484,27 @@ class ClaimBoard:
         except ClaimsError as e:
             self.lock_note = str(e)
             return None
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+        # Read-only (every user locks the one file), non-blocking (a FIFO in its place).
+        def open_it(create: bool) -> int:
+            return open_lock(
+                LOCK_NAME,
+                exclusive=create,
+                create=create,
+                write=False,
+                nonblock=True,
+                mode=0o644,
+                dir_fd=dfd,
+            )
+
         try:
             try:  # not O_CREAT on one that exists: fs.protected_regular refuses that in /dev/shm
-                fd = os.open(LOCK_NAME, flags, dir_fd=dfd)
+                fd = open_it(create=False)
             except FileNotFoundError:
                 try:
-                    fd = os.open(LOCK_NAME, flags | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=dfd)
+                    fd = open_it(create=True)
                 except FileExistsError:
-                    fd = os.open(LOCK_NAME, flags, dir_fd=dfd)
+                    fd = open_it(create=False)
         except OSError as e:
             self.lock_note = f"cannot open {self.directory / LOCK_NAME}: {e.strerror or e}"
             return None
@@ -512,10 +522,9 @@ class ClaimBoard:
         deadline = now + (0.0 if now < self._no_wait_until else LOCK_WAIT_S)
         while True:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                self.lock_note = None
-                return fd
-            except BlockingIOError:
+                if try_lock(fd):
+                    self.lock_note = None
+                    return fd
                 if time.monotonic() >= deadline:
                     break
                 time.sleep(0.002)
@@ -643,9 +652,7 @@ class ClaimBoard:
                 boot = _boot_time() if others or other_marks else None
                 keep = [c for c in others if c.queue != self.queue and _alive(c.pid, c.start, boot)]
                 keep_marks = [
-                    m
-                    for m in other_marks
-                    if m.queue != self.queue and _alive(m.pid, m.start, boot)
+                    m for m in other_marks if m.queue != self.queue and _alive(m.pid, m.start, boot)
                 ]
                 entries, marks = keep + ours, keep_marks + our_marks
                 if not entries and not marks:

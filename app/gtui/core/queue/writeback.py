@@ -43,9 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import fcntl
 import itertools
-import os
 import re
 import tomllib
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -59,6 +57,7 @@ from tomlkit.items import Array, InlineTable, Table
 from gtui.core.atomic import write_atomically
 from gtui.core.deadline import check as check_deadline
 from gtui.core.errors import GtuiError, QueueFileError
+from gtui.core.flock import locked
 from gtui.core.model import JobSpec, Settings
 from gtui.core.paths import ensure_state_dir, queue_paths
 from gtui.core.queue.inlinearray import InlineJobs, inline_jobs
@@ -101,6 +100,8 @@ def has_inline_jobs(text: str) -> bool:
         if not lead.strip(" \t"):
             return True
     return False
+
+
 _Container = Table | InlineTable
 
 
@@ -112,15 +113,11 @@ _Container = Table | InlineTable
 def _locked(queue: Path) -> Iterator[None]:
     paths = queue_paths(queue)
     ensure_state_dir(paths)
-    fd = os.open(paths.file_lock, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with locked(paths.file_lock):
         # A scheduler's request may have waited here past its client's deadline: then the
         # client has said it was not done, and it must not be.
         check_deadline()
         yield
-    finally:
-        os.close(fd)  # closing releases the lock
 
 
 # ---------------------------------------------------------------------------------------------
@@ -991,8 +988,7 @@ def replace_job_text(
         now = "".join(ctx.sc.lines[block.start : block.end])
         if now != old.text:
             raise GtuiError(
-                f"{p}: {name}'s table changed in the file while you edited it; nothing was "
-                "written"
+                f"{p}: {name}'s table changed in the file while you edited it; nothing was written"
             )
         nl = ctx.nl
         body = new_text.replace("\r\n", "\n").replace("\n", nl)

@@ -8,7 +8,6 @@ kernel, never read from the file.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import socket
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 from types import TracebackType
 
 from gtui.core.errors import LockedError
+from gtui.core.flock import open_lock, try_lock, unlock
 from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths
 
 # How long a reader waits for a holder that has just taken the lock to write its pid.
@@ -83,9 +83,9 @@ class QueueLock:
 
     def _open(self) -> int:
         ensure_private_dir(self.path.parent)
-        # O_CLOEXEC (Python's default) matters: a job that inherited this descriptor would keep
-        # the lock alive after gtui died.
-        return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        # Close-on-exec matters: a job that inherited this descriptor would keep the lock alive
+        # after gtui died (gtui.core.flock opens every lock file so).
+        return open_lock(self.path)
 
     def acquire(self) -> None:
         """Take the lock or raise LockedError naming the pid that holds it."""
@@ -93,13 +93,13 @@ class QueueLock:
             return
         fd = self._open()
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise LockedError(self._locked_message()) from None
+            taken = try_lock(fd)
         except BaseException:
             os.close(fd)
             raise
+        if not taken:
+            os.close(fd)
+            raise LockedError(self._locked_message()) from None
         info = f"{os.getpid()} {socket.gethostname()} {time.time():.3f}\n".encode()
         os.ftruncate(fd, 0)
         os.pwrite(fd, info, 0)
@@ -133,17 +133,14 @@ class QueueLock:
         if not self.path.exists():
             return None
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = open_lock(self.path, create=False, write=False)
         except FileNotFoundError:
             return None
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                pass  # held by someone
-            else:
-                fcntl.flock(fd, fcntl.LOCK_UN)
+            if try_lock(fd, shared=True):
+                unlock(fd)
                 return None
+            # else: held by someone
         finally:
             os.close(fd)
         info = self._wait_info()
