@@ -1,4 +1,4 @@
-"""Edits made from the dashboard or ``gtui add``, written back into the queue file (DESIGN.md 3).
+"""Edits made from the dashboard or ``gtui add``, written back into the queue file.
 
 Every operation:
 
@@ -81,7 +81,7 @@ Where = Literal["up", "down", "top"]
 # A root ``jobs = [`` (an inline array of jobs); a false match only costs the slower append.
 # `jobs = [` (the key bare or quoted) at a line's start. Searched from the literal ``jobs`` and
 # its line start checked apart: the same search anchored with ``(?m)^[ \t]*`` tried a match at
-# every line, 60-90 ms of a 100,000-job file at each `gtui add` (issue 16).
+# every line, 60-90 ms of a 100,000-job file at each `gtui add`.
 _JOBS_ARRAY = re.compile(r"jobs([\"']?)[ \t]*=[ \t]*\[")
 
 
@@ -402,7 +402,7 @@ def _edit(
                 e.path, f"{e.detail} (fix the file first; nothing was changed)", e.line, e.key
             ) from None
         # The check above parsed this very text: its scan and parse are reused (one parse
-        # per edit, not two: 641 ms against 256 ms at 10,000 jobs, issue 22.3).
+        # per edit, not two: 641 ms against 256 ms at 10,000 jobs).
         sc, data = _scan_and_parse(str(p), text)
         ctx = _Ctx(p, text, queue, sc, data)
         new_text = change(ctx)

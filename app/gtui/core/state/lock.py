@@ -1,4 +1,4 @@
-"""One scheduler per queue (DESIGN.md 5): an advisory ``flock`` on ``.gtui/<stem>.lock``.
+"""One scheduler per queue: an advisory ``flock`` on ``.gtui/<stem>.lock``.
 
 ``flock`` is tied to the open file, so the kernel drops it when the holder dies, even by
 ``kill -9``: there is never a stale lock to clean up. The file also records the holder's pid,
@@ -18,6 +18,7 @@ from types import TracebackType
 from gtui.core.errors import LockedError
 from gtui.core.flock import open_lock, try_lock, unlock
 from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths
+from gtui.core.procstat import stat_of
 
 # How long a reader waits for a holder that has just taken the lock to write its pid.
 _PID_WAIT_S = 0.5
@@ -46,11 +47,10 @@ def process_lives(pid: int) -> bool:
     """Whether a lock holder's process still lives, for when its lock file cannot be read: its
     state in /proc, where an ended process its parent has not reaped yet is a zombie."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
+        state = stat_of(pid).state
     except FileNotFoundError:
         return False
-    except (OSError, IndexError):
+    except (OSError, IndexError, ValueError):
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
@@ -58,7 +58,7 @@ def process_lives(pid: int) -> bool:
         except PermissionError:
             pass
         return True
-    return state not in (b"Z", b"X")
+    return state not in ("Z", "X")
 
 
 class QueueLock:
