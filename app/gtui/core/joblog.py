@@ -35,7 +35,7 @@ import asyncio
 import os
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -131,6 +131,13 @@ def read_tail(path: str | os.PathLike[str], max_bytes: int) -> bytes | None:
             return tail_bytes(f, max_bytes)
     except OSError:
         return None
+
+
+def chunks(f: BinaryIO) -> Iterator[bytes]:
+    """What an open log holds past its position, BLOCK bytes at a time: ``gtui log`` copies a
+    log through it, ``gtui follow`` comes back for more as the log grows."""
+    while chunk := f.read(BLOCK):
+        yield chunk
 
 
 def last_lines_offset(path: Path, lines: int) -> int:
