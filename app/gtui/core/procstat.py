@@ -91,14 +91,6 @@ def environ_of(pid: int | str) -> bytes:
     return _read(pid, "environ")
 
 
-def environ_items(pid: int | str) -> list[bytes]:
-    """``pid``'s environment, one ``KEY=value`` item each; [] when it cannot be read."""
-    try:
-        return environ_of(pid).split(b"\0")
-    except OSError:
-        return []
-
-
 def cmdline_of(pid: int | str) -> list[bytes]:
     """``pid``'s arguments (the last item is empty: the list ends with a NUL)."""
     return _read(pid, "cmdline").split(b"\0")
