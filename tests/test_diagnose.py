@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from gtui.core import joblog
 from gtui.core.diagnosis import diagnose as diagnose_module
 from gtui.core.diagnosis.diagnose import (
     DEFAULT_RULES,
@@ -915,7 +916,8 @@ def counted_open(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[CountingFile]
         opened.append(wrapper)
         return wrapper
 
-    monkeypatch.setattr(diagnose_module, "open", fake_open, raising=False)
+    # The diagnosis reads a log's tail through gtui.core.joblog, the one reader of a job's log.
+    monkeypatch.setattr(joblog, "open", fake_open, raising=False)
     yield opened
 
 

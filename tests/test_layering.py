@@ -60,7 +60,7 @@ def test_blocking_textual_really_blocks() -> None:
 LAYERS = [
     {
         "model", "errors", "units", "paths", "atomic", "termtext", "tmux", "progress",
-        "procstat", "deadline",
+        "procstat", "deadline", "flock", "joblog",
     },
     {"exec", "gpus", "diagnosis", "queue", "api", "bus"},
     {"state"},

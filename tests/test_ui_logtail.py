@@ -107,7 +107,10 @@ def test_a_1_gb_log_costs_no_more_memory_than_a_small_one(tmp_path: Path) -> Non
 def _tqdm_run(n: int, *, width: int = 80) -> tuple[bytes, str]:
     """``n`` tqdm-like redraws on one line (``\\r`` before each, as tqdm writes to a file), and
     the last one as a terminal shows it."""
-    states = [f"{i * 100 // (n - 1):3d}%|{'#' * (i * 40 // (n - 1)):<40}| {i}/{n - 1} [it/s]" for i in range(n)]
+    states = [
+        f"{i * 100 // (n - 1):3d}%|{'#' * (i * 40 // (n - 1)):<40}| {i}/{n - 1} [it/s]"
+        for i in range(n)
+    ]
     return b"".join(b"\r" + s.encode() for s in states), states[-1]
 
 
@@ -146,16 +149,16 @@ def test_a_redrawn_line_longer_than_the_cap_shows_pieces_of_its_last_redraw_only
 def test_a_line_without_newline_beyond_the_scan_shows_its_end_and_nothing_stale(
     tmp_path: Path,
 ) -> None:
-    from gtui.ui import logtail
+    from gtui.core import joblog
 
     run, last = _tqdm_run(200)
     t = write(tmp_path / "a.log", b"before\n" + run * 40)  # ~0.5 MB, no newline
-    old = logtail.LINE_SCAN
-    logtail.LINE_SCAN = 64 * 1024  # the line is longer than the scan
+    old = joblog.LINE_SCAN
+    joblog.LINE_SCAN = 64 * 1024  # the line is longer than the scan (the reader is joblog's)
     try:
         assert texts(t.last_lines(5)) == [last]  # not "before", not an older redraw
     finally:
-        logtail.LINE_SCAN = old
+        joblog.LINE_SCAN = old
     assert texts(t.last_lines(5)) == ["before", last]
 
 

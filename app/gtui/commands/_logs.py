@@ -1,5 +1,6 @@
 """What ``gtui log`` and ``gtui follow`` share: which file is a job's log, where its last lines
-start, and how its bytes reach the user's screen.
+start (gtui.core.joblog reads every log: ``tail_offset`` and ``shown_line`` are its), and how its
+bytes reach the user's screen.
 
 To a terminal, a log is shown as the dashboard shows it (gtui.core.termtext): colours (SGR) kept,
 every other escape sequence and control character dropped, and of a line redrawn with carriage
@@ -18,11 +19,15 @@ import sys
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from gtui.core import joblog
 from gtui.core.errors import GtuiError
+from gtui.core.joblog import shown_line
 from gtui.core.paths import QueuePaths
-from gtui.core.termtext import plain_text, safe_text, strip_sgr_bytes
+from gtui.core.termtext import strip_sgr_bytes
 
-BLOCK = 64 * 1024
+BLOCK = joblog.BLOCK  # what `gtui log` and `gtui follow` read at a time
+tail_offset = joblog.last_lines_offset  # where the last N lines of a log start
+
 _CLEAR_LINE = "\r\x1b[K"  # back to the line's start, erase it: gtui's own, not the log's
 _RESET = "\x1b[0m"
 REDRAW_MAX = 4096  # an unfinished line longer than this is redrawn by its last characters
@@ -36,48 +41,6 @@ def _ended(line: str) -> str:
 def no_color() -> bool:
     """Whether the user asked for no colours: ``NO_COLOR`` set and not empty (no-color.org)."""
     return bool(os.environ.get("NO_COLOR"))
-
-
-def shown_line(raw: str, *, colour: bool = True) -> str:
-    """What a terminal would show for one line of a log (the dashboard's rule); ``colour``
-    False: without its colours too."""
-    raw = raw.rstrip("\r\n")
-    if "\r" in raw:
-        parts = [p for p in raw.split("\r") if p]
-        raw = parts[-1] if parts else ""
-    return safe_text(raw) if colour else plain_text(raw)
-
-
-def tail_offset(path: Path, lines: int) -> int:
-    """The byte offset where the last ``lines`` lines of the file start (0: all of it). A last
-    line without its newline yet counts as a line."""
-    if lines <= 0:
-        try:
-            return path.stat().st_size
-        except OSError:
-            return 0
-    with path.open("rb") as f:
-        end = f.seek(0, os.SEEK_END)
-        pos = end
-        seen = 0
-        first = True
-        while pos > 0:
-            start = max(0, pos - BLOCK)
-            f.seek(start)
-            chunk = f.read(pos - start)
-            if first and chunk.endswith(b"\n"):
-                chunk = chunk[:-1]  # the newline that ends the last line starts nothing
-            first = False
-            i = len(chunk)
-            while True:
-                i = chunk.rfind(b"\n", 0, i)
-                if i < 0:
-                    break
-                seen += 1
-                if seen == lines:
-                    return start + i + 1
-            pos = start
-        return 0
 
 
 class _Line:

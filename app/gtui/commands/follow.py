@@ -12,11 +12,12 @@ import sys
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from gtui.commands._logs import BLOCK, LogPrinter, tail_offset
+from gtui.commands._logs import LogPrinter, tail_offset
 from gtui.commands._names import JobNames
 from gtui.commands.log import waiting_words
 from gtui.commands.options import GlobalOptions, queue_file
 from gtui.core.control.client import JobsNow, watch_jobs
+from gtui.core.joblog import chunks
 from gtui.core.paths import QueuePaths
 
 ENDED = frozenset({"done", "failed", "killed", "blocked", "unknown"})
@@ -77,7 +78,7 @@ class Follower:
     def pump(self) -> None:
         if self.file is None:
             return
-        while chunk := self.file.read(BLOCK):
+        for chunk in chunks(self.file):
             self.printer.feed(chunk)
 
     def close(self) -> None:

@@ -10,11 +10,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gtui.commands._logs import BLOCK, LogPrinter, attempt_log, tail_offset
+from gtui.commands._logs import LogPrinter, attempt_log, tail_offset
 from gtui.commands._names import JobNames
 from gtui.commands.options import GlobalOptions, queue_file
 from gtui.core.control.client import perform
 from gtui.core.errors import GtuiError
+from gtui.core.joblog import chunks
 from gtui.core.paths import QueuePaths
 
 
@@ -37,7 +38,7 @@ def print_log(path: Path, lines: int | None, printer: LogPrinter) -> int:
         with path.open("rb") as f:
             if lines is not None:
                 f.seek(tail_offset(path, lines))
-            while chunk := f.read(BLOCK):
+            for chunk in chunks(f):
                 printer.feed(chunk)
             return f.tell()
     except FileNotFoundError:

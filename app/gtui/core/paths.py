@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import hashlib
 import json
 import os
@@ -27,6 +26,7 @@ from pathlib import Path
 
 from gtui.core.atomic import write_atomically
 from gtui.core.errors import GtuiError
+from gtui.core.flock import locked
 
 REGISTRY = "queues.json"
 STATE_DIR_ENV = "GTUI_STATE_DIR"  # where state goes for a queue whose folder is read-only
@@ -274,11 +274,5 @@ def _write_registry(path: Path, entries: dict[str, dict[str, object]]) -> None:
 
 @contextlib.contextmanager
 def _registry_locked(registry: Path) -> Iterator[None]:
-    fd = os.open(
-        registry.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
-    )
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with locked(registry.with_suffix(".lock")):
         yield
-    finally:
-        os.close(fd)

@@ -1,4 +1,4 @@
-"""How far a job has got, read from the tail of its log (issue 19.3). Pure: text in, a fraction out.
+"""How far a job has got, read from the tail of its log. Pure: text in, a fraction out.
 
 A job says how far it is in one of the ways training code already prints, so nothing has to
 change in the job:
@@ -20,8 +20,8 @@ not the run's progress and are skipped. Among several bars in the tail, the last
 largest total that has not finished is the run's (Hugging Face's short evaluation bar interleaves
 with the training bar); with none unfinished, the last bar.
 
-Only the tail is read (:data:`TAIL_BYTES` from the end, by byte offset), so a log of any size
-costs the same.
+Only the tail is read (:data:`TAIL_BYTES` from the end, by byte offset, cut and decoded by
+gtui.core.joblog, the one reader of a job's log), so a log of any size costs the same.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gtui.core.joblog import decode, tail_start
 from gtui.core.termtext import plain_text
 
 TAIL_BYTES = 16 * 1024
@@ -156,17 +157,17 @@ def _fmt(x: float) -> str:
 
 def tail_offset(size: int, limit: int = TAIL_BYTES) -> int:
     """Where the tail of a log of ``size`` bytes starts."""
-    return max(0, size - limit)
+    return tail_start(size, limit)
 
 
 def read_progress(read: Callable[[int, int], bytes], size: int) -> Progress | None:
     """The progress in the last :data:`TAIL_BYTES` of a log of ``size`` bytes, read through
-    ``read(offset, limit)`` (the executor's ``read_log``, or a file's)."""
+    ``read(offset, limit)`` (the executor's ``read_log``, or a file's: ``joblog.reader``)."""
     if size <= 0:
         return None
     start = tail_offset(size)
     data = read(start, size - start)
-    text = data.decode("utf-8", "replace")
+    text = decode(data)
     if start:  # the first write is cut: drop it (a tqdm bar alone writes no newline)
         parts = re.split(r"[\r\n]", text, maxsplit=1)
         text = parts[1] if len(parts) > 1 else ""

@@ -1,22 +1,23 @@
-"""The dashboard's progress and estimates (issue 19.3): it reads running jobs' logs itself (the
+"""The dashboard's progress and estimates: it reads running jobs' logs itself (the
 same files the log panel reads, in process or attached to a scheduler elsewhere) and runs the
 core's estimator (gtui.core.sched.eta), so no event has to carry them. The reads run in a
-thread, never on the event loop (issue 22.1): a log on a stalled disk must not freeze the
+thread, never on the event loop: a log on a stalled disk must not freeze the
 screen. And, from the attempts history read at the same pace, the jobs whose ``mem`` their
-last runs say is wrong (issue 19.2, gtui.core.state.usage): the table's note says it, as the
+last runs say is wrong (gtui.core.state.usage): the table's note says it, as the
 detail view does."""
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from rich.text import Text
 
 from gtui.core.api import JobView
 from gtui.core.exec.base import off_loop
+from gtui.core.joblog import reader
 from gtui.core.model import ACTIVE_STATES, JobState
 from gtui.core.progress import Progress, read_progress
 from gtui.core.sched.eta import (
@@ -150,21 +151,9 @@ def _read_grown(
         if sizes.get(name) != size:
             grown.append((read_at.get(name, 0.0), name, log, size, attempt))
     return [
-        (name, attempt, size, read_progress(_reader(log), size))
+        (name, attempt, size, read_progress(reader(log), size))
         for _, name, log, size, attempt in sorted(grown)[:PARSES_PER_UPDATE]
     ]
-
-
-def _reader(path: str) -> Callable[[int, int], bytes]:
-    def read(offset: int, limit: int) -> bytes:
-        try:
-            with open(path, "rb") as f:
-                f.seek(offset)
-                return f.read(limit)
-        except OSError:
-            return b""
-
-    return read
 
 
 def compact(seconds: float) -> str:

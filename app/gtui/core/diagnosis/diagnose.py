@@ -1,10 +1,10 @@
 """Why a job failed: a kind, the line of its log that shows it, and a hint a person can act on.
 
-DESIGN.md 4.5, the seed script's error table (seed 000, 14.4), seed 002's hints and issue 21.
-The engine calls :func:`read_log_tail` on the attempt's log (only its tail is read: logs can be
-huge) and :func:`diagnose` with the exit status; on a CUDA out-of-memory it sizes the retry with
-:func:`oom_peak_mib` and :func:`oom_retry_mem`; on a ``gpu_fault`` :func:`gpu_fault_device`
-says which GPU the log names, if it names one.
+The engine calls :func:`read_log_tail` on the attempt's log (only its tail is read, by
+gtui.core.joblog, the one reader of a job's log: logs can be huge) and :func:`diagnose` with the
+exit status; on a CUDA out-of-memory it sizes the retry with :func:`oom_peak_mib` and
+:func:`oom_retry_mem`; on a ``gpu_fault`` :func:`gpu_fault_device` says which GPU the log
+names, if it names one.
 
 The table is data (:mod:`gtui.core.diagnosis.rules`); this module applies it. Precedence, from
 first to last (the first step that finds something decides):
@@ -64,6 +64,7 @@ from gtui.core.diagnosis.logtext import (
 )
 from gtui.core.diagnosis.oom import oom_context, oom_peak_mib, oom_retry_mem
 from gtui.core.diagnosis.rulematch import PatternOverrun
+from gtui.core.joblog import decode, read_tail, tail_bytes
 from gtui.core.model import Diagnosis, DiagnosisRule
 from gtui.core.termtext import plain_text
 
@@ -115,8 +116,9 @@ _ERROR_HINT = "No known cause matched: a [[diagnose]] rule in the queue file can
 # --------------------------------------------------------------------------------------------
 # Reading and cleaning a log.
 
+
 def _strip_codes(text: str) -> str:
-    """The text a terminal would show, by gtui's one escape stripper (issue 22.6)."""
+    """The text a terminal would show, by gtui's one escape stripper (gtui.core.termtext)."""
     return plain_text(text)
 
 
@@ -143,15 +145,7 @@ def read_tail_bytes(f: BinaryIO, max_bytes: int = TAIL_BYTES) -> bytes:
     When the read starts inside the file, the partial first line is dropped (it may also
     start inside a multi-byte character) unless it is the only line.
     """
-    size = f.seek(0, os.SEEK_END)
-    start = max(0, size - max(0, max_bytes))
-    f.seek(start)
-    data = f.read(size - start)
-    if start > 0:
-        nl = data.find(b"\n")
-        if 0 <= nl < len(data) - 1:
-            data = data[nl + 1 :]
-    return data
+    return tail_bytes(f, max_bytes)
 
 
 def read_log_tail(path: Path, max_bytes: int = TAIL_BYTES) -> str:
@@ -159,12 +153,8 @@ def read_log_tail(path: Path, max_bytes: int = TAIL_BYTES) -> str:
 
     A missing or unreadable log gives ``""``: a job may fail before writing anything.
     """
-    try:
-        with open(path, "rb") as f:
-            data = read_tail_bytes(f, max_bytes)
-    except OSError:
-        return ""
-    return clean_log(data.decode("utf-8", errors="replace"))
+    data = read_tail(path, max_bytes)
+    return "" if data is None else clean_log(decode(data))
 
 
 # --------------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from gtui.core.errors import GtuiError
+from gtui.core.joblog import read_range
 from gtui.core.model import JobRecord
 
 __all__ = [
@@ -183,7 +184,7 @@ class Executor(Protocol):
         ...
 
     def host_memory_mib(self, handles: Mapping[str, Handle]) -> dict[str, int]:
-        """Resident host memory of each job's processes now, MiB (issue 19.2): job name ->
+        """Resident host memory of each job's processes now, MiB (its host peak): job name ->
         MiB. An executor that cannot measure it returns {} (no host peak is recorded)."""
         ...
 
@@ -287,11 +288,6 @@ async def in_thread(fn: Callable[[], T]) -> T:
     return await fut
 
 
-def read_file_range(path: str, offset: int, limit: int) -> bytes:
-    """Up to ``limit`` bytes of a file on this machine from byte ``offset`` (b"": unreadable)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            return f.read(limit)
-    except OSError:
-        return b""
+# Up to ``limit`` bytes of a log on this machine from byte ``offset`` (b"": unreadable): what
+# an executor's ``read_log`` answers, read by gtui.core.joblog, the one reader of a job's log.
+read_file_range = read_range

@@ -1,4 +1,4 @@
-"""Starting, watching and stopping job processes (DESIGN.md 4.4).
+"""Starting, watching and stopping job processes.
 
 Each job runs in its own session and process group, through a small bash wrapper that runs the
 user's command as a child (``bash -c "$GTUI_CMD"`` in the job's cwd), waits for it and writes its
@@ -62,12 +62,13 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
+from gtui.core import procstat
 from gtui.core.errors import GtuiError
 from gtui.core.exec.base import (
     TEMPORARY_ERRNOS,
@@ -303,7 +304,6 @@ def _forget(path: Path) -> None:
         path.unlink()
 
 
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _boot_time: float | None = None
 
 
@@ -315,12 +315,10 @@ def create_time_of(pid: int) -> float:
     (cannot happen for an unreaped child)."""
     global _boot_time
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-        ticks = int(data[data.rindex(b")") + 2 :].split()[19])  # field 22, starttime
+        ticks = procstat.stat_of(pid).start
         if _boot_time is None:
-            _boot_time = psutil.boot_time()
-        return _boot_time + ticks / _CLOCK_TICKS
+            _boot_time = procstat.boot_time() or psutil.boot_time()
+        return _boot_time + ticks / procstat.CLOCK_TICKS
     except (OSError, ValueError, IndexError):
         pass
     try:
@@ -515,7 +513,7 @@ def process_tree(pid: int) -> set[int]:
     return {pid, *(k.pid for k in kids)}
 
 
-# A process as /proc says it (one reader for the core: gtui.core.procstat).
+# A process as its stat line says it (gtui.core.procstat reads every /proc file).
 _Proc = ProcStat
 _read_stat = read_stat
 
@@ -523,28 +521,13 @@ _read_stat = read_stat
 def _environ_has(pid: int, entry: bytes) -> bool:
     """Whether the process's environment holds ``entry`` (``KEY=value``) exactly."""
     try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            data = b"\0" + f.read()
+        data = b"\0" + procstat.environ_of(pid)
     except OSError:
         return False
     return b"\0" + entry + b"\0" in data
 
 
-def _own_pids() -> Iterator[str]:
-    """The pids (as /proc names them) of this user's processes, from one listing of /proc."""
-    uid = os.getuid()
-    try:
-        entries = list(os.scandir("/proc"))
-    except OSError:
-        return
-    for e in entries:
-        if not e.name.isdigit():
-            continue
-        try:
-            if e.stat().st_uid == uid:
-                yield e.name
-        except OSError:
-            continue
+_own_pids = procstat.pids_of_user
 
 
 def processes_with_env(key: str, value: str) -> list[int]:
@@ -566,8 +549,7 @@ def processes_with_env_values(key: str, values: Collection[str]) -> dict[str, li
     marker = b"\0" + key.encode() + b"="
     for pid in _own_pids():
         try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = b"\0" + f.read()
+            env = b"\0" + procstat.environ_of(pid)
         except OSError:
             continue
         at = env.find(marker)
@@ -603,15 +585,13 @@ def wrappers_in(run_dir: Path) -> list[Wrapper]:
     out: list[Wrapper] = []
     for pid in _own_pids():
         try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
+            argv = procstat.cmdline_of(pid)
             if len(argv) < 5 or argv[3] != WRAPPER_ARG0.encode():
                 continue
             status = os.fsdecode(argv[4])
             if os.path.dirname(status) != folder:
                 continue
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                items = f.read().split(b"\0")
+            items = procstat.environ_of(pid).split(b"\0")
         except OSError:
             continue
         p = _read_stat(int(pid))
@@ -632,8 +612,7 @@ def wrappers_in(run_dir: Path) -> list[Wrapper]:
 
 def _run_id_of(pid: int) -> str | None:
     try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            data = f.read()
+        data = procstat.environ_of(pid)
     except OSError:
         return None
     key = RUN_ID_VAR.encode() + b"="
@@ -655,59 +634,48 @@ def _log_file(pid: int, log_path: Path | None = None) -> _LogFile | None:
     """The job's log: ``log_path`` when given (the engine's record), else the wrapper's
     stdout. Only a regular file counts: a stdout of /dev/null or a pipe would name processes
     that are not the job's. The resolved path, as the kernel shows it in fd links."""
-    candidates = [os.path.realpath(log_path)] if log_path is not None else [f"/proc/{pid}/fd/1"]
-    for where in candidates:
-        try:
-            link = os.readlink(where) if where.startswith("/proc/") else where
-            st = os.stat(where)
-        except OSError:
-            continue
-        if _stat.S_ISREG(st.st_mode):
-            return _LogFile(link, (st.st_dev, st.st_ino))
+    try:
+        if log_path is not None:
+            where = link = os.path.realpath(log_path)
+        else:
+            where = procstat.fd_path(pid, 1)
+            link = os.readlink(where)
+        st = os.stat(where)
+    except OSError:
+        return None
+    if _stat.S_ISREG(st.st_mode):
+        return _LogFile(link, (st.st_dev, st.st_ino))
     return None
 
 
 def _writes_to(pid: int, log: _LogFile) -> bool:
     """Whether ``pid`` holds the job's log open for writing (a daemon's inherited stdout)."""
-    fd_dir = f"/proc/{pid}/fd"
     try:
-        fds = os.listdir(fd_dir)
+        fds = procstat.fds_of(pid)
     except OSError:
         return False
     for fd in fds:
+        link = procstat.fd_path(pid, fd)
         try:
-            if os.readlink(f"{fd_dir}/{fd}") != log.link:
+            if os.readlink(link) != log.link:
                 continue
-            st = os.stat(f"{fd_dir}/{fd}")
+            st = os.stat(link)
             if (st.st_dev, st.st_ino) != log.key:
                 continue
-            with open(f"/proc/{pid}/fdinfo/{fd}", "rb") as f:
-                info = f.read()
+            flags = procstat.fd_flags_of(pid, fd)
         except OSError:
             continue
-        for line in info.splitlines():
-            if line.startswith(b"flags:"):
-                if int(line.split()[1], 8) & os.O_ACCMODE != os.O_RDONLY:
-                    return True
-                break
+        if flags is not None and flags & os.O_ACCMODE != os.O_RDONLY:
+            return True
     return False
 
 
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-
-def _rss_bytes(pid: int) -> int:
-    """Resident memory of ``pid`` (0: gone, or unreadable)."""
-    try:
-        with open(f"/proc/{pid}/statm", "rb") as f:
-            return int(f.read().split()[1]) * _PAGE
-    except (OSError, IndexError, ValueError):
-        return 0
+_rss_bytes = procstat.rss_bytes
 
 
 def trees_rss_mib(roots: Mapping[str, int]) -> dict[str, int]:
     """Host memory (resident, MiB) of each job's processes, by job name: its root's tree, process
-    group and session (issue 19.2's host peak). One walk of /proc for all jobs, not one each:
+    group and session (the job's host memory peak). One walk of /proc for all jobs, not one each:
     it runs at every GPU poll. Shared pages count in each process (an upper bound, as ``ps``
     shows it). A job with nothing left is left out."""
     uid = os.getuid()
@@ -738,20 +706,9 @@ def _own_processes(uid: int) -> dict[int, _Proc]:
     """Every live process of user ``uid`` from /proc, zombies left out (they are already dead);
     {} where /proc cannot be read."""
     procs: dict[int, _Proc] = {}
-    try:
-        entries = list(os.scandir("/proc"))
-    except OSError:
-        return procs
-    for entry in entries:
-        if not entry.name.isdigit():
-            continue
-        try:
-            if entry.stat().st_uid != uid:
-                continue
-        except OSError:
-            continue
-        p = _read_stat(int(entry.name))
-        if p is not None and p.state not in ("Z", "X", "x"):
+    for pid in procstat.pids_of_user(uid):
+        p = _read_stat(int(pid))
+        if p is not None and not p.ended:
             procs[p.pid] = p
     return procs
 

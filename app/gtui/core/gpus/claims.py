@@ -1,5 +1,5 @@
 """Claims: the memory each gtui scheduler has promised its running jobs, published for every
-local user (issue 20; DESIGN.md 4.1).
+local user.
 
 CUDA allocates lazily: for the first seconds, sometimes minutes, of a job, the GPU it was given
 still looks free to everyone else, and a colleague's scheduler that sees only NVML puts a second
@@ -25,7 +25,7 @@ of the queue's state path: it tells one user's queues apart without showing wher
 A user's several queues share the file; each rewrites only its own entries and drops the
 entries whose process has ended (stale entries are pruned; a file left empty is removed).
 
-**Idle GPUs** (issue 19 audit). The file may also say, per queue, since when each GPU that
+**Idle GPUs**. The file may also say, per queue, since when each GPU that
 queue's scheduler polls has read 0 % utilization without a break::
 
     "idle": [{"gpu": "GPU-8c1d...", "since": 1716900000.0, "pid": 4100, "start": 1716890000.1,
@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import hashlib
 import json
 import math
@@ -77,8 +76,9 @@ from typing import Any, Literal
 
 import psutil
 
+from gtui.core.flock import open_lock, try_lock
 from gtui.core.gpus.snapshot import GpuInfo, GpuSnapshot
-from gtui.core.procstat import read_stat
+from gtui.core.procstat import CLOCK_TICKS, boot_time, owner_of, read_stat, stat_of
 from gtui.core.units import format_mib
 
 ENV_DIR = "GTUI_CLAIMS_DIR"
@@ -181,7 +181,7 @@ class NeighbourClaim:
 
     @property
     def promised_mib(self) -> int:
-        """Declared but not yet allocated: what ``available`` loses (DESIGN.md 4.1)."""
+        """Declared but not yet allocated: what ``available`` loses."""
         return max(0, self.mem_mib - max(0, self.observed_mib))
 
 
@@ -298,9 +298,7 @@ def _idle(item: object, uid: int, user: str) -> IdleMark | None:
     """One idle mark of a file, checked field by field; None if anything is off."""
     if not isinstance(item, dict):
         return None
-    gpu, since, pid, start, queue = (
-        item.get(k) for k in ("gpu", "since", "pid", "start", "queue")
-    )
+    gpu, since, pid, start, queue = (item.get(k) for k in ("gpu", "since", "pid", "start", "queue"))
     if not (_is_key(gpu) and _is_time(since) and _is_int(pid, 1, _MAX_PID) and _is_time(start)):
         return None
     if not isinstance(queue, str) or len(queue) > 64:
@@ -486,15 +484,27 @@ class ClaimBoard:
         except ClaimsError as e:
             self.lock_note = str(e)
             return None
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+        # Read-only (every user locks the one file), non-blocking (a FIFO in its place).
+        def open_it(create: bool) -> int:
+            return open_lock(
+                LOCK_NAME,
+                exclusive=create,
+                create=create,
+                write=False,
+                nonblock=True,
+                mode=0o644,
+                dir_fd=dfd,
+            )
+
         try:
             try:  # not O_CREAT on one that exists: fs.protected_regular refuses that in /dev/shm
-                fd = os.open(LOCK_NAME, flags, dir_fd=dfd)
+                fd = open_it(create=False)
             except FileNotFoundError:
                 try:
-                    fd = os.open(LOCK_NAME, flags | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=dfd)
+                    fd = open_it(create=True)
                 except FileExistsError:
-                    fd = os.open(LOCK_NAME, flags, dir_fd=dfd)
+                    fd = open_it(create=False)
         except OSError as e:
             self.lock_note = f"cannot open {self.directory / LOCK_NAME}: {e.strerror or e}"
             return None
@@ -512,10 +522,9 @@ class ClaimBoard:
         deadline = now + (0.0 if now < self._no_wait_until else LOCK_WAIT_S)
         while True:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                self.lock_note = None
-                return fd
-            except BlockingIOError:
+                if try_lock(fd):
+                    self.lock_note = None
+                    return fd
                 if time.monotonic() >= deadline:
                     break
                 time.sleep(0.002)
@@ -643,9 +652,7 @@ class ClaimBoard:
                 boot = _boot_time() if others or other_marks else None
                 keep = [c for c in others if c.queue != self.queue and _alive(c.pid, c.start, boot)]
                 keep_marks = [
-                    m
-                    for m in other_marks
-                    if m.queue != self.queue and _alive(m.pid, m.start, boot)
+                    m for m in other_marks if m.queue != self.queue and _alive(m.pid, m.start, boot)
                 ]
                 entries, marks = keep + ours, keep_marks + our_marks
                 if not entries and not marks:
@@ -701,35 +708,23 @@ class ClaimBoard:
 
 
 _ProcState = tuple[Literal["alive", "gone", "hidden"], float | None, int | None]
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def _boot_time() -> float | None:
-    """The boot time as /proc/stat says it: psutil's ``create_time`` is starttime + this."""
-    try:
-        with open("/proc/stat", "rb") as f:
-            for line in f:
-                if line.startswith(b"btime"):
-                    return float(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+# The boot time (gtui.core.procstat): psutil's ``create_time`` is a process's start + this.
+_boot_time = boot_time
 
 
 def _process(pid: int, boot: float | None = None) -> _ProcState:
     """Whether ``pid`` runs: (state, its start time as psutil gives it, its owner's uid).
     ``hidden``: it exists but this user may not look at it (/proc mounted with hidepid).
-    Read from /proc directly (one small file: psutil took 15 times longer, and a scheduler
-    judges every claim at every poll and before every start); psutil where that fails."""
+    Read from /proc through gtui.core.procstat (one small file: psutil took 15 times longer,
+    and a scheduler judges every claim at every poll and before every start); psutil where
+    that fails."""
     if boot is not None:
         try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                data = f.read()
-            owner = os.stat(f"/proc/{pid}").st_uid
-            rest = data[data.rindex(b")") + 2 :].split()
-            if rest[0] in (b"Z", b"X"):
+            st = stat_of(pid)
+            owner = owner_of(pid)
+            if st.state in ("Z", "X"):
                 return "gone", None, None
-            return "alive", boot + int(rest[19]) / _CLOCK_TICKS, owner
+            return "alive", boot + st.start / CLOCK_TICKS, owner
         except FileNotFoundError:
             return _exists(pid)
         except PermissionError:

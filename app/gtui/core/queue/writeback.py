@@ -1,4 +1,4 @@
-"""Edits made from the dashboard or ``gtui add``, written back into the queue file (DESIGN.md 3).
+"""Edits made from the dashboard or ``gtui add``, written back into the queue file.
 
 Every operation:
 
@@ -43,9 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import fcntl
 import itertools
-import os
 import re
 import tomllib
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -59,6 +57,7 @@ from tomlkit.items import Array, InlineTable, Table
 from gtui.core.atomic import write_atomically
 from gtui.core.deadline import check as check_deadline
 from gtui.core.errors import GtuiError, QueueFileError
+from gtui.core.flock import locked
 from gtui.core.model import JobSpec, Settings
 from gtui.core.paths import ensure_state_dir, queue_paths
 from gtui.core.queue.inlinearray import InlineJobs, inline_jobs
@@ -82,7 +81,7 @@ Where = Literal["up", "down", "top"]
 # A root ``jobs = [`` (an inline array of jobs); a false match only costs the slower append.
 # `jobs = [` (the key bare or quoted) at a line's start. Searched from the literal ``jobs`` and
 # its line start checked apart: the same search anchored with ``(?m)^[ \t]*`` tried a match at
-# every line, 60-90 ms of a 100,000-job file at each `gtui add` (issue 16).
+# every line, 60-90 ms of a 100,000-job file at each `gtui add`.
 _JOBS_ARRAY = re.compile(r"jobs([\"']?)[ \t]*=[ \t]*\[")
 
 
@@ -101,6 +100,8 @@ def has_inline_jobs(text: str) -> bool:
         if not lead.strip(" \t"):
             return True
     return False
+
+
 _Container = Table | InlineTable
 
 
@@ -112,15 +113,11 @@ _Container = Table | InlineTable
 def _locked(queue: Path) -> Iterator[None]:
     paths = queue_paths(queue)
     ensure_state_dir(paths)
-    fd = os.open(paths.file_lock, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with locked(paths.file_lock):
         # A scheduler's request may have waited here past its client's deadline: then the
         # client has said it was not done, and it must not be.
         check_deadline()
         yield
-    finally:
-        os.close(fd)  # closing releases the lock
 
 
 # ---------------------------------------------------------------------------------------------
@@ -405,7 +402,7 @@ def _edit(
                 e.path, f"{e.detail} (fix the file first; nothing was changed)", e.line, e.key
             ) from None
         # The check above parsed this very text: its scan and parse are reused (one parse
-        # per edit, not two: 641 ms against 256 ms at 10,000 jobs, issue 22.3).
+        # per edit, not two: 641 ms against 256 ms at 10,000 jobs).
         sc, data = _scan_and_parse(str(p), text)
         ctx = _Ctx(p, text, queue, sc, data)
         new_text = change(ctx)
@@ -991,8 +988,7 @@ def replace_job_text(
         now = "".join(ctx.sc.lines[block.start : block.end])
         if now != old.text:
             raise GtuiError(
-                f"{p}: {name}'s table changed in the file while you edited it; nothing was "
-                "written"
+                f"{p}: {name}'s table changed in the file while you edited it; nothing was written"
             )
         nl = ctx.nl
         body = new_text.replace("\r\n", "\n").replace("\n", nl)

@@ -1,4 +1,4 @@
-"""One scheduler per queue (DESIGN.md 5): an advisory ``flock`` on ``.gtui/<stem>.lock``.
+"""One scheduler per queue: an advisory ``flock`` on ``.gtui/<stem>.lock``.
 
 ``flock`` is tied to the open file, so the kernel drops it when the holder dies, even by
 ``kill -9``: there is never a stale lock to clean up. The file also records the holder's pid,
@@ -8,7 +8,6 @@ kernel, never read from the file.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import socket
 import time
@@ -17,7 +16,9 @@ from pathlib import Path
 from types import TracebackType
 
 from gtui.core.errors import LockedError
+from gtui.core.flock import open_lock, try_lock, unlock
 from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths
+from gtui.core.procstat import stat_of
 
 # How long a reader waits for a holder that has just taken the lock to write its pid.
 _PID_WAIT_S = 0.5
@@ -46,11 +47,10 @@ def process_lives(pid: int) -> bool:
     """Whether a lock holder's process still lives, for when its lock file cannot be read: its
     state in /proc, where an ended process its parent has not reaped yet is a zombie."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
+        state = stat_of(pid).state
     except FileNotFoundError:
         return False
-    except (OSError, IndexError):
+    except (OSError, IndexError, ValueError):
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
@@ -58,7 +58,7 @@ def process_lives(pid: int) -> bool:
         except PermissionError:
             pass
         return True
-    return state not in (b"Z", b"X")
+    return state not in ("Z", "X")
 
 
 class QueueLock:
@@ -83,9 +83,9 @@ class QueueLock:
 
     def _open(self) -> int:
         ensure_private_dir(self.path.parent)
-        # O_CLOEXEC (Python's default) matters: a job that inherited this descriptor would keep
-        # the lock alive after gtui died.
-        return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        # Close-on-exec matters: a job that inherited this descriptor would keep the lock alive
+        # after gtui died (gtui.core.flock opens every lock file so).
+        return open_lock(self.path)
 
     def acquire(self) -> None:
         """Take the lock or raise LockedError naming the pid that holds it."""
@@ -93,13 +93,13 @@ class QueueLock:
             return
         fd = self._open()
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise LockedError(self._locked_message()) from None
+            taken = try_lock(fd)
         except BaseException:
             os.close(fd)
             raise
+        if not taken:
+            os.close(fd)
+            raise LockedError(self._locked_message()) from None
         info = f"{os.getpid()} {socket.gethostname()} {time.time():.3f}\n".encode()
         os.ftruncate(fd, 0)
         os.pwrite(fd, info, 0)
@@ -133,17 +133,14 @@ class QueueLock:
         if not self.path.exists():
             return None
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = open_lock(self.path, create=False, write=False)
         except FileNotFoundError:
             return None
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                pass  # held by someone
-            else:
-                fcntl.flock(fd, fcntl.LOCK_UN)
+            if try_lock(fd, shared=True):
+                unlock(fd)
                 return None
+            # else: held by someone
         finally:
             os.close(fd)
         info = self._wait_info()
