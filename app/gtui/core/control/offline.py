@@ -23,6 +23,7 @@ from typing import Any
 
 from gtui.core.api import JobView
 from gtui.core.bus import EventBus
+from gtui.core.control.protocol import Where
 from gtui.core.control.rpc import stopped_words
 from gtui.core.errors import GtuiError
 from gtui.core.exec.base import Executor, ExitStatus, handle_of
@@ -132,6 +133,52 @@ class StoreClient:
 
     async def reload(self) -> None:
         """Nothing to tell: the next scheduler reads the queue file as it is."""
+
+    async def edit(self, name: str, fields: dict[str, object]) -> None:
+        """The job's keys changed in the file, if its saved state allows it (as a scheduler
+        checks), under the queue lock so that none starts meanwhile."""
+        from gtui.core.queue.writeback import update_job
+
+        with self._book() as (book, _settings):
+            transitions.check(book.require, [name], transitions.why_not_edit)
+            update_job(self.queue_path, name, dict(fields))
+
+    async def remove(self, name: str) -> None:
+        from gtui.core.queue.writeback import remove_job
+
+        with self._book() as (book, _settings):
+            transitions.check(book.require, [name], transitions.why_not_remove)
+            remove_job(self.queue_path, name)
+
+    async def move(self, name: str, where: Where) -> None:
+        """As a scheduler moves it: up or down past the next waiting job (the ended ones
+        between stay where they are), or to the top."""
+        from gtui.core.queue.writeback import Place, move_job, place_job
+
+        with self._book() as (book, _settings):
+            transitions.check(book.require, [name], transitions.why_not_move)
+            if where == "top":
+                move_job(self.queue_path, name, where)
+                return
+            live = book.records.live()
+            other = transitions.move_target(
+                name,
+                -1 if where == "up" else 1,
+                book.order,
+                book.specs,
+                lambda n: n in live and live[n].waiting,
+            )
+            if other is not None:
+                place: Place = "before" if where == "up" else "after"
+                place_job(self.queue_path, name, place, other)
+
+    async def stop(self, *, kill: bool = False) -> None:
+        """No scheduler runs the queue: there is none to stop."""
+        raise GtuiError(f"no scheduler runs {self.queue_path.name}: nothing to stop")
+
+    def status_chunks(self) -> Iterator[str]:
+        """The status as JSON text, as a scheduler sends it."""
+        yield json.dumps(status_from_store(self.paths.queue), separators=(",", ":"))
 
     async def repair(self) -> list[str]:
         """``gtui doctor --repair``: what a scheduler does at its start, and only that. A
