@@ -15,6 +15,7 @@ import time
 
 from gtui.commands.options import GlobalOptions, queue_file
 from gtui.core.control.client import perform
+from gtui.core.control.protocol import ClearQuarantine, Status
 from gtui.core.errors import GtuiError
 
 
@@ -30,14 +31,18 @@ def _gpus(text: str) -> list[int] | None:
 def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     paths = queue_file(ns.queue)
     if ns.clear is not None:
-        cleared, live = asyncio.run(perform(paths, "clear_quarantine", _gpus(ns.clear)))
+        gpus = _gpus(ns.clear)
+        reply, live = asyncio.run(
+            perform(paths, ClearQuarantine(None if gpus is None else tuple(gpus)))
+        )
+        cleared = reply.cleared
         if not cleared:
             print("no such GPU is quarantined")
             return 0
         where = "" if live else " (no scheduler runs: it applies when one starts)"
         print(f"GPU {','.join(map(str, cleared))} back in placement{where}")
         return 0
-    status, _live = asyncio.run(perform(paths, "status"))
+    status = asyncio.run(perform(paths, Status()))[0].status
     quarantined = status.get("quarantined") or {}
     if not quarantined:
         print(f"no GPU of {paths.queue.name} is quarantined")

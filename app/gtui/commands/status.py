@@ -18,6 +18,7 @@ from typing import Any
 
 from gtui.commands.options import GlobalOptions
 from gtui.core.control.client import TIMEOUT_S, perform
+from gtui.core.control.protocol import Status
 from gtui.core.control.rpc import NoAnswer, status_document
 from gtui.core.errors import GtuiError
 from gtui.core.gpus.snapshot import gpu_label
@@ -26,7 +27,15 @@ from gtui.core.sched.policy import format_wait
 from gtui.core.units import UnitError, format_duration, format_mib, parse_duration_s, plural
 
 STATES = (
-    "queued", "held", "running", "suspended", "done", "failed", "killed", "blocked", "unknown"
+    "queued",
+    "held",
+    "running",
+    "suspended",
+    "done",
+    "failed",
+    "killed",
+    "blocked",
+    "unknown",
 )
 GROUPS = {
     "waiting": ("queued", "held"),
@@ -75,9 +84,7 @@ def get_status(queue: str) -> dict[str, Any]:
     paths = queue_paths(queue)
     if not paths.queue.exists():
         raise GtuiError(f"{queue}: no such queue file")
-    status, _live = asyncio.run(perform(paths, "status"))
-    result: dict[str, Any] = status
-    return result
+    return asyncio.run(perform(paths, Status()))[0].status
 
 
 def _scheduler_line(sched: dict[str, Any]) -> str:

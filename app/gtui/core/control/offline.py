@@ -221,9 +221,7 @@ class StoreClient:
                 # What a scheduler would record first: the jobs that ended meanwhile (those on
                 # a cluster's nodes are left to the cluster's scheduler).
                 log_dir = self.paths.log_dir(queue.settings.log_dir)
-                leave = {
-                    n for n in book.active_names() if on_node(book.records[n], self._cluster)
-                }
+                leave = {n for n in book.active_names() if on_node(book.records[n], self._cluster)}
                 run_dir = None if self._cluster else self.paths.run_dir
                 found = recover(book, self._executor, log_dir, leave, run_dir)
                 for name, status in found.ended:

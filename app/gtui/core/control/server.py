@@ -98,6 +98,7 @@ HEARTBEAT_S = 1.0  # the socket file's mtime is touched this often (see rpc.stop
 HOLD_REPLY = 64 * 1024  # a reply made in pieces is sent once this much is made (or all of it)
 REPLAY_EVENTS = 10_000  # the last job events kept for a watcher that came late
 
+
 class ControlledEngine(Owner, Protocol):
     """What the socket serves: the engine's commands (the handler's owner), and what a watcher
     is sent (``watch``): the state now, then every event (app/gtui/core/sched/engine.py)."""
@@ -513,7 +514,6 @@ class ControlServer:
                         await task
         finally:
             unsubscribe()
-
 
     def _replay(self, req: Watch, head: dict[str, Any]) -> list[Event]:
         """The events a watch request asks to be replayed (module docstring), counted in
