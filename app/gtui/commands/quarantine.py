@@ -1,5 +1,5 @@
 """``gtui quarantine QUEUE.toml [--clear GPU,... | --clear all]``: the GPUs taken out of
-placement after a hardware fault (issue 21), and giving them back.
+placement after a hardware fault, and giving them back.
 
 A job that fails with the diagnosis ``gpu_fault`` (an uncorrectable ECC error, an Xid, a GPU
 fallen off the bus) quarantines the GPU it names, or its own: no new job starts there until a

@@ -160,7 +160,7 @@ def render(status: dict[str, Any], states: frozenset[str] | None = None) -> list
             note = f"{j['diagnosis']['kind']}: {j['diagnosis']['line']}"
         elif j["state"] in ("running", "suspended") and j["started_at"]:
             note = format_duration(time.time() - j["started_at"])
-        note = _with_estimate(note, j)  # progress, ETA, start (issue 19.3)
+        note = _with_estimate(note, j)  # progress, ETA, start
         note = "; ".join([note, *j["warnings"]]) if j["warnings"] else note
         rows.append((j["name"], j["state"], gpus, mem, str(j["attempt"]), note))
     width = max([len(r[0]) for r in rows] + [4])

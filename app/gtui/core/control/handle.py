@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gtui.core.control.protocol import (
+    STATUS_HEAD,
     Acted,
     Add,
     Cleared,
@@ -82,7 +83,7 @@ class RawReply:
 
 
 def _status_pieces(owner: Owner) -> Iterator[str]:
-    yield '{"ok":true,"status":'
+    yield STATUS_HEAD
     yield from owner.status_chunks()
     yield "}"
 

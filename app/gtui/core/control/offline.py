@@ -7,7 +7,7 @@ recorded, as the next scheduler would), the transition is applied by the very fu
 scheduler uses (gtui.core.sched.transitions, .outcome), and the change is committed. A job that
 still runs is signalled through the local executor and left running unless it is killed.
 
-A job on a cluster's node (issue 23) is out of this machine's sight: with no scheduler it is shown
+A job on a cluster's node is out of this machine's sight: with no scheduler it is shown
 as last recorded, with a note, never recorded ended nor put back in the queue (the next
 scheduler re-adopts it), and a command that would signal it is refused, saying to start one.
 """
@@ -286,7 +286,7 @@ def _refuse_node_names_offline(qf: QueueFile) -> None:
         refuse_node_names(qf.path, qf.settings)
 
 
-# What a command given with no scheduler says of a job on a cluster's node (issue 23).
+# What a command given with no scheduler says of a job on a cluster's node.
 ON_CLUSTER = (
     "as last recorded, on a cluster node: only the cluster's scheduler can tell how it stands "
     "(gtui run re-adopts it)"

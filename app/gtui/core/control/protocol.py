@@ -72,6 +72,11 @@ class StatusReply(Reply):
     status: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
+# How a scheduler's status reply begins: the document is sent as text after it, in pieces, and
+# passed through as it came (``gtui status --json`` of 100,000 jobs is never decoded).
+STATUS_HEAD = '{"ok":true,"status":'
+
+
 @dataclasses.dataclass(frozen=True)
 class Pong(Reply):
     """The scheduler that answered."""
@@ -406,4 +411,3 @@ def _lenient(hint: object, value: object) -> Any:
     if hint == dict[str, Any]:
         return value if isinstance(value, dict) else dataclasses.MISSING
     return value
-

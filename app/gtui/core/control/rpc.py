@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 from gtui.core.control.protocol import (
     READS,
+    STATUS_HEAD,
     Ping,
     Refused,
     Reply,
@@ -158,7 +159,7 @@ def _decode(line: bytes) -> dict[str, Any]:
     return reply
 
 
-_STATUS_HEAD = b'{"ok":true,"status":'
+_STATUS_HEAD = STATUS_HEAD.encode()
 
 
 def status_document(paths: QueuePaths, timeout: float | None = DEFAULT_TIMEOUT_S) -> bytes | None:

@@ -2,23 +2,17 @@
 
 JSON lines over a Unix socket at ``QueuePaths.socket``, in a directory only the user can open
 (0700), the socket itself 0600, and the peer's uid checked with SO_PEERCRED; nothing listens on
-the network (DESIGN.md 5). The server has no logic of its own: each request maps onto one
-engine command, so the CLI, the socket and the dashboard share one implementation.
+the network. The server has no logic of its own: each line is read as a request of the protocol
+(gtui.core.control.protocol: every request and reply, its fields and their wire form) and done
+by the one handler (gtui.core.control.handle) on the engine, so the CLI, the socket and the
+dashboard share one implementation.
 
-Requests: ``{"op": OP, "names": [...]}`` (``"fields": {...}`` for ``add``, ``"wait": false``
-for a ``kill`` that answers once SIGTERM is sent), one per line.
-Replies: ``{"ok": true, ...}`` or ``{"ok": false, "error": "message"}``, one per line.
 A request may carry ``"deadline"`` (wall-clock seconds): one taken after it is refused, not
 applied (``"exit": 3``), since its client has given up and said it was not done; the deadline
 is checked again after any wait before the change (gtui.core.deadline). The server touches the
 socket file every HEARTBEAT_S, so a client that finds the scheduler stopped can say since when.
-
-The queue file's edits: ``{"op": "edit", "name": N, "fields": {...}}``, ``{"op": "remove",
-"name": N}``, ``{"op": "move", "name": N, "where": "up" | "down" | "top"}``.
-
-``{"op": "stop", "kill": false}`` ends the scheduler (``gtui stop``): it answers, then its loop
-ends and it shuts down as when it exits idle (running jobs go on, or with ``"kill": true`` are
-killed first); the client waits until the queue's lock is free.
+A ``stop`` answers, then the scheduler's loop ends and it shuts down as when it exits idle; the
+client waits until the queue's lock is free.
 
 ``{"op": "watch"}`` turns the connection into a stream (a dashboard attached to a scheduler that
 runs elsewhere: gtui.core.control.remote). The server answers ``{"ok": true, "hello": HELLO}``,
