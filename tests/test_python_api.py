@@ -30,6 +30,8 @@ from gtui.core.control.protocol import (
     Ping,
     Refused,
     Remove,
+    Resume,
+    Retry,
     Stop,
     Stopped,
     Sync,
@@ -247,3 +249,36 @@ def test_the_store_answers_the_edits_and_refuses_what_needs_a_scheduler(tmp_path
     assert [s.name for s in load_queue(q).jobs] == ["b"]
     with pytest.raises(NotAnswering):
         asyncio.run(perform(paths, Ping()))
+
+
+def test_every_request_has_its_case_in_the_one_handler(tmp_path: Path) -> None:
+    """Each request of the protocol is done by the handler on a real owner (the store client,
+    as with no scheduler); none falls through to "unknown request"."""
+    from gtui.core.control.handle import RawReply, handle
+    from gtui.core.control.offline import StoreClient
+
+    q = write_queue(tmp_path, "[[jobs]]\nname='a'\ncmd='true'\n[[jobs]]\nname='b'\ncmd='true'\n")
+    samples = {
+        "kill": Kill(("a",)),
+        "pause": Pause(("b",)),
+        "resume": Resume(("b",)),
+        "retry": Retry(("a",)),
+        "add": Add({"name": "c", "cmd": "true"}),
+        "edit": Edit("c", {"priority": 2}),
+        "move": Move("b", "top"),
+        "remove": Remove("c"),
+        "clear_quarantine": ClearQuarantine(),
+    }
+    refused = {"stop": "nothing to stop", "watch": "takes over a connection"}
+    for op, cls in REQUESTS.items():
+        req = samples.get(op) or cls()
+        if op in refused:
+            with pytest.raises(GtuiError, match=refused[op]):
+                asyncio.run(handle(StoreClient(q), req))
+            continue
+        reply = asyncio.run(handle(StoreClient(q), req))
+        if isinstance(reply, RawReply):
+            assert json.loads("".join(reply.pieces))["status"]["jobs"], op
+        else:
+            assert isinstance(reply, cls.reply), op
+    assert [s.name for s in load_queue(q).jobs] == ["b", "a"]

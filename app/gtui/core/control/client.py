@@ -78,8 +78,6 @@ class SocketClient:
         reply = await asyncio.to_thread(ask, self.paths, req)
         if reply is None:
             raise NotAnswering(f"no scheduler answers for {self.queue_path.name}")
-        if isinstance(reply, StatusReply) and not reply.status:
-            raise GtuiError("the scheduler sent a status gtui cannot read")
         return reply
 
 

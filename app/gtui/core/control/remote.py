@@ -8,9 +8,10 @@ plain terminal) already runs the queue opens the dashboard on a :class:`RemoteEn
 - ``run()`` reads the events that follow, keeps its own copy of the state (``jobs()``,
   ``view()``, ``paused``, ``gpus``, ``settings``) and publishes each event to its own
   subscribers, exactly as the in-process Engine does;
-- the commands (kill, pause, ..., add, edit, remove, move) are one request each on the socket
-  (``server.call``), and return once this copy shows their effect (a ``sync`` on the watch
-  connection), so a screen that reads ``view()`` right after sees what it did;
+- the commands (kill, pause, ..., add, edit, remove, move) are each one request of the
+  protocol (gtui.core.control.protocol) on its own connection (``do``), and return once this
+  copy shows their effect (a ``sync`` on the watch connection), so a screen that reads
+  ``view()`` right after sees what it did;
 - if the scheduler goes away, a Notice says so, and the engine tries again every
   RECONNECT_EVERY_S for RECONNECT_FOR_S; a scheduler that comes back (the same, or a new one
   for the same queue) sends a fresh hello, published as QueueChanged.
@@ -21,7 +22,7 @@ screen does not decide; it says so in a Notice instead of raising (a raise would
 app's quit). ``gtui kill QUEUE NAME`` (or the ``x`` key) kills a job there.
 
 Size: the engine's whole port, mirrored over the socket (the cache of views, the watch
-connection and its reconnection, one method per command); split, each part is half a class.
+connection and its reconnection, the engine's command names); split, each part is half a class.
 """
 
 from __future__ import annotations
@@ -281,10 +282,7 @@ class RemoteEngine:
 
     async def status(self) -> dict[str, Any]:
         """The scheduler's ``status`` (the shape of ``gtui status --json``)."""
-        status = (await self.do(Status())).status
-        if not status:
-            raise GtuiError("the scheduler sent a status gtui cannot read")
-        return status
+        return (await self.do(Status())).status
 
     async def do(self, req: Request[R]) -> R:
         """One request on its own connection; GtuiError with the scheduler's message. A

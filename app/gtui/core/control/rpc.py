@@ -38,6 +38,7 @@ from gtui.core.control.protocol import (
     Reply,
     Request,
     Status,
+    StatusReply,
     reply_of,
     to_wire,
 )
@@ -358,7 +359,10 @@ def send(
     reply = request(queue, op, timeout=req.timeout_s if timeout is None else timeout, **wire)
     if reply is None:
         return None
-    return refusal_of(reply) or reply_of(req, reply)
+    got = refusal_of(reply) or reply_of(req, reply)
+    if isinstance(got, StatusReply) and not got.status:
+        raise GtuiError("the scheduler sent a status gtui cannot read")
+    return got
 
 
 def refusal_of(reply: dict[str, Any]) -> Refused | None:
