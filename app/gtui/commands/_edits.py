@@ -13,6 +13,7 @@ from typing import Any
 
 from gtui.commands._names import JobNames
 from gtui.core.control.client import perform
+from gtui.core.control.protocol import Reload, Status
 from gtui.core.errors import GtuiError
 from gtui.core.paths import QueuePaths
 
@@ -26,7 +27,8 @@ class Jobs:
 
     def __init__(self, paths: QueuePaths) -> None:
         self.paths = paths
-        status, self.live = asyncio.run(perform(paths, "status"))
+        reply, self.live = asyncio.run(perform(paths, Status()))
+        status = reply.status
         self.jobs: dict[str, dict[str, Any]] = {str(j["name"]): j for j in status["jobs"]}
         self.names = JobNames(paths, list(self.jobs))
 
@@ -38,7 +40,7 @@ class Jobs:
 def tell_scheduler(paths: QueuePaths) -> bool:
     """Have a running scheduler take the file now; whether one did."""
     try:
-        _result, live = asyncio.run(perform(paths, "reload"))
+        _result, live = asyncio.run(perform(paths, Reload()))
     except GtuiError as e:
         print(f"(the scheduler did not take it yet: {e}; it will within one poll)", file=sys.stderr)
         return True

@@ -15,11 +15,21 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
-from typing import cast
+from typing import Any
 
 from gtui.commands._names import JobNames, is_pattern
 from gtui.commands.options import GlobalOptions, queue_file
-from gtui.core.control.client import Op, perform
+from gtui.core.control.client import perform
+from gtui.core.control.protocol import (
+    Kill,
+    Pause,
+    PauseQueue,
+    Request,
+    Resume,
+    ResumeQueue,
+    Retry,
+    Status,
+)
 from gtui.core.errors import GtuiError
 from gtui.core.model import FINAL_STATES
 from gtui.core.paths import QueuePaths
@@ -56,19 +66,25 @@ def act(
     Returns the lines to print and whether a scheduler did it (False: the saved state changed).
     """
     if not names:
-        op = f"{verb}_queue"
-        _, live = asyncio.run(perform(paths, cast(Op, op)))
+        whole: Request[Any] = PauseQueue() if verb == "pause" else ResumeQueue()
+        _, live = asyncio.run(perform(paths, whole))
         return [f"{verb}d the queue"], live
-    kw: dict[str, object] = {"wait": False} if verb == "kill" and not wait else {}
-    _, live = asyncio.run(perform(paths, cast(Op, verb), names, **kw))
+    _, live = asyncio.run(perform(paths, _request(verb, tuple(names), wait)))
     if live and verb == "kill" and not wait:
         return [_KILLING.format(n) for n in names], True
     return [_DONE[verb].format(n) for n in names], live
 
 
+def _request(verb: str, names: tuple[str, ...], wait: bool) -> Request[Any]:
+    """The request of ``verb`` on ``names``."""
+    if verb == "kill":
+        return Kill(names, wait)
+    return {"pause": Pause, "resume": Resume, "retry": Retry}[verb](names)
+
+
 def resolve(paths: QueuePaths, verb: str, words: list[str]) -> list[str]:
     """The jobs ``words`` name (module docstring), in queue order."""
-    status, _live = asyncio.run(perform(paths, "status"))
+    status = asyncio.run(perform(paths, Status()))[0].status
     got = JobNames.of_status(paths, status).expand(words, strict=False)
     got.note()
     if not got.patterns:
@@ -91,7 +107,7 @@ def resolve(paths: QueuePaths, verb: str, words: list[str]) -> list[str]:
 
 def every_ended(paths: QueuePaths) -> list[str]:
     """``gtui retry --all``: every job that has ended, done ones too, in queue order."""
-    status, _live = asyncio.run(perform(paths, "status"))
+    status = asyncio.run(perform(paths, Status()))[0].status
     ended = {s.value for s in FINAL_STATES}
     return [str(j["name"]) for j in status["jobs"] if str(j["state"]) in ended]
 

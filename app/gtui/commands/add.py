@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 
 from gtui.commands.options import GlobalOptions, queue_file
-from gtui.core.control.rpc import call, request
+from gtui.core.control.protocol import Add, Refused, Reload
+from gtui.core.control.rpc import ask, send
 from gtui.core.errors import GtuiError
 from gtui.core.paths import QueuePaths
 
@@ -81,9 +82,9 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     fields = fields_of(ns, paths, list(ns.cmd or []))
     # A running scheduler holds the file's jobs already: it checks and appends the new one
     # without anything here reading the file (100,000 jobs: 13.9 s the other way).
-    reply = call(paths, "add", timeout=30.0, fields=fields)
-    if reply is not None:
-        print(f"added {reply.get('name') or fields.get('name', 'the job')} to {paths.queue.name}")
+    added = ask(paths, Add(fields), timeout=30.0)
+    if added is not None:
+        print(f"added {added.name or fields.get('name', 'the job')} to {paths.queue.name}")
         return 0
     from gtui.core.queue.writeback import append_job
 
@@ -91,14 +92,14 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     shown = name if isinstance(name, str) and name else fields.get("name", "the job")
     print(f"added {shown} to {paths.queue.name}")
     try:
-        reply = request(paths, "reload", timeout=30.0)
+        reloaded = send(paths, Reload(), timeout=30.0)
     except GtuiError as e:
         print(f"(the scheduler did not take it yet: {e}; it will within one poll)", file=sys.stderr)
         return 0
-    if reply is None:
+    if reloaded is None:
         print(
             f"(no scheduler runs {paths.queue.name}: the job starts when one does)", file=sys.stderr
         )
-    elif not reply.get("ok"):
-        print(f"(the scheduler says: {reply.get('error')})", file=sys.stderr)
+    elif isinstance(reloaded, Refused):
+        print(f"(the scheduler says: {reloaded.error})", file=sys.stderr)
     return 0

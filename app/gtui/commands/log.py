@@ -14,6 +14,7 @@ from gtui.commands._logs import LogPrinter, attempt_log, tail_offset
 from gtui.commands._names import JobNames
 from gtui.commands.options import GlobalOptions, queue_file
 from gtui.core.control.client import perform
+from gtui.core.control.protocol import Status
 from gtui.core.errors import GtuiError
 from gtui.core.joblog import chunks
 from gtui.core.paths import QueuePaths
@@ -21,7 +22,8 @@ from gtui.core.paths import QueuePaths
 
 def find_job(paths: QueuePaths, word: str) -> tuple[str, dict[str, Any], bool]:
     """The one job ``word`` names, as the running scheduler (or the saved state) has it."""
-    status, live = asyncio.run(perform(paths, "status"))
+    reply, live = asyncio.run(perform(paths, Status()))
+    status = reply.status
     name = JobNames.of_status(paths, status).one(word)
     job = next(j for j in status["jobs"] if j["name"] == name)
     return name, job, live

@@ -1,5 +1,5 @@
 """``gtui quarantine QUEUE.toml [--clear GPU,... | --clear all]``: the GPUs taken out of
-placement after a hardware fault (issue 21), and giving them back.
+placement after a hardware fault, and giving them back.
 
 A job that fails with the diagnosis ``gpu_fault`` (an uncorrectable ECC error, an Xid, a GPU
 fallen off the bus) quarantines the GPU it names, or its own: no new job starts there until a
@@ -15,6 +15,7 @@ import time
 
 from gtui.commands.options import GlobalOptions, queue_file
 from gtui.core.control.client import perform
+from gtui.core.control.protocol import ClearQuarantine, Status
 from gtui.core.errors import GtuiError
 
 
@@ -30,14 +31,18 @@ def _gpus(text: str) -> list[int] | None:
 def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     paths = queue_file(ns.queue)
     if ns.clear is not None:
-        cleared, live = asyncio.run(perform(paths, "clear_quarantine", _gpus(ns.clear)))
+        gpus = _gpus(ns.clear)
+        reply, live = asyncio.run(
+            perform(paths, ClearQuarantine(None if gpus is None else tuple(gpus)))
+        )
+        cleared = reply.cleared
         if not cleared:
             print("no such GPU is quarantined")
             return 0
         where = "" if live else " (no scheduler runs: it applies when one starts)"
         print(f"GPU {','.join(map(str, cleared))} back in placement{where}")
         return 0
-    status, _live = asyncio.run(perform(paths, "status"))
+    status = asyncio.run(perform(paths, Status()))[0].status
     quarantined = status.get("quarantined") or {}
     if not quarantined:
         print(f"no GPU of {paths.queue.name} is quarantined")

@@ -18,6 +18,7 @@ from typing import Any
 
 from gtui.commands.options import GlobalOptions
 from gtui.core.control.client import TIMEOUT_S, perform
+from gtui.core.control.protocol import Status
 from gtui.core.control.rpc import NoAnswer, status_document
 from gtui.core.errors import GtuiError
 from gtui.core.gpus.snapshot import gpu_label
@@ -26,7 +27,15 @@ from gtui.core.sched.policy import format_wait
 from gtui.core.units import UnitError, format_duration, format_mib, parse_duration_s, plural
 
 STATES = (
-    "queued", "held", "running", "suspended", "done", "failed", "killed", "blocked", "unknown"
+    "queued",
+    "held",
+    "running",
+    "suspended",
+    "done",
+    "failed",
+    "killed",
+    "blocked",
+    "unknown",
 )
 GROUPS = {
     "waiting": ("queued", "held"),
@@ -75,9 +84,7 @@ def get_status(queue: str) -> dict[str, Any]:
     paths = queue_paths(queue)
     if not paths.queue.exists():
         raise GtuiError(f"{queue}: no such queue file")
-    status, _live = asyncio.run(perform(paths, "status"))
-    result: dict[str, Any] = status
-    return result
+    return asyncio.run(perform(paths, Status()))[0].status
 
 
 def _scheduler_line(sched: dict[str, Any]) -> str:
@@ -153,7 +160,7 @@ def render(status: dict[str, Any], states: frozenset[str] | None = None) -> list
             note = f"{j['diagnosis']['kind']}: {j['diagnosis']['line']}"
         elif j["state"] in ("running", "suspended") and j["started_at"]:
             note = format_duration(time.time() - j["started_at"])
-        note = _with_estimate(note, j)  # progress, ETA, start (issue 19.3)
+        note = _with_estimate(note, j)  # progress, ETA, start
         note = "; ".join([note, *j["warnings"]]) if j["warnings"] else note
         rows.append((j["name"], j["state"], gpus, mem, str(j["attempt"]), note))
     width = max([len(r[0]) for r in rows] + [4])

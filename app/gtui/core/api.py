@@ -64,11 +64,11 @@ class GpusRead:
     ours_mib: dict[int, int] = field(default_factory=dict)  # GPU index -> memory held by ours
     available_mib: dict[int, int] = field(default_factory=dict)
     reserved: tuple[int, ...] = ()  # GPUs the reserve rule keeps for others right now
-    # Other users' gtui claims (issue 20): GPU index -> memory promised to their jobs and not
+    # Other users' gtui claims: GPU index -> memory promised to their jobs and not
     # yet allocated, and who it is promised to ("bob's train-vit").
     neighbours_mib: dict[int, int] = field(default_factory=dict)
     neighbours: dict[int, tuple[str, ...]] = field(default_factory=dict)
-    quarantined: tuple[int, ...] = ()  # out of placement after a hardware fault (issue 21)
+    quarantined: tuple[int, ...] = ()  # out of placement after a hardware fault
 
 
 @dataclass(frozen=True)
@@ -103,8 +103,15 @@ class WaitingSummary:
 
 
 Event = (
-    JobChanged | ReasonChanged | JobRemoved | QueueChanged | GpusRead | LogGrew | Notice
-    | QueuePaused | WaitingSummary
+    JobChanged
+    | ReasonChanged
+    | JobRemoved
+    | QueueChanged
+    | GpusRead
+    | LogGrew
+    | Notice
+    | QueuePaused
+    | WaitingSummary
 )
 
 

@@ -1,28 +1,29 @@
-"""What the dashboard needs from the engine: the one small interface of DESIGN.md 1.
+"""What the dashboard needs from the engine: the one small interface between engine and screens.
 
-It is the client API every front end uses (``gtui.core.control.client.Client``: the same typed
-operations as ``gtui status`` / ``kill`` and friends), plus what a screen needs besides: the
-engine's life (start, run, shutdown), its events, the jobs as views, and the edits the forms
-make. ``gtui.core.sched.engine.Engine`` (in process) and ``gtui.core.control.remote.RemoteEngine``
-(attached over the socket) satisfy it structurally. Naming it here keeps the UI honest (no
-process or NVML access sneaks in) and lets the widgets be typed without importing the engine.
+It is the engine's command names every request of the protocol is done by
+(``gtui.core.control.handle.Operations``: kill, pause, ..., the edits the forms make), plus what
+a screen needs besides: the engine's life (start, run, shutdown), its events, the jobs as views.
+``gtui.core.sched.engine.Engine`` (in process) and ``gtui.core.control.remote.RemoteEngine``
+(attached over the socket, each command one request) satisfy it structurally. Naming it here
+keeps the UI honest (no process or NVML access sneaks in) and lets the widgets be typed without
+importing the engine.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from gtui.core.api import Event, GpusRead, JobView
-from gtui.core.control.client import Client
+from gtui.core.control.handle import Operations
 from gtui.core.model import Settings
 
 if TYPE_CHECKING:
     from gtui.core.sched.handover import Successor
 
 
-class EnginePort(Client, Protocol):
+class EnginePort(Operations, Protocol):
     queue_path: Path
 
     async def start(self) -> None: ...
@@ -42,8 +43,4 @@ class EnginePort(Client, Protocol):
     @property
     def fake(self) -> bool: ...
 
-    async def clear_quarantine(self, gpus: Sequence[int] | None = None) -> list[int]: ...
-    async def edit(self, name: str, fields: dict[str, object]) -> None: ...
-    async def remove(self, name: str) -> None: ...
-    async def move(self, name: str, where: Literal["up", "down", "top"]) -> None: ...
     def log_path(self, name: str) -> Path | None: ...

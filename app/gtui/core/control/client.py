@@ -1,11 +1,10 @@
-"""One client API for every screen: the typed operations a dashboard or a command uses.
+"""One client API for every command: a request of the protocol (gtui.core.control.protocol),
+done by whoever owns the queue now.
 
-Three implementations, one shape:
-
-- the Engine itself, in-process (the dashboard that runs the scheduler as a worker);
-- :class:`SocketClient`, over the control socket, to a scheduler that runs elsewhere (a
-  headless ``gtui run``, a dashboard in another tmux session);
-- :class:`gtui.core.control.offline.StoreClient`, on the saved state when no scheduler runs.
+- :class:`SocketClient` sends it to a scheduler that runs the queue (a headless ``gtui run``,
+  a dashboard in another tmux session), over the control socket;
+- with none running, :class:`gtui.core.control.offline.StoreClient` does it on the saved state,
+  through the same handler a scheduler's socket uses (gtui.core.control.handle).
 
 :func:`perform` picks the socket when a scheduler answers, else the store. Events (what
 changed) come from ``subscribe`` on the in-process engine, or, for a command, from
@@ -22,40 +21,35 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, TypeVar, cast
 
 from gtui.core.api import Event, JobChanged, JobRemoved, QueueChanged, QueuePaused
-from gtui.core.control.rpc import NoAnswer, call
+from gtui.core.control.protocol import (
+    TIMEOUT_S,
+    Ping,
+    Reply,
+    Request,
+    Status,
+    StatusReply,
+    Stop,
+    Stopped,
+)
+from gtui.core.control.rpc import NoAnswer, ask
 from gtui.core.errors import EXIT_LOCKED, GtuiError, LockedError
 from gtui.core.paths import QueuePaths, queue_paths
 
 # How long a scheduler that holds the lock may take to answer on its socket.
 ANSWER_WAIT_S = 5.0
-TIMEOUT_S = 60.0
-KILL_TIMEOUT_S = 3600.0  # kill --wait waits for TERM, then kill_grace, then KILL
 STOP_WAIT_S = 120.0  # a scheduler asked to stop finishes what was under way, then exits
 OFFLINE_POLL_S = 1.0  # watch_jobs reads the saved state this often while no scheduler runs
 SOCKET_POLL_S = 0.1  # and looks for a scheduler's socket this often
 
+R = TypeVar("R", bound=Reply)
 
-class Client(Protocol):
-    """The operations every front end uses; each raises GtuiError with a message for a person
-    (an unknown job, a job in the wrong state) and then has changed nothing."""
-
-    queue_path: Path
-
-    async def status(self) -> dict[str, Any]: ...
-    async def kill(self, names: Sequence[str], *, wait: bool = True) -> None: ...
-    async def pause(self, names: Sequence[str]) -> None: ...
-    async def resume(self, names: Sequence[str]) -> None: ...
-    async def retry(self, names: Sequence[str]) -> None: ...
-    async def pause_queue(self) -> None: ...
-    async def resume_queue(self) -> None: ...
-    async def add(self, fields: dict[str, object]) -> str: ...
-    async def reload(self) -> None: ...
+__all__ = ["TIMEOUT_S", "JobsNow", "SocketClient", "Stopped", "perform", "stop", "watch_jobs"]
 
 
 class NotAnswering(GtuiError):
@@ -63,8 +57,8 @@ class NotAnswering(GtuiError):
 
 
 class SocketClient:
-    """The operations, sent to the scheduler that runs the queue (JSON lines over its
-    private Unix socket: gtui.core.control.server)."""
+    """Requests sent to the scheduler that runs the queue (JSON lines over its private Unix
+    socket: gtui.core.control.server)."""
 
     live = True
 
@@ -74,107 +68,53 @@ class SocketClient:
 
     def answers(self) -> bool:
         try:
-            return call(self.paths, "ping", timeout=ANSWER_WAIT_S) is not None
+            return ask(self.paths, Ping(), timeout=ANSWER_WAIT_S) is not None
         except GtuiError:
             return False
 
-    async def _call(self, op: str, timeout: float = TIMEOUT_S, **kw: Any) -> dict[str, Any]:
-        reply = await asyncio.to_thread(call, self.paths, op, timeout=timeout, **kw)
+    async def do(self, req: Request[R]) -> R:
+        """The scheduler's reply; GtuiError with its message when it says no, NotAnswering
+        when none listens."""
+        reply = await asyncio.to_thread(ask, self.paths, req)
         if reply is None:
             raise NotAnswering(f"no scheduler answers for {self.queue_path.name}")
         return reply
 
-    async def status(self) -> dict[str, Any]:
-        reply = await self._call("status")
-        status = reply.get("status")
-        if not isinstance(status, dict):
-            raise GtuiError("the scheduler sent a status gtui cannot read")
-        return status
 
-    async def kill(self, names: Sequence[str], *, wait: bool = True) -> None:
-        kw: dict[str, Any] = {"names": list(names)}
-        if not wait:
-            kw["wait"] = False
-        await self._call("kill", KILL_TIMEOUT_S if wait else TIMEOUT_S, **kw)
-
-    async def pause(self, names: Sequence[str]) -> None:
-        await self._call("pause", names=list(names))
-
-    async def resume(self, names: Sequence[str]) -> None:
-        await self._call("resume", names=list(names))
-
-    async def retry(self, names: Sequence[str]) -> None:
-        await self._call("retry", names=list(names))
-
-    async def clear_quarantine(self, gpus: Sequence[int] | None = None) -> list[int]:
-        reply = await self._call("clear_quarantine", gpus=list(gpus) if gpus is not None else None)
-        return [int(g) for g in reply.get("cleared") or []]
-
-    async def pause_queue(self) -> None:
-        await self._call("pause_queue")
-
-    async def resume_queue(self) -> None:
-        await self._call("resume_queue")
-
-    async def add(self, fields: dict[str, object]) -> str:
-        return str((await self._call("add", fields=fields)).get("name", ""))
-
-    async def reload(self) -> None:
-        await self._call("reload")
-
-    async def stop(self, *, kill: bool = False) -> Stopped:
-        """Ask the scheduler to stop. It exits after answering (see :func:`stop`)."""
-        reply = await self._call("stop", KILL_TIMEOUT_S if kill else TIMEOUT_S, kill=kill)
-        pid = reply.get("pid")
-        return Stopped(pid if isinstance(pid, int) else None, reply.get("exits") is True)
-
-
-@dataclass(frozen=True)
-class Stopped:
-    """A scheduler that ``stop`` ended: its process, and whether that process ends too (a
-    headless ``gtui run``; a dashboard stays open and says the scheduler stopped)."""
-
-    pid: int | None
-    exits: bool
-
-
-Op = Literal[
-    "clear_quarantine",
-    "kill", "pause", "resume", "retry", "pause_queue", "resume_queue", "status", "reload"
-]
-
-
-async def perform(paths: QueuePaths, op: Op, *args: Any, **kw: Any) -> tuple[Any, bool]:
-    """Do ``op`` through whoever owns the queue now: the running scheduler, else the store.
-    Returns the result and whether a scheduler did it.
+async def perform(paths: QueuePaths, req: Request[R]) -> tuple[R, bool]:
+    """Do ``req`` through whoever owns the queue now: the running scheduler, else the store.
+    Returns its reply and whether a scheduler did it.
 
     A scheduler that holds the lock but does not answer (still starting, or its socket
     failed) is waited for ANSWER_WAIT_S, then reported (exit 3). One that listens but gives no
     answer (stopped, or too busy to take the request) is reported at once by the request
     (rpc.NoAnswer: not done, or not known), except to ``status``, which is then answered from
-    the saved state, saying why in its scheduler's ``not_answering``."""
+    the saved state, saying why in its scheduler's ``not_answering``. A request only a running
+    scheduler can answer (``req.live_only``) is refused when none runs."""
+    from gtui.core.control.handle import handle
     from gtui.core.control.offline import StoreClient
     from gtui.core.state.lock import QueueLock
 
     deadline = time.monotonic() + ANSWER_WAIT_S
     while True:
-        client: Client = SocketClient(paths)
         try:
-            return await getattr(client, op)(*args, **kw), True
+            return await SocketClient(paths).do(req), True
         except NotAnswering:
             pass
         except NoAnswer as e:
-            if op != "status":
+            if not isinstance(req, Status):
                 raise
             doc = await StoreClient(paths).status()
             doc["scheduler"]["not_answering"] = e.why
-            return doc, False
-        if op == "status":  # reading needs no lock
-            client = StoreClient(paths)
-            return await client.status(), False
+            return cast(R, StatusReply(doc)), False
+        if isinstance(req, Status):  # reading needs no lock
+            return cast(R, StatusReply(await StoreClient(paths).status())), False
+        if req.live_only:
+            raise NotAnswering(f"no scheduler runs {paths.queue.name}")
         try:
-            client = StoreClient(paths)
-            return await getattr(client, op)(*args, **kw), False
+            reply = await handle(StoreClient(paths), req)
+            assert isinstance(reply, req.reply)
+            return cast(R, reply), False
         except LockedError:
             if time.monotonic() < deadline:
                 await asyncio.sleep(0.2)
@@ -201,7 +141,7 @@ async def stop(paths: QueuePaths, *, kill: bool = False) -> Stopped | None:
     deadline = time.monotonic() + ANSWER_WAIT_S
     while True:
         try:
-            stopped = await SocketClient(paths).stop(kill=kill)
+            stopped = await SocketClient(paths).do(Stop(kill))
             break
         except NotAnswering:
             pass
@@ -317,7 +257,11 @@ async def watch_jobs(
             changed = {n for n, j in new.items() if jobs.get(n) != j} | (set(jobs) - set(new))
             jobs, paused = new, remote.paused
             yield JobsNow(
-                jobs, None if first else frozenset(changed), True, remote.pid, paused,
+                jobs,
+                None if first else frozenset(changed),
+                True,
+                remote.pid,
+                paused,
                 remote.lost and not first,
             )
             first, was_live = False, True

@@ -7,7 +7,7 @@ recorded, as the next scheduler would), the transition is applied by the very fu
 scheduler uses (gtui.core.sched.transitions, .outcome), and the change is committed. A job that
 still runs is signalled through the local executor and left running unless it is killed.
 
-A job on a cluster's node (issue 23) is out of this machine's sight: with no scheduler it is shown
+A job on a cluster's node is out of this machine's sight: with no scheduler it is shown
 as last recorded, with a note, never recorded ended nor put back in the queue (the next
 scheduler re-adopts it), and a command that would signal it is refused, saying to start one.
 """
@@ -23,6 +23,7 @@ from typing import Any
 
 from gtui.core.api import JobView
 from gtui.core.bus import EventBus
+from gtui.core.control.protocol import Where
 from gtui.core.control.rpc import stopped_words
 from gtui.core.errors import GtuiError
 from gtui.core.exec.base import Executor, ExitStatus, handle_of
@@ -133,6 +134,52 @@ class StoreClient:
     async def reload(self) -> None:
         """Nothing to tell: the next scheduler reads the queue file as it is."""
 
+    async def edit(self, name: str, fields: dict[str, object]) -> None:
+        """The job's keys changed in the file, if its saved state allows it (as a scheduler
+        checks), under the queue lock so that none starts meanwhile."""
+        from gtui.core.queue.writeback import update_job
+
+        with self._book() as (book, _settings):
+            transitions.check(book.require, [name], transitions.why_not_edit)
+            update_job(self.queue_path, name, dict(fields))
+
+    async def remove(self, name: str) -> None:
+        from gtui.core.queue.writeback import remove_job
+
+        with self._book() as (book, _settings):
+            transitions.check(book.require, [name], transitions.why_not_remove)
+            remove_job(self.queue_path, name)
+
+    async def move(self, name: str, where: Where) -> None:
+        """As a scheduler moves it: up or down past the next waiting job (the ended ones
+        between stay where they are), or to the top."""
+        from gtui.core.queue.writeback import Place, move_job, place_job
+
+        with self._book() as (book, _settings):
+            transitions.check(book.require, [name], transitions.why_not_move)
+            if where == "top":
+                move_job(self.queue_path, name, where)
+                return
+            live = book.records.live()
+            other = transitions.move_target(
+                name,
+                -1 if where == "up" else 1,
+                book.order,
+                book.specs,
+                lambda n: n in live and live[n].waiting,
+            )
+            if other is not None:
+                place: Place = "before" if where == "up" else "after"
+                place_job(self.queue_path, name, place, other)
+
+    async def stop(self, *, kill: bool = False) -> None:
+        """No scheduler runs the queue: there is none to stop."""
+        raise GtuiError(f"no scheduler runs {self.queue_path.name}: nothing to stop")
+
+    def status_chunks(self) -> Iterator[str]:
+        """The status as JSON text, as a scheduler sends it."""
+        yield json.dumps(status_from_store(self.paths.queue), separators=(",", ":"))
+
     async def repair(self) -> list[str]:
         """``gtui doctor --repair``: what a scheduler does at its start, and only that. A
         damaged database is set aside and rebuilt from its backup, the records are checked
@@ -174,9 +221,7 @@ class StoreClient:
                 # What a scheduler would record first: the jobs that ended meanwhile (those on
                 # a cluster's nodes are left to the cluster's scheduler).
                 log_dir = self.paths.log_dir(queue.settings.log_dir)
-                leave = {
-                    n for n in book.active_names() if on_node(book.records[n], self._cluster)
-                }
+                leave = {n for n in book.active_names() if on_node(book.records[n], self._cluster)}
                 run_dir = None if self._cluster else self.paths.run_dir
                 found = recover(book, self._executor, log_dir, leave, run_dir)
                 for name, status in found.ended:
@@ -241,7 +286,7 @@ def _refuse_node_names_offline(qf: QueueFile) -> None:
         refuse_node_names(qf.path, qf.settings)
 
 
-# What a command given with no scheduler says of a job on a cluster's node (issue 23).
+# What a command given with no scheduler says of a job on a cluster's node.
 ON_CLUSTER = (
     "as last recorded, on a cluster node: only the cluster's scheduler can tell how it stands "
     "(gtui run re-adopts it)"

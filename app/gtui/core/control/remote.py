@@ -8,9 +8,10 @@ plain terminal) already runs the queue opens the dashboard on a :class:`RemoteEn
 - ``run()`` reads the events that follow, keeps its own copy of the state (``jobs()``,
   ``view()``, ``paused``, ``gpus``, ``settings``) and publishes each event to its own
   subscribers, exactly as the in-process Engine does;
-- the commands (kill, pause, ..., add, edit, remove, move) are one request each on the socket
-  (``server.call``), and return once this copy shows their effect (a ``sync`` on the watch
-  connection), so a screen that reads ``view()`` right after sees what it did;
+- the commands (kill, pause, ..., add, edit, remove, move) are each one request of the
+  protocol (gtui.core.control.protocol) on its own connection (``do``), and return once this
+  copy shows their effect (a ``sync`` on the watch connection), so a screen that reads
+  ``view()`` right after sees what it did;
 - if the scheduler goes away, a Notice says so, and the engine tries again every
   RECONNECT_EVERY_S for RECONNECT_FOR_S; a scheduler that comes back (the same, or a new one
   for the same queue) sends a fresh hello, published as QueueChanged.
@@ -21,7 +22,7 @@ screen does not decide; it says so in a Notice instead of raising (a raise would
 app's quit). ``gtui kill QUEUE NAME`` (or the ``x`` key) kills a job there.
 
 Size: the engine's whole port, mirrored over the socket (the cache of views, the watch
-connection and its reconnection, one method per command); split, each part is half a class.
+connection and its reconnection, the engine's command names); split, each part is half a class.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gtui.core.api import (
     Event,
@@ -47,12 +48,34 @@ from gtui.core.api import (
     QueuePaused,
 )
 from gtui.core.bus import EventBus
+from gtui.core.control.protocol import (
+    Add,
+    ClearQuarantine,
+    Edit,
+    Kill,
+    Move,
+    Pause,
+    PauseQueue,
+    Reload,
+    Remove,
+    Reply,
+    Request,
+    Resume,
+    ResumeQueue,
+    Retry,
+    Status,
+    Stop,
+    Sync,
+    Watch,
+    Where,
+    to_wire,
+)
 from gtui.core.control.rpc import (
     CONNECT_TIMEOUT_S,
     MAX_REPLY,
     _check_owner,
     _encode,
-    call,
+    ask,
     peer_of,
     stopped_words,
 )
@@ -71,8 +94,8 @@ RECONNECT_EVERY_S = 1.0
 RECONNECT_FOR_S = 600.0  # how long a scheduler that went away is waited for
 HELLO_TIMEOUT_S = 30.0  # a hello of 10,000 jobs is a few MiB
 SYNC_WAIT_S = 10.0  # how long a command waits for its effect to show here
-TIMEOUT_S = 60.0  # one command's answer
-KILL_TIMEOUT_S = 3600.0  # kill waits for TERM, then kill_grace, then KILL
+
+R = TypeVar("R", bound=Reply)
 
 
 class NotAnswering(GtuiError):
@@ -214,61 +237,58 @@ class RemoteEngine:
         )
 
     # ------------------------------------------------------------------ commands
+    # The engine's command names (gtui.core.control.handle.Operations), as the dashboard calls
+    # them: each is its request of the protocol, sent by ``do``.
     async def kill(self, names: Sequence[str], *, wait: bool = True) -> None:
-        kw: dict[str, Any] = {"names": list(names)}
-        if not wait:
-            kw["wait"] = False
-        await self._call("kill", timeout=KILL_TIMEOUT_S if wait else TIMEOUT_S, **kw)
+        await self.do(Kill(tuple(names), wait))
 
     async def pause(self, names: Sequence[str]) -> None:
-        await self._call("pause", names=list(names))
+        await self.do(Pause(tuple(names)))
 
     async def resume(self, names: Sequence[str]) -> None:
-        await self._call("resume", names=list(names))
+        await self.do(Resume(tuple(names)))
 
     async def retry(self, names: Sequence[str]) -> None:
-        await self._call("retry", names=list(names))
+        await self.do(Retry(tuple(names)))
 
     async def pause_queue(self) -> None:
-        await self._call("pause_queue")
-
-    async def clear_quarantine(self, gpus: Sequence[int] | None = None) -> list[int]:
-        reply = await self._call(
-            "clear_quarantine", gpus=list(gpus) if gpus is not None else None
-        )
-        return [int(g) for g in reply.get("cleared") or []]
+        await self.do(PauseQueue())
 
     async def resume_queue(self) -> None:
-        await self._call("resume_queue")
+        await self.do(ResumeQueue())
+
+    async def clear_quarantine(self, gpus: Sequence[int] | None = None) -> list[int]:
+        reply = await self.do(ClearQuarantine(None if gpus is None else tuple(gpus)))
+        return list(reply.cleared)
 
     async def reload(self) -> None:
-        await self._call("reload")
+        await self.do(Reload())
 
     async def add(self, fields: dict[str, object]) -> str:
-        return str((await self._call("add", fields=fields)).get("name", ""))
+        return (await self.do(Add(fields))).name
 
     async def edit(self, name: str, fields: dict[str, object]) -> None:
-        await self._call("edit", name=name, fields=fields)
+        await self.do(Edit(name, fields))
 
     async def remove(self, name: str) -> None:
-        await self._call("remove", name=name)
+        await self.do(Remove(name))
 
-    async def move(self, name: str, where: Literal["up", "down", "top"]) -> None:
-        await self._call("move", name=name, where=where)
+    async def move(self, name: str, where: Where) -> None:
+        await self.do(Move(name, where))
+
+    async def stop(self, *, kill: bool = False) -> None:
+        """Ask the scheduler this screen is attached to to stop (``gtui stop``)."""
+        await self.do(Stop(kill))
 
     async def status(self) -> dict[str, Any]:
         """The scheduler's ``status`` (the shape of ``gtui status --json``)."""
-        status = (await self._call("status", sync=False)).get("status")
-        if not isinstance(status, dict):
-            raise GtuiError("the scheduler sent a status gtui cannot read")
-        return status
+        return (await self.do(Status())).status
 
-    async def _call(
-        self, op: str, *, timeout: float = TIMEOUT_S, sync: bool = True, **kw: Any
-    ) -> dict[str, Any]:
-        """One request on its own connection; GtuiError with the scheduler's message."""
+    async def do(self, req: Request[R]) -> R:
+        """One request on its own connection; GtuiError with the scheduler's message. A
+        request that changes something returns once this copy shows its effect (``sync``)."""
         try:
-            reply = await asyncio.to_thread(call, self.paths, op, timeout=timeout, **kw)
+            reply = await asyncio.to_thread(ask, self.paths, req)
         except OSError as e:
             raise GtuiError(f"cannot reach the scheduler of {self.queue_path.name}: {e}") from None
         if reply is None:
@@ -276,7 +296,7 @@ class RemoteEngine:
                 f"the scheduler of {self.queue_path.name} does not answer (it stopped?); "
                 "nothing was done"
             )
-        if sync:
+        if not req.reads:
             await self._sync()
         return reply
 
@@ -290,7 +310,7 @@ class RemoteEngine:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._syncs[token] = done
         try:
-            writer.write(_encode({"op": "sync", "id": token}))
+            writer.write(_encode(to_wire(Sync(token))))
             await writer.drain()
             await asyncio.wait_for(done, SYNC_WAIT_S)
         except (TimeoutError, ConnectionError, OSError):
@@ -322,11 +342,9 @@ class RemoteEngine:
             state = stopped_state(pid)
             if state is not None:  # its hello would come when it is continued: not wait for it
                 raise NotAnswering(stopped_words(self.paths, pid, state))
-            ask: dict[str, Any] = {"op": "watch"}
-            if self._since is not None:
-                since = self._since
-                ask.update(replay=True, pid=since.pid, seq=since.seq, after=since.after)
-            writer.write(_encode(ask))
+            since = self._since
+            watch = Watch() if since is None else Watch(True, since.pid, since.seq, since.after)
+            writer.write(_encode(to_wire(watch)))
             await writer.drain()
             line = await asyncio.wait_for(reader.readline(), HELLO_TIMEOUT_S)
             if not line:

@@ -28,8 +28,20 @@ import termios
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from gtui.core.control.protocol import (
+    READS,
+    STATUS_HEAD,
+    Ping,
+    Refused,
+    Reply,
+    Request,
+    Status,
+    StatusReply,
+    reply_of,
+    to_wire,
+)
 from gtui.core.errors import EXIT_LOCKED, EXIT_UNKNOWN, GtuiError
 from gtui.core.paths import QueuePaths, queue_paths
 from gtui.core.procstat import stopped_state
@@ -42,7 +54,6 @@ DEFAULT_TIMEOUT_S = 30.0
 # sets it (the tests' stopped schedulers need no 30 s).
 DEFAULT_DEADLINE_S = 30.0
 LOOK_S = 0.2  # while waiting for a reply, the scheduler's state is looked at this often
-READS = frozenset({"status", "ping"})  # requests that change nothing: no outcome to tell
 
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
@@ -149,14 +160,14 @@ def _decode(line: bytes) -> dict[str, Any]:
     return reply
 
 
-_STATUS_HEAD = b'{"ok":true,"status":'
+_STATUS_HEAD = STATUS_HEAD.encode()
 
 
 def status_document(paths: QueuePaths, timeout: float | None = DEFAULT_TIMEOUT_S) -> bytes | None:
     """The running scheduler's ``status --json`` document as the JSON bytes it sent, not
     decoded (a 100,000-job status is passed through to stdout as it came); None when no
     scheduler listens."""
-    line = exchange(paths, "status", timeout=timeout)
+    line = exchange(paths, Status.op, timeout=timeout)
     if line is None:
         return None
     if line.startswith(_STATUS_HEAD) and line.endswith(b"}"):
@@ -298,13 +309,13 @@ def _no_reply(paths: QueuePaths, op: str) -> str:
     still there (then the reply failed, and its output says why) or went away."""
     q = paths.queue.name
     pid = None
-    if op != "ping":
+    if op != Ping.op:
         with contextlib.suppress(GtuiError, OSError, ValueError):
-            again = exchange(paths, "ping", timeout=CONNECT_TIMEOUT_S)
+            again = exchange(paths, Ping.op, timeout=CONNECT_TIMEOUT_S)
             pid = json.loads(again).get("pid") if again else None
     if pid is None:
         return f"the scheduler of {q} stopped before it answered; see `gtui status {q}`"
-    unknown = "" if op == "status" else f"; whether it did it is unknown: see `gtui status {q}`"
+    unknown = "" if op == Status.op else f"; whether it did it is unknown: see `gtui status {q}`"
     return f"the scheduler (pid {pid}) of {q} could not answer {op} (its output says why){unknown}"
 
 
@@ -335,13 +346,50 @@ def _read_line(s: socket.socket, look: Callable[[int], None] | None = None) -> b
             raise GtuiError(f"the scheduler's reply is over {MAX_REPLY} bytes")
 
 
+R = TypeVar("R", bound=Reply)
+
+
+def send(
+    queue: Path | QueuePaths, req: Request[R], *, timeout: float | None = None
+) -> R | Refused | None:
+    """Send ``req`` to the queue's running scheduler: its reply, or its refusal; None when no
+    scheduler listens. ``timeout``: the request's own (``req.timeout_s``) unless given."""
+    wire = to_wire(req)
+    op = wire.pop("op")
+    reply = request(queue, op, timeout=req.timeout_s if timeout is None else timeout, **wire)
+    if reply is None:
+        return None
+    got = refusal_of(reply) or reply_of(req, reply)
+    if isinstance(got, StatusReply) and not got.status:
+        raise GtuiError("the scheduler sent a status gtui cannot read")
+    return got
+
+
+def refusal_of(reply: dict[str, Any]) -> Refused | None:
+    """The refusal a reply says, if it is one (an exit status that is no positive number is
+    left to the client's default)."""
+    if reply.get("ok"):
+        return None
+    code = reply.get("exit")
+    return Refused(
+        str(reply.get("error") or "the scheduler refused the request"),
+        code if isinstance(code, int) and code > 0 else None,
+    )
+
+
+def ask(queue: Path | QueuePaths, req: Request[R], *, timeout: float | None = None) -> R | None:
+    """``send`` that raises GtuiError with the scheduler's message when it says no."""
+    reply = send(queue, req, timeout=timeout)
+    if isinstance(reply, Refused):
+        raise GtuiError(reply.error, reply.exit)
+    return reply
+
+
 def call(queue: Path | QueuePaths, op: str, **kw: Any) -> dict[str, Any] | None:
-    """``request`` that raises GtuiError with the scheduler's message when it says no."""
+    """``request`` that raises GtuiError with the scheduler's message when it says no (the
+    untyped form of :func:`ask`: a request as its op and keys, as an older client sent it)."""
     reply = request(queue, op, **kw)
-    if reply is not None and not reply.get("ok"):
-        code = reply.get("exit")
-        raise GtuiError(
-            str(reply.get("error") or "the scheduler refused the request"),
-            code if isinstance(code, int) and code > 0 else None,
-        )
+    refused = None if reply is None else refusal_of(reply)
+    if refused is not None:
+        raise GtuiError(refused.error, refused.exit)
     return reply

@@ -2,23 +2,17 @@
 
 JSON lines over a Unix socket at ``QueuePaths.socket``, in a directory only the user can open
 (0700), the socket itself 0600, and the peer's uid checked with SO_PEERCRED; nothing listens on
-the network (DESIGN.md 5). The server has no logic of its own: each request maps onto one
-engine command, so the CLI, the socket and the dashboard share one implementation.
+the network. The server has no logic of its own: each line is read as a request of the protocol
+(gtui.core.control.protocol: every request and reply, its fields and their wire form) and done
+by the one handler (gtui.core.control.handle) on the engine, so the CLI, the socket and the
+dashboard share one implementation.
 
-Requests: ``{"op": OP, "names": [...]}`` (``"fields": {...}`` for ``add``, ``"wait": false``
-for a ``kill`` that answers once SIGTERM is sent), one per line.
-Replies: ``{"ok": true, ...}`` or ``{"ok": false, "error": "message"}``, one per line.
 A request may carry ``"deadline"`` (wall-clock seconds): one taken after it is refused, not
 applied (``"exit": 3``), since its client has given up and said it was not done; the deadline
 is checked again after any wait before the change (gtui.core.deadline). The server touches the
 socket file every HEARTBEAT_S, so a client that finds the scheduler stopped can say since when.
-
-The queue file's edits: ``{"op": "edit", "name": N, "fields": {...}}``, ``{"op": "remove",
-"name": N}``, ``{"op": "move", "name": N, "where": "up" | "down" | "top"}``.
-
-``{"op": "stop", "kill": false}`` ends the scheduler (``gtui stop``): it answers, then its loop
-ends and it shuts down as when it exits idle (running jobs go on, or with ``"kill": true`` are
-killed first); the client waits until the queue's lock is free.
+A ``stop`` answers, then the scheduler's loop ends and it shuts down as when it exits idle; the
+client waits until the queue's lock is free.
 
 ``{"op": "watch"}`` turns the connection into a stream (a dashboard attached to a scheduler that
 runs elsewhere: gtui.core.control.remote). The server answers ``{"ok": true, "hello": HELLO}``,
@@ -54,13 +48,24 @@ import socket
 import stat
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 from gtui.core.api import Event, EventSink, GpusRead, JobView, QueueChanged
 from gtui.core.bus import EventBus
+from gtui.core.control.handle import Owner, RawReply, handle
+from gtui.core.control.protocol import (
+    Refused,
+    Reply,
+    Status,
+    Sync,
+    Watch,
+    request_of,
+    sync_of,
+    to_wire,
+)
 from gtui.core.control.rpc import (  # noqa: F401  (the client side, re-exported)
     _PEERCRED,
     CONNECT_TIMEOUT_S,
@@ -87,49 +92,11 @@ HEARTBEAT_S = 1.0  # the socket file's mtime is touched this often (see rpc.stop
 HOLD_REPLY = 64 * 1024  # a reply made in pieces is sent once this much is made (or all of it)
 REPLAY_EVENTS = 10_000  # the last job events kept for a watcher that came late
 
-NAME_OPS = ("kill", "pause", "resume", "retry")
-OPS = (
-    *NAME_OPS,
-    "pause_queue",
-    "resume_queue",
-    "reload",
-    "add",
-    "edit",
-    "remove",
-    "move",
-    "status",
-    "ping",
-    "watch",
-    "stop",
-    "clear_quarantine",
-)
-MOVES = ("up", "down", "top")
 
+class ControlledEngine(Owner, Protocol):
+    """What the socket serves: the engine's commands (the handler's owner), and what a watcher
+    is sent (``watch``): the state now, then every event (app/gtui/core/sched/engine.py)."""
 
-
-class ControlledEngine(Protocol):
-    """The engine commands the socket exposes (app/gtui/core/sched/engine.py implements them)."""
-
-    async def clear_quarantine(self, gpus: Sequence[int] | None = None) -> list[int]: ...
-
-    queue_path: Path
-
-    async def kill(self, names: Sequence[str], *, wait: bool = True) -> None: ...
-    async def pause(self, names: Sequence[str]) -> None: ...
-    async def resume(self, names: Sequence[str]) -> None: ...
-    async def retry(self, names: Sequence[str]) -> None: ...
-    async def pause_queue(self) -> None: ...
-    async def resume_queue(self) -> None: ...
-    async def reload(self) -> None: ...
-    async def add(self, fields: dict[str, object]) -> str: ...
-    async def edit(self, name: str, fields: dict[str, object]) -> None: ...
-    async def remove(self, name: str) -> None: ...
-    async def move(self, name: str, where: Literal["up", "down", "top"]) -> None: ...
-    async def stop(self, *, kill: bool = False) -> None: ...
-    def status_json(self) -> dict[str, Any]: ...
-    def status_chunks(self) -> Iterator[str]: ...
-
-    # What a watcher is sent (``watch``): the state now, then every event.
     def subscribe(self, sink: EventSink) -> Callable[[], None]: ...
     def jobs(self) -> list[JobView]: ...
     @property
@@ -142,36 +109,17 @@ class ControlledEngine(Protocol):
     def fake(self) -> bool: ...
 
 
-def _names(req: dict[str, Any]) -> list[str]:
-    names = req.get("names", [])
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise GtuiError("bad request: names must be a list of job names")
-    if not names:
-        raise GtuiError(f"{req['op']}: name at least one job")
-    return names
-
-
-def _name(req: dict[str, Any]) -> str:
-    name = req.get("name")
-    if not isinstance(name, str) or not name:
-        raise GtuiError(f"bad request: {req['op']} needs the name of a job")
-    return name
-
-
-def _fields(req: dict[str, Any]) -> dict[str, object]:
-    fields = req.get("fields")
-    if not isinstance(fields, dict):
-        raise GtuiError(f"bad request: {req['op']} needs fields")
-    return fields
-
-
-def _watch_request(line: bytes) -> dict[str, Any] | None:
+def _watch_request(line: bytes) -> Watch | None:
     """The request, when ``line`` asks for a watch."""
     try:
-        req = json.loads(line)
+        obj = json.loads(line)
     except ValueError:
         return None
-    return req if isinstance(req, dict) and req.get("op") == "watch" else None
+    if not isinstance(obj, dict) or obj.get("op") != Watch.op:
+        return None
+    req = request_of(obj)
+    assert isinstance(req, Watch)
+    return req
 
 
 class Recent:
@@ -199,20 +147,6 @@ class Recent:
         return [e for _n, t, e in self._events if t > when], when < self._gone_time
 
 
-class RawReply:
-    """A reply already written as JSON text, in pieces sent one at a time as they are made
-    (a status of 100,000 jobs: see sched/statustext.py)."""
-
-    def __init__(self, pieces: Iterable[str]) -> None:
-        self.pieces = pieces
-
-
-def _status_reply(engine: ControlledEngine) -> Iterator[str]:
-    yield '{"ok":true,"status":'
-    yield from engine.status_chunks()
-    yield "}"
-
-
 def _deadline(req: dict[str, Any]) -> float | None:
     deadline = req.get("deadline")
     if deadline is None:
@@ -222,91 +156,32 @@ def _deadline(req: dict[str, Any]) -> float | None:
     return float(deadline)
 
 
-async def dispatch(engine: ControlledEngine, req: object) -> dict[str, Any] | RawReply:
+async def dispatch(engine: ControlledEngine, obj: object) -> Reply | Refused | RawReply:
     """Run one request on the engine and build its reply; never raises. A request past its
-    deadline is refused here, before anything is done."""
+    deadline is refused here, before anything is done (its fields are read after: a client
+    that gave up is told so first)."""
     try:
-        if not isinstance(req, dict) or not isinstance(req.get("op"), str):
+        if not isinstance(obj, dict) or not isinstance(obj.get("op"), str):
             raise GtuiError('bad request: expected {"op": ..., "names": [...]}')
-        with within(_deadline(req)):
+        with within(_deadline(obj)):
             check_deadline()
-            return await _apply(engine, req)
+            return await handle(engine, request_of(obj))
     except GtuiError as e:
-        return {"ok": False, "error": str(e), "exit": e.exit_code}
+        return Refused(str(e), e.exit_code)
     except OSError as e:  # a file of the queue it could not use: said, not a bug of gtui's
-        return _os_failure(req, e)
+        return _os_failure(obj.get("op") if isinstance(obj, dict) else None, e)
     except Exception as e:  # the server must outlive any bug behind one request
-        log.exception("control request failed: %r", req)
+        log.exception("control request failed: %r", obj)
         text = str(e).splitlines()[0][:200] if str(e) else ""
-        return {"ok": False, "error": f"internal error: {type(e).__name__}: {text}".rstrip(": ")}
+        return Refused(f"internal error: {type(e).__name__}: {text}".rstrip(": "))
 
 
-async def _apply(engine: ControlledEngine, req: dict[str, Any]) -> dict[str, Any] | RawReply:
-    """One request on the engine, its reply built."""
-    op = req["op"]
-    if op == "kill":
-        # "wait": false answers once SIGTERM is sent, not after the whole grace.
-        names = _names(req)
-        await engine.kill(names, wait=req.get("wait") is not False)
-        return {"ok": True, "names": names}
-    if op in NAME_OPS:
-        names = _names(req)
-        await getattr(engine, op)(names)
-        return {"ok": True, "names": names}
-    if op == "pause_queue":
-        await engine.pause_queue()
-        return {"ok": True}
-    if op == "resume_queue":
-        await engine.resume_queue()
-        return {"ok": True}
-    if op == "reload":
-        await engine.reload()
-        return {"ok": True}
-    if op == "add":
-        return {"ok": True, "name": await engine.add(_fields(req))}
-    if op == "edit":
-        name = _name(req)
-        await engine.edit(name, _fields(req))
-        return {"ok": True, "name": name}
-    if op == "remove":
-        name = _name(req)
-        await engine.remove(name)
-        return {"ok": True, "name": name}
-    if op == "move":
-        name = _name(req)
-        where = req.get("where")
-        if where == "up" or where == "down" or where == "top":
-            await engine.move(name, where)
-            return {"ok": True, "name": name}
-        raise GtuiError(f"bad request: move needs where: {', '.join(MOVES)}")
-    if op == "watch":
-        raise GtuiError("bad request: watch takes over a connection of the socket server")
-    if op == "status":
-        # The document as text: the client passes it through (`status --json`).
-        return RawReply(_status_reply(engine))
-    if op == "clear_quarantine":
-        gpus = req.get("gpus")
-        if gpus is not None and (
-            not isinstance(gpus, list) or not all(isinstance(g, int) for g in gpus)
-        ):
-            raise GtuiError("bad request: gpus must be a list of GPU indices, or null")
-        return {"ok": True, "cleared": await engine.clear_quarantine(gpus)}
-    if op == "stop":
-        await engine.stop(kill=req.get("kill") is True)
-        exits = getattr(engine, "exits_with_run", False) is True  # a headless `gtui run`
-        return {"ok": True, "pid": os.getpid(), "exits": exits}
-    if op == "ping":
-        return {"ok": True, "pid": os.getpid()}
-    raise GtuiError(f"unknown request {op!r}; this scheduler knows: {', '.join(OPS)}")
-
-
-def _os_failure(req: object, e: OSError) -> dict[str, Any]:
+def _os_failure(op: object, e: OSError) -> Refused:
     """The reply to a request that met a file it could not use (a state directory made
     unreadable): the file and the problem, to the client and in one line of the log."""
-    op = req.get("op") if isinstance(req, dict) else None
     text = os_error_text(e)
     log.warning("%s refused: %s", op or "a request", text)
-    return {"ok": False, "error": text, "exit": EXIT_BAD_INPUT}
+    return Refused(text, EXIT_BAD_INPUT)
 
 
 async def _send_pieces(writer: asyncio.StreamWriter, reply: RawReply) -> bool:
@@ -324,13 +199,13 @@ async def _send_pieces(writer: asyncio.StreamWriter, reply: RawReply) -> bool:
                 log.exception("control reply failed")
                 return False
             failure = (
-                _os_failure({"op": "status"}, e)
+                _os_failure(Status.op, e)
                 if isinstance(e, OSError)
-                else {"ok": False, "error": f"internal error: {type(e).__name__}"}
+                else Refused(f"internal error: {type(e).__name__}")
             )
             if not isinstance(e, OSError):
                 log.exception("control reply failed")
-            writer.write(_encode(failure))
+            writer.write(_encode(to_wire(failure)))
             return True
         if piece is None:
             break
@@ -522,7 +397,8 @@ class ControlServer:
             # Take (and ignore) its first line, so it reads our answer rather than a broken pipe.
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(reader.readline(), 1.0)
-            writer.write(_encode({"ok": False, "error": f"refused: uid {uid} does not own gtui"}))
+            refused = Refused(f"refused: uid {uid} does not own gtui")
+            writer.write(_encode(to_wire(refused)))
             await writer.drain()
             return
         assert self._engine is not None
@@ -532,7 +408,7 @@ class ControlServer:
             except TimeoutError:
                 return
             except (ValueError, asyncio.LimitOverrunError):
-                writer.write(_encode({"ok": False, "error": f"request over {MAX_LINE} bytes"}))
+                writer.write(_encode(to_wire(Refused(f"request over {MAX_LINE} bytes"))))
                 await writer.drain()
                 return
             if not line:
@@ -549,19 +425,16 @@ class ControlServer:
                 self._busy.add(task)
             try:
                 try:
-                    req = json.loads(line)
+                    obj = json.loads(line)
                 except ValueError:
-                    reply: dict[str, Any] | RawReply = {
-                        "ok": False,
-                        "error": "bad request: not JSON",
-                    }
+                    reply: Reply | Refused | RawReply = Refused("bad request: not JSON")
                 else:
-                    reply = await dispatch(self._engine, req)
+                    reply = await dispatch(self._engine, obj)
                 if isinstance(reply, RawReply):
                     if not await _send_pieces(writer, reply):
                         return
                 else:
-                    writer.write(_encode(reply))
+                    writer.write(_encode(to_wire(reply)))
                 await writer.drain()
             finally:
                 if task is not None:
@@ -570,7 +443,7 @@ class ControlServer:
                 return
 
     async def _watch(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, req: dict[str, Any]
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, req: Watch
     ) -> None:
         """The state now (and the events a late watcher asked to be replayed), then every
         event, until the client goes away or falls behind."""
@@ -636,24 +509,21 @@ class ControlServer:
         finally:
             unsubscribe()
 
-
-    def _replay(self, req: dict[str, Any], head: dict[str, Any]) -> list[Event]:
+    def _replay(self, req: Watch, head: dict[str, Any]) -> list[Event]:
         """The events a watch request asks to be replayed (module docstring), counted in
         ``head``; read in the same step as the hello, so each is older than it."""
         recent = self.recent
         if recent is not None:
             head["seq"] = recent.seq
-        if req.get("replay") is not True:
+        if not req.replay:
             return []
         if recent is None:  # an engine served without a record of its events
             head.update(replay=0, lost=True)
             return []
-        seq, after = req.get("seq"), req.get("after")
-        if req.get("pid") == os.getpid() and isinstance(seq, int) and not isinstance(seq, bool):
-            events, lost = recent.since(seq)
+        if req.pid == os.getpid() and req.seq is not None:
+            events, lost = recent.since(req.seq)
         else:
-            when = after if isinstance(after, int | float) and not isinstance(after, bool) else 0
-            events, lost = recent.after(float(when))
+            events, lost = recent.after(req.after)
         head.update(replay=len(events), lost=lost)
         return events
 
@@ -664,17 +534,12 @@ class _Settings:
 
 
 @dataclass(frozen=True)
-class _Sync:
-    id: object
-
-
-@dataclass(frozen=True)
 class _Drop:
     """The end of a watcher that fell behind."""
 
 
 _DROP = _Drop()
-_WatchItem: TypeAlias = Event | _Settings | _Sync | _Drop
+_WatchItem: TypeAlias = Event | _Settings | Sync | _Drop
 
 
 async def _watch_requests(reader: asyncio.StreamReader, push: Callable[[_WatchItem], None]) -> None:
@@ -687,11 +552,11 @@ async def _watch_requests(reader: asyncio.StreamReader, push: Callable[[_WatchIt
         if not line:
             return
         try:
-            req = json.loads(line)
+            sync = sync_of(json.loads(line))
         except ValueError:
             continue
-        if isinstance(req, dict) and req.get("op") == "sync":
-            push(_Sync(req.get("id")))
+        if sync is not None:
+            push(sync)
 
 
 async def _watch_send(writer: asyncio.StreamWriter, queue: asyncio.Queue[_WatchItem]) -> None:
@@ -702,7 +567,7 @@ async def _watch_send(writer: asyncio.StreamWriter, queue: asyncio.Queue[_WatchI
             if isinstance(item, _Drop):
                 log.info("a watcher fell %d events behind: dropped", WATCH_BUFFER)
                 return
-            if isinstance(item, _Sync):
+            if isinstance(item, Sync):
                 writer.write(_encode({"sync": item.id}))
             elif isinstance(item, _Settings):
                 writer.write(_encode({"settings": to_json(item.settings)}))
