@@ -15,6 +15,7 @@ from tests.conftest import write_queue
 from tests.test_cli_support import (
     Procs,
     cleaned_procs,
+    final_state,
     gate,
     gtui,
     live_state,
@@ -108,7 +109,7 @@ def test_edit_reopens_on_an_error_then_writes_the_table_back(tmp_path: Path, pro
     # Opened again with the error on top, on the line of the editor's text that has it.
     lines = second.splitlines()
     assert lines[0] == (
-        '# gtui: error: line 7: gpus: expected an integer, got a string (\'two\') '
+        "# gtui: error: line 7: gpus: expected an integer, got a string ('two') "
         "(the file was not changed)"
     )
     assert lines[6] == 'gpus = "two"'
@@ -121,7 +122,7 @@ def test_edit_reopens_on_an_error_then_writes_the_table_back(tmp_path: Path, pro
     job = next(j for j in status(q)["jobs"] if j["name"] == "target")
     assert job["state"] == "queued"
     release(q, "keeper")
-    wait_for(lambda: live_state(q, "target") == "done", what="target done")
+    wait_for(lambda: final_state(q, "target") == "done", what="target done")
     log = next(j for j in status(q)["jobs"] if j["name"] == "target")["log"]
     assert Path(log).read_text() == "new\n"
 

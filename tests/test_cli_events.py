@@ -16,6 +16,7 @@ from tests.test_cli_support import (
     FAKE,
     Procs,
     cleaned_procs,
+    final_state,
     gate,
     gtui,
     in_pty,
@@ -126,11 +127,16 @@ def test_status_state_filter_and_watch(tmp_path: Path, procs: Procs) -> None:
     assert "2 of 7 jobs in state failed, held, queued" in r.stdout
     rows = [line.split()[0] for line in r.stdout.splitlines() if line.startswith("  ")]
     assert [n for n in rows if n in ("a", "b", "c", "sweep-lr=1", "sweep-lr=2")] == [
-        "c", "sweep-lr=2"
+        "c",
+        "sweep-lr=2",
     ]
     r = gtui("status", str(q), "--json", "--state", "done")
     assert [j["name"] for j in json.loads(r.stdout)["jobs"]] == [
-        "a", "b", "sweep-lr=1", "sweep-lr=3", "keeper"
+        "a",
+        "b",
+        "sweep-lr=1",
+        "sweep-lr=3",
+        "keeper",
     ]
     r = gtui("status", str(q), "--state", "finished")
     assert r.returncode == 2 and "'finished' is no state" in r.stderr
@@ -156,7 +162,7 @@ def test_globs_and_sweep_names_act_where_the_verb_applies(tmp_path: Path, procs:
     assert gtui("resume", str(q), "sweep-lr=3").returncode == 0
     release(q, "a")
     wait_for(lambda: live_state(q, "sweep-lr=2") == "failed", what="sweep-lr=2 failed")
-    wait_for(lambda: live_state(q, "sweep-lr=3") == "done", what="sweep-lr=3 done")
+    wait_for(lambda: final_state(q, "sweep-lr=3") == "done", what="sweep-lr=3 done")
 
     r = gtui("status", str(q), "--state", "failed")  # from the running scheduler
     assert "scheduler: running" in r.stdout and "2 of 7 jobs in state failed" in r.stdout
@@ -208,9 +214,17 @@ def test_events_started_before_the_scheduler_shows_each_of_its_jobs_start_and_en
         wait_for(lambda: all_done(q, 60), what="the sixty jobs done")
     finally:
         ev.proc.send_signal(signal.SIGCONT)
-    wait_for(lambda: len(job_lines(ev.text())) >= 60 and all(
-        lines[-1]["state"] == "done" for n, lines in job_lines(ev.text()).items() if n != "keeper"
-    ), what="every job's end, told")
+    wait_for(
+        lambda: (
+            len(job_lines(ev.text())) >= 60
+            and all(
+                lines[-1]["state"] == "done"
+                for n, lines in job_lines(ev.text()).items()
+                if n != "keeper"
+            )
+        ),
+        what="every job's end, told",
+    )
     release(q, "keeper")
     by_name = job_lines(ev.text())
     for i in range(60):

@@ -15,6 +15,7 @@ from tests.test_cli_support import (
     FAKE,
     Procs,
     cleaned_procs,
+    final_state,
     gate,
     gtui,
     live_order,
@@ -78,7 +79,10 @@ def test_move_reorders_the_file_and_the_running_scheduler_at_once(
     shutil.copy(q, expected)
     move_job(expected, "sw-k=2", "top")
     r = gtui("move", str(q), "sw-k=2", "--top")
-    assert (r.returncode, r.stdout) == (0, "moved sw-k=2 (and 1 more of its matrix) to the top of q.toml\n"), r.stderr
+    assert (r.returncode, r.stdout) == (
+        0,
+        "moved sw-k=2 (and 1 more of its matrix) to the top of q.toml\n",
+    ), r.stderr
     assert q.read_text() == expected.read_text()
     # Taken at once: the scheduler's order is the new one as soon as the command returns.
     assert live_order(q) == ["sw-k=1", "sw-k=2", "first", "x", "y"]
@@ -150,7 +154,7 @@ def test_rm_refuses_a_running_job_and_keeps_history(tmp_path: Path, procs: Procs
     )
     original = q.read_text()
     procs.scheduler(q)
-    wait_for(lambda: live_state(q, "quick") == "done", what="quick done")
+    wait_for(lambda: final_state(q, "quick") == "done", what="quick done")
     wait_for(lambda: live_state(q, "long") == "running", what="long running")
 
     r = gtui("rm", str(q), "long")
@@ -171,7 +175,7 @@ def test_rm_refuses_a_running_job_and_keeps_history(tmp_path: Path, procs: Procs
     # Put back as it was: the done job is done, not run again.
     q.write_text(original)
     assert gtui("add", str(q), "--name", "poke", "--gpus", "0", "--", "true").returncode == 0
-    wait_for(lambda: live_state(q, "poke") == "done", what="poke done")
+    wait_for(lambda: final_state(q, "poke") == "done", what="poke done")
     assert live_state(q, "quick") == "done"
     assert (tmp_path / "quick.runs").read_text() == "run\n"
 
@@ -214,7 +218,7 @@ def test_clean_removes_ended_jobs_in_one_go(tmp_path: Path, procs: Procs) -> Non
     )
     procs.scheduler(q)
     wait_for(lambda: live_state(q, "bad") == "failed", what="bad failed")
-    wait_for(lambda: live_state(q, "sweep-a=2-b=1") == "done", what="three of the sweep done")
+    wait_for(lambda: final_state(q, "sweep-a=2-b=1") == "done", what="three of the sweep done")
     r = gtui("clean", str(q))
     assert r.returncode == 0, r.stderr
     # prep: late waits for it; the sweep's done three: the fourth runs (a several-key matrix).
@@ -222,8 +226,8 @@ def test_clean_removes_ended_jobs_in_one_go(tmp_path: Path, procs: Procs) -> Non
     assert "kept prep: " in r.stderr and "waits for it (after)" in r.stderr
     release(q, "sweep")
     release(q, "late")
-    wait_for(lambda: live_state(q, "late") == "done", what="late done")
-    wait_for(lambda: live_state(q, "sweep-a=2-b=2") == "done", what="the sweep done")
+    wait_for(lambda: final_state(q, "late") == "done", what="late done")
+    wait_for(lambda: final_state(q, "sweep-a=2-b=2") == "done", what="the sweep done")
     r = gtui("clean", str(q))
     assert r.stdout.startswith("removed 6 done jobs from q.toml: prep, sweep-a=1-b=1"), r.stderr
     assert live_order(q) == ["bad", "keeper"]
@@ -261,5 +265,8 @@ def test_rm_refusals_change_nothing(tmp_path: Path) -> None:
     assert r.returncode == 2 and "nope* matches no job in q.toml" in r.stderr
     assert q.read_text() == before
     r = gtui("rm", str(q), "grid", "prep")  # the whole matrix and what it waits for: together
-    assert r.stdout == "removed 5 jobs from q.toml: prep, grid-a=1-b=1, grid-a=1-b=2, grid-a=2-b=1, grid-a=2-b=2\n"  # in queue order
+    assert (
+        r.stdout
+        == "removed 5 jobs from q.toml: prep, grid-a=1-b=1, grid-a=1-b=2, grid-a=2-b=1, grid-a=2-b=2\n"
+    )  # in queue order
     assert "[[jobs]]" not in q.read_text()

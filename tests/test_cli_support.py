@@ -67,6 +67,16 @@ def live_state(q: Path, name: str) -> str | None:
     return None
 
 
+def final_state(q: Path, name: str) -> str | None:
+    """The job's state from the running scheduler, or from the saved state once it has gone: a
+    scheduler that finishes its queue exits, maybe before a poll of the live state sees the end."""
+    live = live_state(q, name)
+    if live is not None:
+        return live
+    rec = records(q).get(name)
+    return rec.state.value if rec is not None else None
+
+
 def live_order(q: Path) -> list[str]:
     return [str(j["name"]) for j in status(q)["jobs"]]
 
@@ -75,8 +85,9 @@ def lock_free(q: Path) -> bool:
     return QueueLock(queue_paths(q)).holder() is None
 
 
-def gtui(*args: str, timeout: float = 60, env: dict[str, str] | None = None,
-         cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def gtui(
+    *args: str, timeout: float = 60, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """The real command line, as a subprocess, its output captured."""
     return subprocess.run(
         [sys.executable, "-m", "gtui", *args],

@@ -12,6 +12,7 @@ from tests.test_cli_support import (
     FAKE,
     Procs,
     cleaned_procs,
+    final_state,
     gate,
     gtui,
     live_state,
@@ -62,7 +63,7 @@ def test_wait_for_the_whole_queue_names_each_job_not_done(tmp_path: Path, procs:
     procs.scheduler(q)
     w = procs.start("wait", str(q))
     wait_for(lambda: live_state(q, "child") == "blocked", what="child blocked by bad")
-    wait_for(lambda: live_state(q, "sweep-lr=2") == "done", what="the sweep done")
+    wait_for(lambda: final_state(q, "sweep-lr=2") == "done", what="the sweep done")
     assert w.proc.poll() is None  # `slow` still runs: the wait goes on
     release(q, "slow")
     assert w.proc.wait(30) == 1

@@ -32,7 +32,15 @@ from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths
 from gtui.core.procstat import stopped_state
 from gtui.core.queue.writeback import append_job
 from tests.conftest import write_queue
-from tests.test_cli_support import Procs, cleaned_procs, gate, gtui, live_state, release
+from tests.test_cli_support import (
+    Procs,
+    cleaned_procs,
+    final_state,
+    gate,
+    gtui,
+    live_state,
+    release,
+)
 from tests.waiting import wait_for
 
 
@@ -137,7 +145,7 @@ def test_commands_say_at_once_that_the_scheduler_is_stopped_and_do_nothing_late(
     assert names_in_file(q) == ["long", "next", "extra"]
     wait_for(lambda: live_state(q, "extra") == "done", what="extra done")
     release(q, "long")
-    wait_for(lambda: live_state(q, "next") == "done", what="next done")
+    wait_for(lambda: final_state(q, "next") == "done", what="next done")
 
 
 def test_a_watcher_reads_the_saved_state_of_a_stopped_scheduler_at_once(
@@ -158,7 +166,7 @@ def test_a_watcher_reads_the_saved_state_of_a_stopped_scheduler_at_once(
     assert not now.live
     assert {n: j["state"] for n, j in now.jobs.items()} == {"long": "running", "next": "queued"}
     release(q, "long")
-    wait_for(lambda: live_state(q, "next") == "done", what="next done")
+    wait_for(lambda: final_state(q, "next") == "done", what="next done")
 
 
 def send(paths: QueuePaths, request: dict[str, Any]) -> socket.socket:
@@ -201,7 +209,7 @@ def test_a_request_that_reaches_the_scheduler_after_its_deadline_is_refused(
     assert live_state(q, "next") == "queued" and live_state(q, "long") == "running"
     assert names_in_file(q) == ["long", "next"]
     release(q, "long")
-    wait_for(lambda: live_state(q, "next") == "done", what="next done")
+    wait_for(lambda: final_state(q, "next") == "done", what="next done")
 
 
 # -- the client's wait, against sockets whose other end does not answer ----------------------
@@ -298,8 +306,14 @@ def test_a_scheduler_stopped_while_the_client_waits_is_said_at_once(
 ) -> None:
     seen = tmp_path / "seen"
     fake = subprocess.Popen(
-        [sys.executable, "-c", FAKE_SCHEDULER, str(paths.socket), str(seen),
-         "read" if reads else "peek"]
+        [
+            sys.executable,
+            "-c",
+            FAKE_SCHEDULER,
+            str(paths.socket),
+            str(seen),
+            "read" if reads else "peek",
+        ]
     )
     try:
         wait_for(Path(f"{seen}.listening").exists, what="the fake scheduler listening")
