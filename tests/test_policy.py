@@ -416,7 +416,9 @@ def test_reserve_rule_for_every_small_pool(reserve: int, rule: str) -> None:
 
 
 @pytest.mark.parametrize(("rule", "idle_left"), [("strict", 1), ("seed", 0)])
-def test_reserve_one_leaves_one_idle_gpu_when_colleagues_use_none(rule: str, idle_left: int) -> None:
+def test_reserve_one_leaves_one_idle_gpu_when_colleagues_use_none(
+    rule: str, idle_left: int
+) -> None:
     """The README's own example, `reserve = 1` in shared mode on a box where colleagues use
     nothing: one pass after another, jobs keep starting until the rule stops them. Strict leaves
     one idle GPU, as a reader expects; the seed's rule, kept for imported queues, leaves none."""
@@ -856,16 +858,15 @@ def test_format_wait(seconds: float, text: str) -> None:
         ("a", 1, 70_000, 0, 0, (), 0.0, False),
         ("b", 2, None, 5, 123, ("a",), 17.5, False),
         ("c", 0, None, -3, 7, (), 1.0, True),
-        ("d", 1, 10_240, 300, 1 << 21, (), 2.0, False),  # past the packed rank: rank None
+        ("d", 1, 10_240, 300, 1 << 21, (), 2.0, False),
         ("e", 4, 40_960, -255, (1 << 21) - 1, ("a", "b"), 3.0, True),
     ],
 )
 def test_candidate_make_equals_the_constructor(args: tuple) -> None:
-    """The engine's fast constructor fills the same fields, rank and shape code."""
+    """The planner's positional constructor fills the same fields."""
     fields = ("name", "gpus", "mem_mib", "priority", "order", "after", "waiting_since", "held")
     made = Candidate.make(*args)
     built = Candidate(**dict(zip(fields, args, strict=True)))
     assert made == built
-    assert (made.rank, made.code) == (built.rank, built.code)
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.gpus = 3  # type: ignore[misc]
