@@ -5,44 +5,36 @@ available memory, reserved GPUs, the starving job; tests/test_policy_fast.py hol
 ``walk`` on random queues and GPU states) while it looks only at the jobs that can change
 something: the first job of each request shape since the GPUs last changed, and the ones that
 start. Resources only shrink within a pass, so every later job of a shape that failed gets that
-shape's reason, and those stretches are filled in bulk (``map`` over a list of shape codes)
-without touching the Candidates. Every rule and every word comes from the same ``PassState``
-methods as ``walk``; only the order of visiting differs.
+shape's reason, and those stretches are filled in bulk (``map`` over the column of the
+Candidates' ``shape`` ints) without touching the Candidates. Every rule and every word comes
+from the same ``PassState`` methods as ``walk``; only the order of visiting differs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from heapq import heapify, heappop, heappush
-from itertools import compress
-from operator import attrgetter
+from itertools import compress, repeat
+from operator import attrgetter, lt
 
 from gtui.core.sched.policy_reasons import Reasons
 from gtui.core.sched.policy_state import PassState, rank
-from gtui.core.sched.policy_types import HELD_REASON, PAUSED_REASON, Candidate, Decision, Start
+from gtui.core.sched.policy_types import (
+    HELD_REASON,
+    PAUSED_REASON,
+    Candidate,
+    Decision,
+    Start,
+    shape_key,
+)
 
+# Codes of positions the sweep skips (a plain shape is never negative, a held or `after` one
+# below -2, see Candidate.shape).
 _BLOCKED = -1  # held, or an `after` not met: never placed in this pass
 _STARTED = -2  # started earlier in this pass
 _SENTINELS = frozenset((_BLOCKED, _STARTED))
 _NAME = attrgetter("name")
-_GPUS = attrgetter("gpus")
-_MEM = attrgetter("mem_mib")
-_HELD = attrgetter("held")
-_AFTER = attrgetter("after")
-
-Shape = tuple[int, int | None]  # (GPUs, mem per GPU) of a request
-
-
-class Shapes:
-    """The request shapes of one pass's ranked jobs as small ints (codes), one per distinct
-    (GPUs, mem): a list of codes is compared, hashed and searched without touching the
-    Candidates. Made by the walk for its pass, and dropped with it."""
-
-    def __init__(self, ranked: Sequence[Candidate]) -> None:
-        keys = list(zip(map(_GPUS, ranked), map(_MEM, ranked), strict=True))
-        self.keys: list[Shape] = list(dict.fromkeys(keys))  # code -> shape
-        code_of = {key: code for code, key in enumerate(self.keys)}
-        self.codes: list[int] = list(map(code_of.__getitem__, keys))  # by rank position
+_SHAPE = attrgetter("shape")
 
 
 def walk_columns(
@@ -56,40 +48,46 @@ def walk_columns(
     met never start and change nothing: their reasons are fixed first and their positions
     left out; then ``_sweep`` walks the codes, again while a start makes room (rule 9)."""
     ranked = rank(candidates, state.settings)
-    shapes = Shapes(ranked)
-    codes = shapes.codes
+    codes = list(map(_SHAPE, ranked))  # the request shape of each rank position
     n_all = len(codes)
-    held = set(compress(range(n_all), map(_HELD, ranked)))
+    present = set(codes)
+    fixed: dict[int, str] = {}  # rank position -> its reason, for held and `after` jobs
     if queue_paused:
         paused = dict.fromkeys(map(_NAME, ranked), PAUSED_REASON)
-        for i in held:
-            paused[ranked[i].name] = HELD_REASON
+        for c in ranked:
+            if c.held:
+                paused[c.name] = HELD_REASON
         return state.decision([], paused, None)
     state.dep_states = dep_states
-    fixed: dict[int, str] = dict.fromkeys(held, HELD_REASON)
-    shared: dict[tuple[str, ...], str] = {}  # the reasons of `after` lists of two or more
-    for i in compress(range(n_all), map(_AFTER, ranked)):
-        if i in fixed:
-            continue
-        after = ranked[i].after
-        if len(after) == 1:  # most: one reason per job, nothing to share
-            unmet = state.after_reason(after) or ""
-        else:
-            said = shared.get(after)
-            if said is None:
-                said = shared[after] = state.after_reason(after) or ""
-            unmet = said
-        if unmet:
-            fixed[i] = unmet
-    for i in fixed:
-        codes[i] = _BLOCKED
-    present = set(codes) - _SENTINELS
+    if min(present, default=0) < 0:  # held jobs, or jobs with an `after`
+        shared: dict[tuple[str, ...], str] = {}  # the reasons of `after` lists of 2 or more
+        for i in compress(range(n_all), map(lt, codes, repeat(0))):
+            c = ranked[i]
+            if c.held:
+                fixed[i] = HELD_REASON
+                codes[i] = _BLOCKED
+                continue
+            after = c.after
+            if len(after) == 1:  # most: one reason per job, nothing to share
+                unmet = state.after_reason(after) or ""
+            else:
+                said = shared.get(after)
+                if said is None:
+                    said = shared[after] = state.after_reason(after) or ""
+                unmet = said
+            if unmet:
+                fixed[i] = unmet
+                codes[i] = _BLOCKED
+            else:
+                codes[i] = shape_key(c.gpus, c.mem_mib)  # waits like any plain job
+        present = set(codes)
+    present -= _SENTINELS
     texts: list[str | None] = [None] * n_all
     starts: list[Start] = []
     first = True
     while True:
         new, probe, again = _sweep(
-            state, shapes, ranked, present, texts, running_count + len(starts), first
+            state, ranked, codes, present, texts, running_count + len(starts), first
         )
         first = False
         starts += new
@@ -102,8 +100,8 @@ def walk_columns(
 
 def _sweep(
     state: PassState,
-    shapes: Shapes,
     ranked: list[Candidate],
+    codes: list[int],
     present: set[int],
     texts: list[str | None],
     running: int,
@@ -117,7 +115,6 @@ def _sweep(
     a heap holds the next position of every other code. The next job to look at is the
     heap's least; the ones before it all have a dead code.
     """
-    codes = shapes.codes
     n_all = len(codes)
     limit = max(0, state.settings.max_parallel)
     starts: list[Start] = []
@@ -218,8 +215,9 @@ def _sweep(
     if rest < n_all:  # max_parallel reached: no more starts; why each remaining job waits
         full_text = f"max_parallel {limit} reached"
         tail: dict[int, str | None] = dict.fromkeys(_SENTINELS)
-        for k in set(codes[rest:]) - _SENTINELS:
-            gpus_n, mem = shapes.keys[k]
-            tail[k] = (state.permanent_reason(gpus_n, mem) if gpus_n > 0 else None) or full_text
+        for k, c in dict(zip(codes[rest:], ranked[rest:], strict=True)).items():
+            if k not in _SENTINELS:
+                n, m = c.gpus, c.mem_mib
+                tail[k] = (state.permanent_reason(n, m) if n > 0 else None) or full_text
         texts[rest:] = map(tail.__getitem__, codes[rest:])
     return starts, probe, made_room and rest == n_all
