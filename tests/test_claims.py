@@ -1,4 +1,4 @@
-"""Neighbours' claims (issue 20; DESIGN.md 4.1): the board other users' gtui schedulers publish
+"""Neighbours' claims: the board other users' gtui schedulers publish
 on, the trust rules a claim is judged by, how placement counts it, and two schedulers on the
 same simulated GPUs that keep out of each other's way.
 
@@ -648,7 +648,7 @@ def test_reading_proc_directly_agrees_with_psutil(sleeper) -> None:
 
 
 # ------------------------------------------------------------------------------- idle GPUs
-# Issue 19 audit, 3: ``gtui gpus`` reads the GPUs once, so it cannot know how long one has sat
+# ``gtui gpus`` reads the GPUs once, so it cannot know how long one has sat
 # at 0 %; a scheduler of this user that polls them can, and says it on the board.
 
 

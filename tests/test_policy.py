@@ -1,4 +1,5 @@
-"""The placement policy, rule by rule (DESIGN.md 4.1-4.3; seed 000 sections 5, 13 and 14.1).
+"""The placement policy, rule by rule (the numbered rules of sched/policy.py, and the bash
+script's examples and reserve table it was written from).
 
 Snapshots are built by hand, so every number in an assertion can be checked on paper.
 Sizes in the helpers are GiB; the policy works in MiB.
@@ -157,7 +158,7 @@ def test_allocations_on_gpus_outside_the_pool_are_ignored() -> None:
 
 # ------------------------------------------------------------------------------ modes (4.1)
 def test_the_seeds_extreme_mode_example() -> None:
-    """Seed 000, 14.1: an 80G A800 with 16G used by another user, jobs of 12G each.
+    """The bash script's example: an 80G A800 with 16G used by another user, jobs of 12G each.
 
     Pack (EXTREME_MODE) fits five (5 x 12 = 60G <= 64G); shared takes the GPU once (others may
     be on it, but then it holds a job of ours); exclusive none (the GPU is not idle).
@@ -323,7 +324,7 @@ def test_best_fit_in_pack_mode_fills_one_gpu_before_the_next() -> None:
     # The default (auto) is best fit in pack mode (BENCHMARKS.md, placement quality) ...
     auto = decide([gpu(0), gpu(1)], [job(f"j{i}", mem=20, order=i) for i in range(5)], mode="pack")
     assert [s.gpus for s in auto.starts] == [s.gpus for s in d.starts]
-    # ... and most available memory first otherwise (seed 000, 13.1).
+    # ... and most available memory first otherwise (the bash script's order).
     shared = decide([gpu(0, used=40), gpu(1, used=20)], [job("a", mem=20)])
     assert started(shared) == {"a": (1,)}
 
@@ -345,7 +346,7 @@ def reserve_row_gpus(satisfy: int, held_by_us: int) -> tuple[list[GpuInfo], list
 def test_reserve_rule_seed_follows_the_table_of_seed_5_2(
     satisfy: int, held_by_us: int, n: int, may_take: int
 ) -> None:
-    """The table of seed 000, 5.2, with RESERVED_GPUS=2.
+    """The bash script's reserve table, with RESERVED_GPUS=2.
 
     Its columns are: GPUs with enough free memory (满足显存的GPU), of them held by this script
     (本脚本占用), eligible = the first minus the second (可用数, our n: eligible GPUs holding no
@@ -370,7 +371,7 @@ def test_reserve_rule_seed_follows_the_table_of_seed_5_2(
 def test_reserve_strict_keeps_reserve_gpus_free_in_every_row(
     satisfy: int, held_by_us: int, n: int, may_take: int
 ) -> None:
-    """DESIGN.md 4.2: `reserve = 2` keeps 2 eligible GPUs free of our jobs, the seed's
+    """The strict rule: `reserve = 2` keeps 2 eligible GPUs free of our jobs, the script's
     special row (n equals the reserve) included: there the job waits."""
     assert reserve_allows(n, 2) == may_take == reserve_allows(n, 2, "strict")
     check_reserve_row(satisfy, held_by_us, n, may_take, "strict")
@@ -805,7 +806,7 @@ def test_max_parallel_one_is_strictly_serial() -> None:
 
 
 # ---------------------------------------------------------------------------------- reasons
-def test_the_designs_example_reason() -> None:
+def test_a_reason_says_what_keeps_each_gpu_and_the_reserve() -> None:
     gpus = [gpu(0), gpu(1, used=20, util=60), gpu(2, used=70, util=50), gpu(3)]
     d = decide(gpus, [job("big", gpus=2, mem=35)], [ours("x", [1], mem=20, observed=20)], reserve=1)
     assert d.reasons["big"] == (

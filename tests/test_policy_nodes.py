@@ -1,4 +1,4 @@
-"""Placement over a cluster's pool (issue 23): every node's GPUs in one pool, each GPU with its
+"""Placement over a cluster's pool: every node's GPUs in one pool, each GPU with its
 node; a multi-GPU job stays on one node; `[cluster] gpus` / `exclude` name nodes or node:GPU.
 
 Pure: snapshots are built by hand (node k's GPU i is pool GPU k * NODE_GPU_STRIDE + i, as the Ray
@@ -117,7 +117,7 @@ def test_cluster_reserve_can_keep_a_multi_gpu_job_off_a_node() -> None:
     assert labels(d, "ddp") == ["node2:0", "node2:1"]
 
 
-# [settings] gpus / exclude naming nodes (issue 23): the same fields as [cluster]'s, and a bare
+# [settings] gpus / exclude naming nodes: the same fields as [cluster]'s, and a bare
 # number on a cluster names that GPU on every node (its index there, as nvidia-smi shows it).
 
 

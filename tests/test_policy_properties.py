@@ -1,6 +1,6 @@
 """Properties of the placement policy over random GPUs, jobs and settings (hypothesis).
 
-The checks below re-derive the rules of DESIGN.md 4.1-4.3 independently (a small, slow oracle)
+The checks below re-derive the placement rules independently (a small, slow oracle)
 and replay each decision's starts in order against them. ``HYPOTHESIS_PROFILE=soak`` runs many
 more examples than CI does.
 """
@@ -162,7 +162,7 @@ def worlds(draw: st.DrawFn) -> World:
     )
 
 
-# ---------------------------------------------------------------------- the oracle (DESIGN 4.1)
+# -------------------------------------------------------- the oracle (eligibility and memory)
 @dataclass
 class OGpu:
     index: int
@@ -231,7 +231,7 @@ def eligible(g: OGpu, mem: int | None, mode: Mode) -> bool:
 
 
 def allows(n: int, k: int, rule: str) -> int:
-    """DESIGN.md 4.2 written out again: strict keeps k free; the seed's rule (seed 000, 5.2)
+    """The reserve rule written out again: strict keeps k free; the bash script's rule ("seed")
     takes one when n == k."""
     if rule == "seed":
         if n < k:

@@ -1,4 +1,4 @@
-"""The one empty env / matrix / warnings / peaks that every job without any shares (issue 16):
+"""The one empty env / matrix / warnings / peaks that every job without any shares:
 no change can reach another job through them, and what adds to a record's lists makes a new one.
 """
 

@@ -326,7 +326,7 @@ class JobRecord:
     warnings: list[str] = NO_ITEMS
     queued_since: float = field(default_factory=time.time)
     peak_mib: int | None = None  # highest GPU memory seen for this attempt (per GPU)
-    # Issue 19.2: this attempt's peak on each of its GPUs (in ``gpus`` order; 0: none seen) and
+    # This attempt's peak on each of its GPUs (in ``gpus`` order; 0: none seen) and
     # the peak resident host memory of its processes (None: not measured).
     peak_gpu_mib: list[int] = NO_ITEMS
     host_peak_mib: int | None = None
