@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from gtui.core.model import Mode
 from gtui.core.sched.policy import Candidate, Decision, PassState, walk
 from gtui.core.sched.policy_fast import walk_columns
+from gtui.core.sched.policy_types import shape_key
 from tests.test_policy_properties import PROFILE, World, worlds
 
 
@@ -53,3 +54,18 @@ def test_the_column_walk_decides_as_the_readable_walk(w: World) -> None:
     assert fast.starts == slow.starts
     assert list(fast.reasons.items()) == list(slow.reasons.items())
     assert fast == slow
+
+
+@PROFILE
+@given(
+    st.tuples(st.integers(-3, 10**6), st.one_of(st.none(), st.integers(-3, 10**7)), st.booleans()),
+    st.tuples(st.integers(-3, 10**6), st.one_of(st.none(), st.integers(-3, 10**7)), st.booleans()),
+)
+def test_a_shape_is_one_int_per_request(
+    a: tuple[int, int | None, bool], b: tuple[int, int | None, bool]
+) -> None:
+    """The column walk tells requests apart by ``Candidate.shape`` alone: equal only for equal
+    (GPUs, mem, held-or-after), never one of its two skip codes (-1, -2)."""
+    assert (shape_key(*a) == shape_key(*b)) == (a == b)
+    assert shape_key(*a) not in (-1, -2)
+    assert (shape_key(*a) < 0) == a[2]

@@ -214,6 +214,8 @@ class PassState:
         shape_cache: bool = True,
         claims: Sequence[NeighbourClaim] = (),
     ) -> None:
+        """``shape_cache=False`` turns off the two shortcuts (requests known to fail, reasons
+        shared by equal requests): the plainest pass, which the tests hold the others to."""
         self.settings = settings
         self.now = now
         self.k = max(0, settings.reserve)
