@@ -47,7 +47,8 @@ from gtui.core.gpus.snapshot import GpuInfo, GpuProcess, GpuSnapshot
 from gtui.core.model import JobState, Mode, Settings
 from gtui.core.queue.queuefile import load_queue
 from gtui.core.sched.engine import Engine
-from gtui.core.sched.policy import Candidate, _Pass, place
+from gtui.core.sched.policy import Candidate, PassState, place, walk
+from gtui.core.sched.policy_fast import walk_columns
 from gtui.ui.format import gpu_line
 from gtui.ui.widgets.gpu_panel import PROMISED_CHAR, GpuPanel, promised_line, with_promised
 from tests.conftest import write_queue
@@ -392,9 +393,9 @@ def test_without_claims_nothing_changes_and_both_passes_agree() -> None:
     jobs = [job(f"j{i}", mem) for i, mem in enumerate([60, 10, 50, 70, 20, 45])]
     claims = [neighbour(0, 50, 10), neighbour(2, 30), neighbour(2, 20, user="carol", job="x")]
     for settings in (Settings(), Settings(mode=Mode.PACK), Settings(mode=Mode.EXCLUSIVE)):
-        fast = _Pass(snap, (), settings, 1e9, claims=claims).run(jobs, {}, 0, False)
-        slow = _Pass(snap, (), settings, 1e9, shape_cache=False, claims=claims).run_each(
-            jobs, {}, 0, False
+        fast = walk_columns(PassState(snap, (), settings, 1e9, claims=claims), jobs, {}, 0, False)
+        slow = walk(
+            PassState(snap, (), settings, 1e9, shape_cache=False, claims=claims), jobs, {}, 0, False
         )
         assert fast.starts == slow.starts and dict(fast.reasons) == dict(slow.reasons)
     plain = decide(snap, jobs)

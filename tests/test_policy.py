@@ -1,4 +1,5 @@
-"""The placement policy, rule by rule (docs/scheduling.md), with the bash script's own examples.
+"""The placement policy, rule by rule (the numbered rules of sched/policy.py, and the bash
+script's examples and reserve table it was written from).
 
 Snapshots are built by hand, so every number in an assertion can be checked on paper.
 Sizes in the helpers are GiB; the policy works in MiB.
@@ -157,7 +158,7 @@ def test_allocations_on_gpus_outside_the_pool_are_ignored() -> None:
 
 # ------------------------------------------------------------------------------------ modes
 def test_the_seeds_extreme_mode_example() -> None:
-    """The bash script's extreme-mode example: an 80G A800 with 16G used by another user, jobs of 12G each.
+    """The bash script's example: an 80G A800 with 16G used by another user, jobs of 12G each.
 
     Pack (EXTREME_MODE) fits five (5 x 12 = 60G <= 64G); shared takes the GPU once (others may
     be on it, but then it holds a job of ours); exclusive none (the GPU is not idle).
@@ -323,7 +324,7 @@ def test_best_fit_in_pack_mode_fills_one_gpu_before_the_next() -> None:
     # The default (auto) is best fit in pack mode (docs/benchmarks.md, placement quality) ...
     auto = decide([gpu(0), gpu(1)], [job(f"j{i}", mem=20, order=i) for i in range(5)], mode="pack")
     assert [s.gpus for s in auto.starts] == [s.gpus for s in d.starts]
-    # ... and most available memory first otherwise (the bash script's rule).
+    # ... and most available memory first otherwise (the bash script's order).
     shared = decide([gpu(0, used=40), gpu(1, used=20)], [job("a", mem=20)])
     assert started(shared) == {"a": (1,)}
 
@@ -370,7 +371,7 @@ def test_reserve_rule_seed_follows_the_table_of_seed_5_2(
 def test_reserve_strict_keeps_reserve_gpus_free_in_every_row(
     satisfy: int, held_by_us: int, n: int, may_take: int
 ) -> None:
-    """`reserve = 2` keeps 2 eligible GPUs free of our jobs, the bash script's
+    """The strict rule: `reserve = 2` keeps 2 eligible GPUs free of our jobs, the script's
     special row (n equals the reserve) included: there the job waits."""
     assert reserve_allows(n, 2) == may_take == reserve_allows(n, 2, "strict")
     check_reserve_row(satisfy, held_by_us, n, may_take, "strict")
@@ -416,7 +417,9 @@ def test_reserve_rule_for_every_small_pool(reserve: int, rule: str) -> None:
 
 
 @pytest.mark.parametrize(("rule", "idle_left"), [("strict", 1), ("seed", 0)])
-def test_reserve_one_leaves_one_idle_gpu_when_colleagues_use_none(rule: str, idle_left: int) -> None:
+def test_reserve_one_leaves_one_idle_gpu_when_colleagues_use_none(
+    rule: str, idle_left: int
+) -> None:
     """The README's own example, `reserve = 1` in shared mode on a box where colleagues use
     nothing: one pass after another, jobs keep starting until the rule stops them. Strict leaves
     one idle GPU, as a reader expects; the bash script's rule, kept for imported queues, leaves none."""
@@ -803,7 +806,7 @@ def test_max_parallel_one_is_strictly_serial() -> None:
 
 
 # ---------------------------------------------------------------------------------- reasons
-def test_the_designs_example_reason() -> None:
+def test_a_reason_says_what_keeps_each_gpu_and_the_reserve() -> None:
     gpus = [gpu(0), gpu(1, used=20, util=60), gpu(2, used=70, util=50), gpu(3)]
     d = decide(gpus, [job("big", gpus=2, mem=35)], [ours("x", [1], mem=20, observed=20)], reserve=1)
     assert d.reasons["big"] == (
@@ -856,16 +859,15 @@ def test_format_wait(seconds: float, text: str) -> None:
         ("a", 1, 70_000, 0, 0, (), 0.0, False),
         ("b", 2, None, 5, 123, ("a",), 17.5, False),
         ("c", 0, None, -3, 7, (), 1.0, True),
-        ("d", 1, 10_240, 300, 1 << 21, (), 2.0, False),  # past the packed rank: rank None
+        ("d", 1, 10_240, 300, 1 << 21, (), 2.0, False),
         ("e", 4, 40_960, -255, (1 << 21) - 1, ("a", "b"), 3.0, True),
     ],
 )
 def test_candidate_make_equals_the_constructor(args: tuple) -> None:
-    """The engine's fast constructor fills the same fields, rank and shape code."""
+    """The planner's positional constructor fills the same fields."""
     fields = ("name", "gpus", "mem_mib", "priority", "order", "after", "waiting_since", "held")
     made = Candidate.make(*args)
     built = Candidate(**dict(zip(fields, args, strict=True)))
     assert made == built
-    assert (made.rank, made.code) == (built.rank, built.code)
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.gpus = 3  # type: ignore[misc]

@@ -1,5 +1,5 @@
-"""The column walk of the placement pass (``_Pass.run``) against the job-at-a-time reference
-(``_Pass.run_each`` with its caches off), on queues long enough for the walk to matter:
+"""The column walk of the placement pass (``policy_fast.walk_columns``) against the readable
+walk (``policy.walk`` with its caches off), on queues long enough for the column walk to matter:
 thousands of jobs sharing a few dozen request shapes, so most of them are filled in bulk and
 the heap of next positions, the re-sweep and the ``max_parallel`` tail all get exercised.
 The hypothesis properties (test_policy_properties.py) cover small, odd worlds; these cover
@@ -15,7 +15,16 @@ import pytest
 
 from gtui.core.gpus.snapshot import GpuInfo, GpuSnapshot
 from gtui.core.model import Mode, Placement, Settings
-from gtui.core.sched.policy import Allocation, Candidate, Decision, Reasons, _Pass, place
+from gtui.core.sched.policy import (
+    Allocation,
+    Candidate,
+    Decision,
+    PassState,
+    Reasons,
+    place,
+    walk,
+)
+from gtui.core.sched.policy_fast import walk_columns
 
 G = 1024
 
@@ -85,18 +94,9 @@ def both(
     seed: int, n: int, settings: Settings, running: int = 0, paused: bool = False
 ) -> tuple[Decision, Decision]:
     snap, cands, allocs, deps = world(seed, n)
-    fast = place(
-        snap,
-        cands,
-        allocs,
-        settings,
-        dep_states=deps,
-        running_count=running,
-        now=10_000.0,
-        queue_paused=paused,
-    )
-    slow = _Pass(snap, allocs, settings, 10_000.0, shape_cache=False).run_each(
-        cands, deps, running, paused
+    fast = walk_columns(PassState(snap, allocs, settings, 10_000.0), cands, deps, running, paused)
+    slow = walk(
+        PassState(snap, allocs, settings, 10_000.0, shape_cache=False), cands, deps, running, paused
     )
     return fast, slow
 
@@ -129,11 +129,13 @@ def test_a_paused_queue_says_so_for_every_job_but_the_held_ones() -> None:
 def test_the_walk_starts_cpu_jobs_without_a_limit_one_after_another() -> None:
     snap, cands, allocs, deps = world(11, 2000)
     cpu = [replace(c, gpus=0, after=(), held=False) for c in cands[:500]]
-    fast = place(
-        snap, cpu + cands[500:], allocs, Settings(), dep_states=deps, running_count=0, now=1.0
-    )
-    slow = _Pass(snap, allocs, Settings(), 1.0, shape_cache=False).run_each(
-        cpu + cands[500:], deps, 0, False
+    fast = walk_columns(PassState(snap, allocs, Settings(), 1.0), cpu + cands[500:], deps, 0, False)
+    slow = walk(
+        PassState(snap, allocs, Settings(), 1.0, shape_cache=False),
+        cpu + cands[500:],
+        deps,
+        0,
+        False,
     )
     assert fast == slow
     assert {s.name for s in fast.starts} >= {c.name for c in cpu}
@@ -192,7 +194,7 @@ def test_two_passes_over_the_same_candidates_compare_by_their_texts() -> None:
 @pytest.mark.parametrize("offset", [0, 2**21 - 700, 2**21, 10**12])
 def test_extreme_priorities_and_queue_positions_rank_as_the_reference_does(offset: int) -> None:
     """Priorities far outside (-256, 256] and queue positions past 2**21 (where a Candidate has
-    no single rank int and the pass sorts by the two keys) rank exactly as ``run_each`` does."""
+    no small rank int) rank exactly as the readable walk does."""
     snap, cands, allocs, deps = world(13, 1500)
     odd = [
         replace(
@@ -201,7 +203,7 @@ def test_extreme_priorities_and_queue_positions_rank_as_the_reference_does(offse
         for i, c in enumerate(cands)
     ]
     for settings in (Settings(mode=Mode.PACK, reserve=1), Settings(multi_gpu_first=True)):
-        fast = place(snap, odd, allocs, settings, dep_states=deps, running_count=0, now=1e4)
-        slow = _Pass(snap, allocs, settings, 1e4, shape_cache=False).run_each(odd, deps, 0, False)
+        fast = walk_columns(PassState(snap, allocs, settings, 1e4), odd, deps, 0, False)
+        slow = walk(PassState(snap, allocs, settings, 1e4, shape_cache=False), odd, deps, 0, False)
         assert fast == slow
         assert list(fast.reasons) == list(slow.reasons)  # the same rank order

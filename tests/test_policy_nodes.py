@@ -46,9 +46,7 @@ def job(name: str, gpus: int = 1, mem: float | None = 12, order: int = 0) -> Can
 
 
 def run(snapshot: GpuSnapshot, *jobs: Candidate, **settings: Any) -> Decision:
-    return place(
-        snapshot, jobs, [], Settings(**settings), dep_states={}, running_count=0, now=0.0
-    )
+    return place(snapshot, jobs, [], Settings(**settings), dep_states={}, running_count=0, now=0.0)
 
 
 def labels(decision: Decision, name: str) -> list[str]:
@@ -94,9 +92,7 @@ def test_cluster_gpus_keeps_the_pool_to_the_nodes_named() -> None:
 def test_one_server_is_unchanged_by_the_node_rule() -> None:
     # GPUs without a node (one server): a 3-GPU job takes any 3, as before.
     snapshot = GpuSnapshot(
-        gpus=tuple(
-            GpuInfo(i, "A", f"G{i}", 24 * G, 0, 0, 40) for i in range(3)
-        ),
+        gpus=tuple(GpuInfo(i, "A", f"G{i}", 24 * G, 0, 0, 40) for i in range(3)),
         taken_at=0.0,
         source="fake",
     )

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from gtui.core.gpus.snapshot import GpuInfo, GpuSnapshot
 from gtui.core.model import Mode, Placement, Settings
-from gtui.core.sched.policy import Allocation, Candidate, Decision, _Pass, place
+from gtui.core.sched.policy import Allocation, Candidate, Decision, PassState, place, walk
 
 G = 1024
 
@@ -352,9 +352,8 @@ def test_same_input_same_decision_and_the_shape_cache_changes_nothing(
     shuffled = list(w.candidates)
     rnd.shuffle(shuffled)
     assert replace(w, candidates=tuple(shuffled)).decide() == first
-    slow = _Pass(w.snapshot, w.allocations, w.settings, w.now, shape_cache=False).run(
-        w.candidates, w.dep_states, w.running_count, w.paused
-    )
+    state = PassState(w.snapshot, w.allocations, w.settings, w.now, shape_cache=False)
+    slow = walk(state, w.candidates, w.dep_states, w.running_count, w.paused)
     assert slow == first
 
 

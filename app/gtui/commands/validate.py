@@ -16,6 +16,7 @@ from pathlib import Path
 
 from gtui.commands.options import GlobalOptions
 from gtui.core.errors import GtuiError
+from gtui.core.gcpause import paused_gc
 from gtui.core.gpus.snapshot import GpuSnapshot
 from gtui.core.model import JobSpec, Settings
 from gtui.core.paths import queue_paths
@@ -38,7 +39,7 @@ def read_machine(
     """Every GPU of the machine (index -> total MiB) and where that came from, or None and why.
 
     ``wanted`` (``[settings] gpus``): a GPU split into MIG instances that it names by its own
-    index stands for its instances (issue 19.6), as large as the largest of them.
+    index stands for its instances, as large as the largest of them.
 
     A bad fake spec is the user's mistake (GtuiError, exit 2); any other failure to read the GPUs
     only means the pool checks cannot be made.
@@ -78,7 +79,7 @@ def _settings_line(s: Settings) -> str:
     if s.exclude or s.cluster_exclude:
         parts.append("exclude " + ",".join([*map(str, s.exclude), *s.cluster_exclude]))
     parts.append(f"reserve {s.reserve}")
-    if s.cluster_reserve:  # per node (issue 23)
+    if s.cluster_reserve:  # per node
         parts.append("reserve " + ",".join(f"{node}={k}" for node, k in s.cluster_reserve))
     parts.append(f"max_parallel {s.max_parallel or 'unlimited'}")
     parts.append(f"retries {s.retries}")
@@ -140,14 +141,11 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     # collector's passes over them after the load, and the interpreter's last one at exit, find
     # nothing and took 0.45 s of a 1.55 s validate of 100,000 jobs. Off for the command, and what
     # it made frozen (out of that last pass) once its answer is out.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return _main(ns, opts)
-    finally:
-        gc.freeze()
-        if enabled:
-            gc.enable()
+    with paused_gc():
+        try:
+            return _main(ns, opts)
+        finally:
+            gc.freeze()
 
 
 def _main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
@@ -166,7 +164,7 @@ def _main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
         pool_note = f"checked against the machine's {len(machine)} GPUs ({source})"
     for warning in qf.warnings:
         print(f"gtui: warning: {warning}", file=sys.stderr)
-    # Issue 19.2: a mem far from what the job's last runs used (the queue's attempts history).
+    # A mem far from what the job's last runs used (the queue's attempts history).
     for note in mem_notes(qf.jobs, peaks_by_job(queue_paths(path).db)):
         print(f"gtui: warning: {note}", file=sys.stderr)
     if getattr(ns, "json", False):

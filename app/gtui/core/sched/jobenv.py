@@ -17,9 +17,7 @@ from gtui.core.model import JobRecord, JobSpec, Settings
 from gtui.core.queue.queuefile import isolated
 
 
-def on_node(
-    gpus: Sequence[int], infos: Sequence[GpuInfo]
-) -> tuple[str | None, tuple[int, ...]]:
+def on_node(gpus: Sequence[int], infos: Sequence[GpuInfo]) -> tuple[str | None, tuple[int, ...]]:
     """The node of a placement and the GPUs' indices there. One server (or GPUs not in
     ``infos``): no node, and each GPU's number within its node's block of the pool, which on one
     server is the index itself."""

@@ -52,8 +52,19 @@ def _template() -> tuple[str, JobRecord]:
 _FRESH, _SAMPLE = _template()
 # What a never-run waiting job has in every field job_dict reads, apart from the open values.
 _FRESH_FIELDS = (
-    "attempt", "gpus", "exit_code", "signal", "started_at", "ended_at", "log", "diagnosis",
-    "warnings", "peak_mib", "peak_gpu_mib", "host_peak_mib", "node",
+    "attempt",
+    "gpus",
+    "exit_code",
+    "signal",
+    "started_at",
+    "ended_at",
+    "log",
+    "diagnosis",
+    "warnings",
+    "peak_mib",
+    "peak_gpu_mib",
+    "host_peak_mib",
+    "node",
 )
 _FRESH_VALUES = tuple(getattr(_SAMPLE, f) for f in _FRESH_FIELDS)
 
@@ -127,7 +138,7 @@ def status_chunks(
     for i in range(0, len(views), size):
         part = ",".join([job_text(v, get(v.record.name), now, quoted) for v in views[i : i + size]])
         yield part if i == 0 else "," + part
-    yield f']{"," if tail else ""}{dumps(dict(tail))[1:]}'
+    yield f"]{',' if tail else ''}{dumps(dict(tail))[1:]}"
 
 
 def status_text(

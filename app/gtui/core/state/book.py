@@ -16,30 +16,17 @@ saving side (commit, deferred, unsaved, reasons) share the same few structures a
 from __future__ import annotations
 
 import contextlib
-import gc
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 
 from gtui.core.api import JobView, freeze
 from gtui.core.bus import EventBus
 from gtui.core.errors import GtuiError, did_you_mean
+from gtui.core.gcpause import paused_gc
 from gtui.core.model import ACTIVE_STATES, FINAL_STATES, JobRecord, JobSpec, JobState
 from gtui.core.queue.queuefile import QueueFile, derive_name
 from gtui.core.state.records import Records
 from gtui.core.state.store import Store, StoreError
-
-
-@contextlib.contextmanager
-def paused_gc() -> Iterator[None]:
-    """No garbage collection while many objects that hold no cycles are made."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
 
 Follower = Callable[..., None]  # (committed record or appended records, new version)
 
@@ -223,7 +210,7 @@ class JobBook:
                     mem_mib=rec.mem_mib,
                 )
             else:
-                # Retired, never deleted: its history stays in the store (issue 14.2).
+                # Retired, never deleted: its history stays in the store.
                 self.retired.put(rec)
                 if not initial:
                     removed.append(name)
@@ -368,7 +355,7 @@ class JobBook:
     def _link_edits_of_running_jobs(self, new: list[JobRecord]) -> None:
         """A job with no ``name`` is named after its command, so editing a running one's command
         looks like a new job beside it. Find those (same ``[[jobs]]`` entry, both names derived)
-        and hold the new one until the old run ends: never a second copy (issue 14.5)."""
+        and hold the new one until the old run ends: never a second copy."""
         running_gone = {
             self.specs[n].entry: n
             for n in self.active_names()

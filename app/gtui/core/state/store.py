@@ -1,4 +1,4 @@
-"""The run state of a queue in SQLite (DESIGN.md 5): one row per job, plus a few meta values.
+"""The run state of a queue in SQLite: one row per job, plus a few meta values.
 
 The engine commits every transition before it publishes it, so after a crash or ``kill -9`` the
 next start knows which jobs ran, which are done, and which pids to re-adopt.
@@ -23,7 +23,6 @@ file says all that touches the database's layout.
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import os
 import sqlite3
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from gtui.core.errors import GtuiError
+from gtui.core.gcpause import paused_gc
 from gtui.core.model import FINAL_STATES, NO_ITEMS, RECORD_FIELDS, Diagnosis, JobRecord, JobState
 from gtui.core.paths import ensure_private_dir
 
@@ -301,21 +301,16 @@ class Store:
         if self._empty:
             return {}
         out: dict[str, JobRecord] = {}
-        enabled = gc.isenabled()
-        gc.disable()  # 100,000 records hold no cycles: collecting while they are made finds none
-        try:
-            with self._lock, self._errors("read"):
-                cursor = self.conn.execute("SELECT name, data FROM jobs ORDER BY rowid")
-                while rows := cursor.fetchmany(4096):  # not all 100,000 texts at once
-                    for name, data in rows:
-                        try:
-                            out[name] = record_from_json(data)
-                        except (ValueError, TypeError) as e:
-                            why = f"the record of job {name!r} is unreadable: {e}"
-                            raise self._corrupt(why) from e
-        finally:
-            if enabled:
-                gc.enable()
+        # 100,000 records hold no cycles: collecting while they are made finds none
+        with paused_gc(), self._lock, self._errors("read"):
+            cursor = self.conn.execute("SELECT name, data FROM jobs ORDER BY rowid")
+            while rows := cursor.fetchmany(4096):  # not all 100,000 texts at once
+                for name, data in rows:
+                    try:
+                        out[name] = record_from_json(data)
+                    except (ValueError, TypeError) as e:
+                        why = f"the record of job {name!r} is unreadable: {e}"
+                        raise self._corrupt(why) from e
         return out
 
     def load_split(self) -> tuple[dict[str, JobRecord], dict[str, JobState]]:
@@ -329,33 +324,27 @@ class Store:
         shared: Shared = {key: {} for key in _SHARED_FIELDS}
         final = tuple(s.value for s in FINAL_STATES)
         marks = ", ".join("?" * len(final))
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            with self._lock, self._errors("read"):
-                # An ended job's document is not decoded, but SQLite checks that it is JSON
-                # (in C, ~1 us a row): a corrupt record is said at the start, as before.
-                cursor = self.conn.execute(
-                    f"SELECT name, state, CASE WHEN state IN ({marks}) THEN NULL ELSE data END, "
-                    f"CASE WHEN state IN ({marks}) THEN json_valid(data) ELSE 1 END "
-                    "FROM jobs ORDER BY rowid",
-                    final + final,
-                )
-                while rows := cursor.fetchmany(4096):
-                    for name, state, data, valid in rows:
-                        try:
-                            if not valid:
-                                raise ValueError("not a JSON document")
-                            if data is None:
-                                ended[name] = JobState(state)
-                            else:
-                                live[name] = record_from_json(data, shared)
-                        except (ValueError, TypeError) as e:
-                            why = f"the record of job {name!r} is unreadable: {e}"
-                            raise self._corrupt(why) from e
-        finally:
-            if enabled:
-                gc.enable()
+        with paused_gc(), self._lock, self._errors("read"):
+            # An ended job's document is not decoded, but SQLite checks that it is JSON
+            # (in C, ~1 us a row): a corrupt record is said at the start, as before.
+            cursor = self.conn.execute(
+                f"SELECT name, state, CASE WHEN state IN ({marks}) THEN NULL ELSE data END, "
+                f"CASE WHEN state IN ({marks}) THEN json_valid(data) ELSE 1 END "
+                "FROM jobs ORDER BY rowid",
+                final + final,
+            )
+            while rows := cursor.fetchmany(4096):
+                for name, state, data, valid in rows:
+                    try:
+                        if not valid:
+                            raise ValueError("not a JSON document")
+                        if data is None:
+                            ended[name] = JobState(state)
+                        else:
+                            live[name] = record_from_json(data, shared)
+                    except (ValueError, TypeError) as e:
+                        why = f"the record of job {name!r} is unreadable: {e}"
+                        raise self._corrupt(why) from e
         return live, ended
 
     def count(self) -> int:
