@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import fnmatch
 import sys
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gtui.core.errors import GtuiError, did_you_mean
 from gtui.core.model import JobSpec
 from gtui.core.paths import QueuePaths
-from gtui.core.queue.queuefile import load_queue, read_queue_text
+from gtui.core.queue.queuefile import load_queue, read_document, read_queue_text
 
 GLOB_CHARS = "*?["
 _NAME_BAD_TAIL = "-_.=+:@"
@@ -67,10 +66,10 @@ def sweep_bases(specs: Sequence[JobSpec], queue_text: str | None = None) -> dict
             entries.setdefault(job.entry, []).append(job)
     raw: list[object] = []
     if queue_text is not None:
-        try:
-            data = tomllib.loads(queue_text).get("jobs")
+        try:  # the queue file's own reader: the tables as a load reads them
+            data = read_document(queue_text, "<queue>").data.get("jobs")
             raw = data if isinstance(data, list) else []
-        except tomllib.TOMLDecodeError:
+        except GtuiError:
             raw = []
     out: dict[str, list[str]] = {}
 

@@ -21,9 +21,9 @@ from gtui.core.model import JobSpec, Settings
 from gtui.core.paths import queue_paths
 from gtui.core.queue.queuefile import (
     QueueFile,
+    QueueReader,
     isolated,
     job_to_json,
-    load_queue,
     read_queue_text,
     refuse_node_names,
     settings_to_json,
@@ -38,7 +38,7 @@ def read_machine(
     """Every GPU of the machine (index -> total MiB) and where that came from, or None and why.
 
     ``wanted`` (``[settings] gpus``): a GPU split into MIG instances that it names by its own
-    index stands for its instances (issue 19.6), as large as the largest of them.
+    index stands for its instances, as large as the largest of them.
 
     A bad fake spec is the user's mistake (GtuiError, exit 2); any other failure to read the GPUs
     only means the pool checks cannot be made.
@@ -78,7 +78,7 @@ def _settings_line(s: Settings) -> str:
     if s.exclude or s.cluster_exclude:
         parts.append("exclude " + ",".join([*map(str, s.exclude), *s.cluster_exclude]))
     parts.append(f"reserve {s.reserve}")
-    if s.cluster_reserve:  # per node (issue 23)
+    if s.cluster_reserve:  # per node
         parts.append("reserve " + ",".join(f"{node}={k}" for node, k in s.cluster_reserve))
     parts.append(f"max_parallel {s.max_parallel or 'unlimited'}")
     parts.append(f"retries {s.retries}")
@@ -153,7 +153,8 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
 def _main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     path = Path(ns.queue)
     text = read_queue_text(path)
-    qf = load_queue(path, text=text)
+    reader = QueueReader()  # the second load, against the machine, reuses the first's parse
+    qf = reader.load(path, text=text)
     if (opts.backend or qf.settings.cluster_backend) != "ray":
         refuse_node_names(path, qf.settings)  # as `gtui run` would refuse them at its start
     spec = opts.fake_gpus or qf.settings.fake_gpus
@@ -162,7 +163,7 @@ def _main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     if machine is None:
         print(f"gtui: pool checks skipped, no GPU known: {source}", file=sys.stderr)
     else:
-        qf = load_queue(path, machine=machine, text=text)
+        qf = reader.load(path, machine=machine, text=text)
         pool_note = f"checked against the machine's {len(machine)} GPUs ({source})"
     for warning in qf.warnings:
         print(f"gtui: warning: {warning}", file=sys.stderr)

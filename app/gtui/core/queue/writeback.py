@@ -1,11 +1,12 @@
-"""Edits made from the dashboard or ``gtui add``, written back into the queue file (DESIGN.md 3).
+"""Edits made from the dashboard or ``gtui add``, written back into the queue file.
 
 Every operation:
 
 - holds an ``fcntl`` lock on ``QueuePaths(queue).file_lock`` while it reads, edits and writes, so
   two writers never lose each other's change;
-- checks the new text with :func:`load_queue` before anything reaches the disk (a bad edit raises
-  :class:`QueueFileError` and the file is unchanged); a file that is already broken is refused;
+- checks the new text with a whole load (:class:`QueueReader`) before anything reaches the disk
+  (a bad edit raises :class:`QueueFileError` and the file is unchanged); a file that is already
+  broken is refused;
 - writes atomically: a temp file in the same folder, fsync, ``os.replace``, keeping the file's
   mode (through a symlink, the file it points to is replaced);
 - keeps the user's layout and comments. Each ``[[jobs]]`` table is a block of lines: the comment
@@ -47,7 +48,6 @@ import fcntl
 import itertools
 import os
 import re
-import tomllib
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,28 +61,24 @@ from gtui.core.deadline import check as check_deadline
 from gtui.core.errors import GtuiError, QueueFileError
 from gtui.core.model import JobSpec, Settings
 from gtui.core.paths import ensure_state_dir, queue_paths
+from gtui.core.queue.checks import check_new_entry
+from gtui.core.queue.encodings import decode_queue
 from gtui.core.queue.inlinearray import InlineJobs, inline_jobs
+from gtui.core.queue.ondisk import read_queue_bytes, read_queue_text
+from gtui.core.queue.parse import TomlSyntaxError, read_document
 from gtui.core.queue.placeholders import substitute_matrix
-from gtui.core.queue.queuefile import (
-    JOB_KEYS,
-    QueueFile,
-    _scan_and_parse,
-    check_new_entry,
-    decode_queue,
-    load_queue,
-    read_queue_bytes,
-    read_queue_text,
-    scalar_text,
-)
 from gtui.core.queue.queuewatch import digest_of_bytes
-from gtui.core.queue.tomlscan import Scan, scan
+from gtui.core.queue.reader import QueueReader
+from gtui.core.queue.schema import JOB_KEYS, QueueFile
+from gtui.core.queue.tomlscan import Scan
+from gtui.core.queue.values import scalar_text
 from gtui.core.units import first_few
 
 Where = Literal["up", "down", "top"]
 # A root ``jobs = [`` (an inline array of jobs); a false match only costs the slower append.
 # `jobs = [` (the key bare or quoted) at a line's start. Searched from the literal ``jobs`` and
 # its line start checked apart: the same search anchored with ``(?m)^[ \t]*`` tried a match at
-# every line, 60-90 ms of a 100,000-job file at each `gtui add` (issue 16).
+# every line, 60-90 ms of a 100,000-job file at each `gtui add`.
 _JOBS_ARRAY = re.compile(r"jobs([\"']?)[ \t]*=[ \t]*\[")
 
 
@@ -101,6 +97,8 @@ def has_inline_jobs(text: str) -> bool:
         if not lead.strip(" \t"):
             return True
     return False
+
+
 _Container = Table | InlineTable
 
 
@@ -394,23 +392,28 @@ def _edit(
     *,
     pool: Sequence[int | None] | None,
     adding: bool = False,
+    reader: QueueReader | None = None,
 ) -> QueueFile:
+    """Check the file, ``change`` its text, check the new text, write it: under the lock.
+    ``reader``: the caller's (the scheduler's queue source), whose last parse may be this
+    very text, and which then keeps the new text's for the reload that follows the edit."""
     p = Path(path)
+    reader = reader if reader is not None else QueueReader()
     with _locked(p):
         text, mark = _read(p)
         try:
-            queue = load_queue(p, text=text)
+            queue = reader.load(p, text=text)
         except QueueFileError as e:
             raise QueueFileError(
                 e.path, f"{e.detail} (fix the file first; nothing was changed)", e.line, e.key
             ) from None
         # The check above parsed this very text: its scan and parse are reused (one parse
-        # per edit, not two: 641 ms against 256 ms at 10,000 jobs, issue 22.3).
-        sc, data = _scan_and_parse(str(p), text)
-        ctx = _Ctx(p, text, queue, sc, data)
+        # per edit, not two: 641 ms against 256 ms at 10,000 jobs).
+        doc = reader.parse(str(p), text)
+        ctx = _Ctx(p, text, queue, doc.scan, doc.data)
         new_text = change(ctx)
         try:
-            result = load_queue(p, text=new_text, pool=pool)
+            result = reader.load(p, text=new_text, pool=pool)
         except QueueFileError as e:
             # A new job's lines are not in the file yet: its line number would point nowhere.
             what = "the job was not added" if adding else "the file was not changed"
@@ -487,7 +490,11 @@ def _entry_edit(ctx: _Ctx, entry: int, edit: Callable[[_Container], _Container |
 
 
 def append_job(
-    path: Path | str, fields: Mapping[str, Any], *, pool: Sequence[int | None] | None = None
+    path: Path | str,
+    fields: Mapping[str, Any],
+    *,
+    pool: Sequence[int | None] | None = None,
+    reader: QueueReader | None = None,
 ) -> str:
     """Add a job at the end of the queue; returns its name (the first one, for a matrix)."""
     p = Path(path)
@@ -521,7 +528,7 @@ def append_job(
         after = "".join(ctx.sc.lines[last:])
         return _ends(before, nl) + nl + text + after
 
-    result = _edit(p, change, pool=pool, adding=True)
+    result = _edit(p, change, pool=pool, adding=True, reader=reader)
     new_entry = max((j.entry for j in result.jobs), default=-1)
     added = [j.name for j in result.jobs if j.entry == new_entry]
     return added[0] if added else str(fields.get("name", ""))
@@ -562,7 +569,7 @@ def append_known(
         raise QueueFileError(str(p), "a job needs a `cmd`", None, "cmd")
     table = _new_table(fields, inline=False)
     assert isinstance(table, Table)
-    plain = tomllib.loads(_table_text(table))["jobs"][0]  # the values as a load reads them
+    plain = read_document(_table_text(table), str(p)).data["jobs"][0]  # as a load reads them
     with _locked(p):
         text, mark = _read(p)
         if not runs(text) or (not tables(text) and has_inline_jobs(text)):
@@ -593,6 +600,7 @@ def update_job(
     fields: Mapping[str, Any],
     *,
     pool: Sequence[int | None] | None = None,
+    reader: QueueReader | None = None,
 ) -> None:
     """Change keys of job ``name`` (a None value deletes the key). See the module docstring."""
     p = Path(path)
@@ -640,10 +648,10 @@ def update_job(
 
         return _entry_edit(ctx, job.entry, split)
 
-    _edit(p, change, pool=pool)
+    _edit(p, change, pool=pool, reader=reader)
 
 
-def remove_job(path: Path | str, name: str) -> None:
+def remove_job(path: Path | str, name: str, *, reader: QueueReader | None = None) -> None:
     """Take job ``name`` out of the queue file. See the module docstring for matrix jobs."""
     p = Path(path)
 
@@ -668,10 +676,12 @@ def remove_job(path: Path | str, name: str) -> None:
             return _entry_edit(ctx, job.entry, lambda t: _drop_matrix_value(t, key, value))
         return _reorder(ctx, job.entry, None)
 
-    _edit(p, change, pool=None)
+    _edit(p, change, pool=None, reader=reader)
 
 
-def move_job(path: Path | str, name: str, where: Where) -> None:
+def move_job(
+    path: Path | str, name: str, where: Where, *, reader: QueueReader | None = None
+) -> None:
     """Move job ``name``'s entry one up, one down, or to the top of the queue file."""
     p = Path(path)
     if where not in ("up", "down", "top"):
@@ -681,7 +691,7 @@ def move_job(path: Path | str, name: str, where: Where) -> None:
         job = ctx.job(name)
         return _reorder(ctx, job.entry, where)
 
-    _edit(p, change, pool=None)
+    _edit(p, change, pool=None, reader=reader)
 
 
 def _drop_matrix_value(table: _Container, key: str, value: str) -> None:
@@ -745,7 +755,14 @@ def _reorder(ctx: _Ctx, entry: int, where: Where | None) -> str:
 Place = Literal["top", "bottom", "before", "after"]
 
 
-def place_job(path: Path | str, name: str, where: Place, other: str | None = None) -> bool:
+def place_job(
+    path: Path | str,
+    name: str,
+    where: Place,
+    other: str | None = None,
+    *,
+    reader: QueueReader | None = None,
+) -> bool:
     """Move job ``name``'s entry to the top or the bottom of the queue file, or right before or
     after the entry of job ``other``; blocks move as ``move_job`` moves them (``top`` gives the
     very same file). Returns whether the order changed."""
@@ -779,7 +796,7 @@ def place_job(path: Path | str, name: str, where: Place, other: str | None = Non
         moved = True
         return _permute(ctx, order)
 
-    _edit(p, change, pool=None)
+    _edit(p, change, pool=None, reader=reader)
     return moved
 
 
@@ -845,7 +862,9 @@ def removal_plan(queue: QueueFile, names: Sequence[str]) -> tuple[list[str], dic
     return [j.name for j in queue.jobs if j.name in chosen], keep
 
 
-def remove_jobs(path: Path | str, names: Sequence[str]) -> list[str]:
+def remove_jobs(
+    path: Path | str, names: Sequence[str], *, reader: QueueReader | None = None
+) -> list[str]:
     """Take every job of ``names`` out of the queue file in one write (see ``remove_job`` for
     matrix entries); refuses, changing nothing, if one of them cannot go (``removal_plan``).
     Returns the names removed, in queue order."""
@@ -883,7 +902,7 @@ def remove_jobs(path: Path | str, names: Sequence[str]) -> list[str]:
             edits[entry] = drop
         return _edit_entries(ctx, edits)
 
-    _edit(p, change, pool=None)
+    _edit(p, change, pool=None, reader=reader)
     return removed
 
 
@@ -931,12 +950,15 @@ class JobText:
     siblings: tuple[str, ...]  # the jobs this table declares (more than one for a matrix)
 
 
-def job_text(path: Path | str, name: str) -> JobText:
-    """The text of job ``name``'s table, for ``gtui edit``."""
+def job_text(path: Path | str, name: str, *, reader: QueueReader | None = None) -> JobText:
+    """The text of job ``name``'s table, for ``gtui edit`` (``reader``: the command's, which
+    keeps this parse for the edit's check of the same text)."""
     p = Path(path)
     text = read_queue_text(p)
-    queue = load_queue(p, text=text)
-    ctx = _Ctx(p, text, queue, scan(text), tomllib.loads(text))
+    reader = reader if reader is not None else QueueReader()
+    queue = reader.load(p, text=text)
+    doc = reader.parse(str(p), text)  # the load's own parse
+    ctx = _Ctx(p, text, queue, doc.scan, doc.data)
     job = ctx.job(name)
     blocks = ctx.blocks()
     if blocks is None:
@@ -959,6 +981,7 @@ def replace_job_text(
     new_text: str,
     *,
     pool: Sequence[int | None] | None = None,
+    reader: QueueReader | None = None,
 ) -> QueueFile:
     """Put ``new_text`` where job ``name``'s table is, every other byte of the file kept, if the
     table still reads ``old.text`` (else the file changed meanwhile: GtuiError, nothing
@@ -966,12 +989,16 @@ def replace_job_text(
     table (its comments around it are kept as written)."""
     p = Path(path)
     try:
-        parsed = tomllib.loads(new_text)
-    except tomllib.TOMLDecodeError as e:
-        at = re.search(r"\(at line (\d+), column \d+\)$", str(e))
-        detail = str(e)[: at.start()].rstrip() if at else str(e)
+        parsed = read_document(new_text, str(p)).data
+    except TomlSyntaxError as e:
+        message = e.toml_message
+        at = re.search(r"\(at line (\d+), column \d+\)$", message)
+        detail = message[: at.start()].rstrip() if at else message
         line = old.line + int(at.group(1)) - 1 if at else None
         raise QueueFileError(str(p), f"not valid TOML: {detail}", line) from None
+    except QueueFileError as e:  # nested too deeply: refused as the check of the file says it
+        what = f"{e.detail} (the file was not changed)"
+        raise QueueFileError(e.path, what, e.line, e.key) from None
     extra = sorted(k for k in parsed if k != "jobs")
     jobs = parsed.get("jobs")
     if extra or not isinstance(jobs, list) or len(jobs) != 1:
@@ -991,8 +1018,7 @@ def replace_job_text(
         now = "".join(ctx.sc.lines[block.start : block.end])
         if now != old.text:
             raise GtuiError(
-                f"{p}: {name}'s table changed in the file while you edited it; nothing was "
-                "written"
+                f"{p}: {name}'s table changed in the file while you edited it; nothing was written"
             )
         nl = ctx.nl
         body = new_text.replace("\r\n", "\n").replace("\n", nl)
@@ -1001,4 +1027,4 @@ def replace_job_text(
         lines = ctx.sc.lines
         return "".join(lines[: block.start]) + body + "".join(lines[block.end :])
 
-    return _edit(p, change, pool=pool)
+    return _edit(p, change, pool=pool, reader=reader)

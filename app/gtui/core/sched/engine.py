@@ -43,7 +43,7 @@ from gtui.core.paths import (
     queue_paths,
     register_queue,
 )
-from gtui.core.queue.queuefile import QueueFile, forget_cached, refuse_node_names
+from gtui.core.queue.queuefile import QueueFile, refuse_node_names
 from gtui.core.queue.source import QueueSource
 from gtui.core.sched.commands import Commands
 from gtui.core.sched.faults import crash_point
@@ -72,7 +72,6 @@ FAST_POLL_S = 0.2  # after a job ends on real GPUs, poll this often (occupancy.F
 QUIT_NOTIFY_S = 3.0  # what a quitting dashboard gives notifications still being delivered
 FREEZE_FROM = 5000  # jobs in the queue from which the start's objects are frozen (gc.freeze)
 DEFERRED_CHUNK = 5000  # never-run records saved per turn of the loop (~0.1 s at most)
-
 
 
 class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
@@ -214,9 +213,7 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
         head = self._status_head()
         views = self._book.views(copies=False) if self._book is not None else []
         with paused_gc():  # 100,000 dicts of jobs: see JobBook.views
-            doc = status_dict(
-                self.queue_path, self._paused, head["gpus"], views, head["scheduler"]
-            )
+            doc = status_dict(self.queue_path, self._paused, head["gpus"], views, head["scheduler"])
         if views:
             self._add_estimates(doc["jobs"], views)  # progress, ETAs (issue 19.3)
         doc.update(self._status_tail())
@@ -322,7 +319,7 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
                 # The two loads are done: the parse's ~1.5 KB a job goes before the records
                 # and Candidates are made, which then take its freed memory instead of more
                 # (at 100,000 jobs the start's RSS stays at the parse's peak).
-                forget_cached()
+                self._source.forget()
                 store = store or self._open_store()
                 self._book = JobBook(store, self._bus, self.queue_path.name)
             except BaseException:
@@ -444,9 +441,7 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
         start it, then release the queue (lock, socket, store) for it to take; it re-adopts
         the running jobs as any restart does. Running jobs go on throughout. GtuiError when
         no successor could be started: the queue is then still this engine's."""
-        successor = spawn_successor(
-            self.paths, fake_gpus=self._fake_opt, backend=self._cluster_opt
-        )
+        successor = spawn_successor(self.paths, fake_gpus=self._fake_opt, backend=self._cluster_opt)
         crash_point("handover_spawned")
         await self.shutdown()
         crash_point("handover_released")

@@ -68,6 +68,7 @@ from gtui.core.gpus.holders import held_text, holders
 from gtui.core.gpus.snapshot import NODE_GPU_STRIDE, GpuInfo, GpuSnapshot, gpu_label
 from gtui.core.gpus.snapshot import pool_totals as snapshot_pool_totals
 from gtui.core.model import Mode, Placement, Settings
+from gtui.core.reserve import reserve_allows
 from gtui.core.units import format_mib
 
 IDLE_USED_PERCENT = 3  # exclusive mode: used memory under this share of total (seed 000, 13.2)
@@ -145,8 +146,16 @@ _new = object.__new__
 ) = (
     Candidate.__dict__[f].__set__
     for f in (
-        "name", "gpus", "mem_mib", "priority", "order", "after", "waiting_since", "held",
-        "rank", "code",
+        "name",
+        "gpus",
+        "mem_mib",
+        "priority",
+        "order",
+        "after",
+        "waiting_since",
+        "held",
+        "rank",
+        "code",
     )
 )
 
@@ -351,18 +360,6 @@ def pool_totals(settings: Settings, snapshot: GpuSnapshot) -> list[int | None] |
     if not any(g.node is not None for g in snapshot.gpus):
         return snapshot_pool_totals(settings, snapshot)
     return [g.total for g in _Pass(snapshot, (), settings, 0.0).pool]
-
-
-def reserve_allows(n: int, k: int, rule: str = "strict") -> int:
-    """How many of ``n`` eligible GPUs free of our jobs may be taken with ``reserve = k``.
-
-    ``strict`` (DESIGN.md 4.2, what a colleague reads): at least k stay free, so n - k (none
-    when n <= k). ``seed`` (seed 000, 5.2, for imported queues): n < k none; n == k (n > 0)
-    one; n > k, n - k.
-    """
-    if rule == "seed" and n == k:
-        return 1 if n > 0 else 0
-    return max(0, n - k)
 
 
 def format_wait(seconds: float) -> str:
