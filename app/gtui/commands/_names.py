@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from gtui.core.errors import GtuiError, did_you_mean
 from gtui.core.model import JobSpec
 from gtui.core.paths import QueuePaths
-from gtui.core.queue.queuefile import load_queue, read_document, read_queue_text
+from gtui.core.queue.queuefile import QueueReader, load_queue, read_document, read_queue_text
 
 GLOB_CHARS = "*?["
 _NAME_BAD_TAIL = "-_.=+:@"
@@ -108,6 +108,8 @@ class JobNames:
         self.names = list(names)
         self._specs = specs
         self._bases: dict[str, list[str]] | None = None
+        # The command's reader: an edit of the file that follows reuses the parse made here.
+        self.reader = QueueReader()
 
     @classmethod
     def of_status(cls, paths: QueuePaths, status: dict[str, object]) -> JobNames:
@@ -120,7 +122,7 @@ class JobNames:
             try:
                 text = read_queue_text(self.paths.queue)
                 if self._specs is None:
-                    self._specs = load_queue(self.paths.queue, text=text).jobs
+                    self._specs = load_queue(self.paths.queue, text=text, reader=self.reader).jobs
                 self._bases = sweep_bases(self._specs, text)
             except (GtuiError, OSError):
                 self._bases = {}  # a broken file: exact names and globs still work
@@ -155,7 +157,7 @@ class JobNames:
     def specs(self) -> Sequence[JobSpec]:
         if self._specs is None:
             try:
-                self._specs = load_queue(self.paths.queue).jobs
+                self._specs = load_queue(self.paths.queue, reader=self.reader).jobs
             except (GtuiError, OSError):
                 self._specs = ()
         return self._specs
