@@ -116,9 +116,7 @@ def _spans(text: str) -> dict[int, tuple[int, int]]:
                 lines[end].lstrip().startswith("[") and not lines[end].lstrip().startswith("[jobs.")
             ):
                 end += 1
-            while end > start + 1 and (
-                not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")
-            ):
+            while end > start + 1 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
                 end -= 1
         else:
             end = start + 1
@@ -137,14 +135,10 @@ def _rest(text: str, name: str) -> list[str]:
     tables left out: what must not change when that job is edited, moved, removed or added."""
     jobs = {j.name: j.entry for j in _load(text).jobs}
     lo, hi = _spans(text)[jobs[name]] if name in jobs else (0, 0)
-    return _comma_free(
-        [line for i, line in enumerate(text.splitlines()) if not (lo <= i < hi) and line.strip()]
-    )
+    return _comma_free([line for i, line in enumerate(text.splitlines()) if not (lo <= i < hi) and line.strip()])
 
 
-def assert_only_job_changed(
-    before: str, after: str, name: str, new_name: str | None = None
-) -> None:
+def assert_only_job_changed(before: str, after: str, name: str, new_name: str | None = None) -> None:
     """Everything but the job's lines is as it was, in the same order (whatever the job's new
     place, or name); the job's own lines hold the job."""
     old, new = _rest(before, name), _rest(after, new_name or name)
@@ -164,9 +158,7 @@ def _applied(table: Mapping[str, Any], fields: Mapping[str, Any]) -> dict[str, A
     return out
 
 
-def _on_its_own(
-    entry: Mapping[str, Any], job: JobSpec, fields: Mapping[str, Any]
-) -> dict[str, Any]:
+def _on_its_own(entry: Mapping[str, Any], job: JobSpec, fields: Mapping[str, Any]) -> dict[str, Any]:
     """The table a matrix job split out of ``entry`` must have (writeback's docstring): the
     entry's keys but ``matrix``, with the job's own name, command, after, cwd and env, and the
     edit on top."""
@@ -228,9 +220,7 @@ def assert_split(before: str, after: str, name: str, fields: Mapping[str, Any]) 
     job = _job(before, name)
     new_name = fields.get("name") or name
     split = _job(after, new_name)
-    assert split.entry == job.entry + 1 and not split.matrix, (
-        f"{new_name} is not right after its entry"
-    )
+    assert split.entry == job.entry + 1 and not split.matrix, f"{new_name} is not right after its entry"
     lines = after.splitlines()
     lo, hi = _spans(after)[split.entry]
     if not writeback.has_inline_jobs(before):
@@ -368,9 +358,7 @@ def _one_key_entries(text: str) -> list[list[str]]:
     entries: dict[int, list[JobSpec]] = {}
     for j in _load(text).jobs:
         entries.setdefault(j.entry, []).append(j)
-    return [
-        [j.name for j in js] for js in entries.values() if len(js) > 1 and len(js[0].matrix) == 1
-    ]
+    return [[j.name for j in js] for js in entries.values() if len(js) > 1 and len(js[0].matrix) == 1]
 
 
 MATRIX_CASES = [(label, text) for label, text in _cases() if _one_key_entries(text)]
@@ -396,15 +384,9 @@ def test_editing_each_job_of_a_matrix_entry_in_turn(tmp_path: Path, label: str, 
         lo, hi = _spans(before)[job.entry]
         lo2, hi2 = _spans(after)[job.entry]
         b, a = before.splitlines(), after.splitlines()
-        assert _comma_free(b[:lo] + b[hi:]) == _comma_free(a[:lo2] + a[hi2:]), (
-            "lines outside the entry changed"
-        )
+        assert _comma_free(b[:lo] + b[hi:]) == _comma_free(a[:lo2] + a[hi2:]), "lines outside the entry changed"
         # the entry's comments, and its lines whose keys did not change, are kept as written
-        kept = [
-            line
-            for line in b[lo:hi]
-            if not re.match(r"\s*(name|cmd|matrix|after|env|cwd)\s*=", line)
-        ]
+        kept = [line for line in b[lo:hi] if not re.match(r"\s*(name|cmd|matrix|after|env|cwd)\s*=", line)]
         if not writeback.has_inline_jobs(before):
             assert [line for line in a[lo2:hi2] if line in kept] == kept
         assert _raw(after)[job.entry] == _on_its_own(_raw(before)[job.entry], job, {"priority": 7})
@@ -474,26 +456,11 @@ def test_an_edit_parses_the_file_once(tmp_path: Path, monkeypatch: pytest.Monkey
 @pytest.mark.parametrize(
     ("action", "expected"),
     [
-        (
-            lambda p: writeback.remove_job(p, "y"),
-            'jobs = [{ name = "x", cmd = "echo x", gpus = 0 }, { name = "z", cmd = "echo z", gpus = 0 }]  # three',
-        ),
-        (
-            lambda p: writeback.remove_job(p, "z"),
-            'jobs = [{ name = "x", cmd = "echo x", gpus = 0 }, { name = "y", cmd = "echo y", gpus = 0 }, ]  # three',
-        ),
-        (
-            lambda p: writeback.move_job(p, "z", "top"),
-            'jobs = [{ name = "z", cmd = "echo z", gpus = 0 }, { name = "x", cmd = "echo x", gpus = 0 }, { name = "y", cmd = "echo y", gpus = 0 }, ]  # three',
-        ),
-        (
-            lambda p: writeback.update_job(p, "y", {"cmd": "echo Y"}),
-            'jobs = [{ name = "x", cmd = "echo x", gpus = 0 }, { name = "y", cmd = "echo Y", gpus = 0 }, { name = "z", cmd = "echo z", gpus = 0 }]  # three',
-        ),
-        (
-            lambda p: writeback.append_job(p, {"name": "w", "cmd": "echo w", "gpus": 0}),
-            'jobs = [{ name = "x", cmd = "echo x", gpus = 0 }, { name = "y", cmd = "echo y", gpus = 0 }, { name = "z", cmd = "echo z", gpus = 0 }, {name = "w", cmd = "echo w", gpus = 0}]  # three',
-        ),
+        (lambda p: writeback.remove_job(p, "y"), 'jobs = [{ name = "x", cmd = "echo x", gpus = 0 }, { name = "z", cmd = "echo z", gpus = 0 }]  # three'),
+        (lambda p: writeback.remove_job(p, "z"), 'jobs = [{ name = "x", cmd = "echo x", gpus = 0 }, { name = "y", cmd = "echo y", gpus = 0 }, ]  # three'),
+        (lambda p: writeback.move_job(p, "z", "top"), 'jobs = [{ name = "z", cmd = "echo z", gpus = 0 }, { name = "x", cmd = "echo x", gpus = 0 }, { name = "y", cmd = "echo y", gpus = 0 }, ]  # three'),
+        (lambda p: writeback.update_job(p, "y", {"cmd": "echo Y"}), 'jobs = [{ name = "x", cmd = "echo x", gpus = 0 }, { name = "y", cmd = "echo Y", gpus = 0 }, { name = "z", cmd = "echo z", gpus = 0 }]  # three'),
+        (lambda p: writeback.append_job(p, {"name": "w", "cmd": "echo w", "gpus": 0}), 'jobs = [{ name = "x", cmd = "echo x", gpus = 0 }, { name = "y", cmd = "echo y", gpus = 0 }, { name = "z", cmd = "echo z", gpus = 0 }, {name = "w", cmd = "echo w", gpus = 0}]  # three'),
     ],
     ids=["delete-middle", "delete-last", "move-top", "edit", "add"],
 )
@@ -593,9 +560,7 @@ def test_the_last_job_of_a_matrix_entry_is_edited_in_place(tmp_path: Path) -> No
     assert p.read_text() == ONE_LEFT.replace(
         'name = "run-{x}"\ncmd = "python run.py --x {x}"  # the command\nmatrix = { x = ["a"] }  # one value\n',
         'name = "run-a"\ncmd = "python run.py --x a"  # the command\n',
-    ).replace(
-        "before a blank line\n", "before a blank line\npriority = 3\n"
-    )  # a new key goes last, as for any job
+    ).replace("before a blank line\n", "before a blank line\npriority = 3\n")  # a new key goes last, as for any job
     assert [j.name for j in load_queue(p).jobs] == ["first", "run-a", "last"]
 
 
@@ -630,20 +595,15 @@ async def test_the_dashboard_actions_through_the_scheduler_on_an_inline_queue(
     engine = Engine(p)
     task = asyncio.create_task(engine.run())
     try:
-
         def long_runs() -> bool:
-            return any(
-                v.spec.name == "long" and v.record.state is JobState.RUNNING for v in engine.jobs()
-            )
+            return any(v.spec.name == "long" and v.record.state is JobState.RUNNING for v in engine.jobs())
 
         await wait_for(long_runs, timeout=30, what="long runs")
         await engine.pause(["next"])
         assert engine.view("next").record.state is JobState.HELD
         assert p.read_text() == RUNNING_INLINE  # holding is state, not the file
         await engine.resume(["next"])
-        name = await engine.add(
-            {"name": "added-one", "cmd": "echo added", "gpus": 0, "after": ["long"]}
-        )
+        name = await engine.add({"name": "added-one", "cmd": "echo added", "gpus": 0, "after": ["long"]})
         assert name == "added-one"
         after_add = p.read_text()
         assert [j.name for j in load_queue(p).jobs] == ["long", "next", "added-one"]
@@ -737,9 +697,8 @@ def _dashboard_action(action: str) -> Action:
 
 BOM_ACTIONS: dict[str, Action] = {
     **{action: _dashboard_action(action) for action in ACTIONS},
-    "add": lambda p, n: (
-        writeback.append_job(p, {"name": "added-one", "cmd": "echo a", "gpus": 0}) and None
-    ),
+    "add": lambda p, n: writeback.append_job(p, {"name": "added-one", "cmd": "echo a", "gpus": 0})
+    and None,
     "add-fast": _add_known,
     "edit-text": _edit_text,
 }

@@ -59,17 +59,8 @@ def test_blocking_textual_really_blocks() -> None:
 # one above (the folder layout shows the architecture; ARCHITECTURE.md draws it).
 LAYERS = [
     {
-        "model",
-        "errors",
-        "units",
-        "paths",
-        "atomic",
-        "termtext",
-        "tmux",
-        "progress",
-        "procstat",
-        "deadline",
-        "reserve",
+        "model", "errors", "units", "paths", "atomic", "termtext", "tmux", "progress",
+        "procstat", "deadline", "reserve",
     },
     {"exec", "gpus", "diagnosis", "queue", "api", "bus"},
     {"state"},

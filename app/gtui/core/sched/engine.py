@@ -74,6 +74,7 @@ FREEZE_FROM = 5000  # jobs in the queue from which the start's objects are froze
 DEFERRED_CHUNK = 5000  # never-run records saved per turn of the loop (~0.1 s at most)
 
 
+
 class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
     """Owns one queue while it runs it: its parts, the lock, and the control socket."""
 
@@ -213,7 +214,9 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
         head = self._status_head()
         views = self._book.views(copies=False) if self._book is not None else []
         with paused_gc():  # 100,000 dicts of jobs: see JobBook.views
-            doc = status_dict(self.queue_path, self._paused, head["gpus"], views, head["scheduler"])
+            doc = status_dict(
+                self.queue_path, self._paused, head["gpus"], views, head["scheduler"]
+            )
         if views:
             self._add_estimates(doc["jobs"], views)  # progress, ETAs (issue 19.3)
         doc.update(self._status_tail())
@@ -441,7 +444,9 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
         start it, then release the queue (lock, socket, store) for it to take; it re-adopts
         the running jobs as any restart does. Running jobs go on throughout. GtuiError when
         no successor could be started: the queue is then still this engine's."""
-        successor = spawn_successor(self.paths, fake_gpus=self._fake_opt, backend=self._cluster_opt)
+        successor = spawn_successor(
+            self.paths, fake_gpus=self._fake_opt, backend=self._cluster_opt
+        )
         crash_point("handover_spawned")
         await self.shutdown()
         crash_point("handover_released")

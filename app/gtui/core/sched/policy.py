@@ -146,16 +146,8 @@ _new = object.__new__
 ) = (
     Candidate.__dict__[f].__set__
     for f in (
-        "name",
-        "gpus",
-        "mem_mib",
-        "priority",
-        "order",
-        "after",
-        "waiting_since",
-        "held",
-        "rank",
-        "code",
+        "name", "gpus", "mem_mib", "priority", "order", "after", "waiting_since", "held",
+        "rank", "code",
     )
 )
 
