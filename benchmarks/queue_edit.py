@@ -4,8 +4,9 @@ parse of it (an edit used to parse the file twice).
 Two layouts: 10,000 ``[[jobs]]`` tables, and one inline array ``jobs = [{...}, ...]`` with a
 comment on every element. An edit checks the file as it is, edits, checks the new text and
 writes it: the check of the file as it is reuses the last parse when the text is the one the
-previous edit wrote (as the dashboard's successive edits do), so a warm edit costs one parse
-plus the text work. Printed: median of 5 of a load, a cold edit (nothing cached) and a warm one.
+previous edit wrote and the same reader is handed to both (the scheduler hands its queue
+source's to the dashboard's successive edits), so a warm edit costs one parse plus the text
+work. Printed: median of 5 of a load, a cold edit (a reader of its own) and a warm one.
 
     python -m benchmarks.queue_edit
 """
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from gtui.core.queue import writeback
-from gtui.core.queue.queuefile import forget_cached, load_queue
+from gtui.core.queue.queuefile import QueueReader, load_queue
 
 N = 10_000
 
@@ -47,8 +48,8 @@ def _ms(fn: Callable[[], object], before: Callable[[], object] = lambda: None) -
     return statistics.median(times) * 1000
 
 
-def _edit(p: Path, counter: Iterator[int]) -> None:
-    writeback.update_job(p, "j5000", {"priority": next(counter)})
+def _edit(p: Path, counter: Iterator[int], reader: QueueReader | None = None) -> None:
+    writeback.update_job(p, "j5000", {"priority": next(counter)}, reader=reader)
 
 
 def main() -> None:
@@ -57,9 +58,10 @@ def main() -> None:
             p = Path(tmp) / "q.toml"
             p.write_text(text)
             counter = iter(range(1, 100))
-            load = _ms(lambda p=p: load_queue(p), forget_cached)
-            cold = _ms(lambda p=p, c=counter: _edit(p, c), forget_cached)
-            warm = _ms(lambda p=p, c=counter: _edit(p, c))
+            load = _ms(lambda p=p: load_queue(p))
+            cold = _ms(lambda p=p, c=counter: _edit(p, c))  # a reader of its own: nothing kept
+            reader = QueueReader()  # the scheduler's queue source's, kept from edit to edit
+            warm = _ms(lambda p=p, c=counter, r=reader: _edit(p, c, r))
             print(
                 f"{label:16} one load {load:5.0f} ms   edit, cold {cold:5.0f} ms   "
                 f"edit, warm {warm:5.0f} ms"

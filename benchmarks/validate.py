@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 from benchmarks.common import Row, Section, median, spread
-from gtui.core.queue import queuefile
 from gtui.core.queue.queuefile import load_queue
 
 N = 10_000
@@ -72,10 +71,8 @@ def run(quick: bool) -> Section:
         )
         loads = []
         for _ in range(repeats):
-            queuefile._last_parse = None  # a first load: scan, parse and expansion included
-            queuefile._last_expansion = None
-            queuefile._sizes.clear()  # and no size or env name already checked
-            queuefile._env_names.clear()
+            # a first load: scan, parse and expansion included, no size or env name already
+            # checked (a load without a reader of its own keeps nothing)
             t0 = time.perf_counter()
             load_queue(queue)
             loads.append(time.perf_counter() - t0)

@@ -14,7 +14,7 @@ import pytest
 
 from gtui.core.flock import locked, open_lock, try_lock, unlock
 from gtui.core.paths import ensure_state_dir, queue_paths
-from gtui.core.queue import writeback
+from gtui.core.queue import editing
 from gtui.core.state.lock import QueueLock
 
 # Exits 0 when descriptor argv[1] is open in it, 3 when it is not.
@@ -42,7 +42,7 @@ def test_the_queue_file_lock_and_the_scheduler_lock_refuse_a_symlink(tmp_path: P
     ensure_state_dir(paths)
     target = tmp_path / "planted"
     paths.file_lock.symlink_to(target)
-    with pytest.raises(OSError) as e, writeback._locked(queue):
+    with pytest.raises(OSError) as e, editing.locked(queue):
         pass
     assert e.value.errno == errno.ELOOP
     paths.lock.symlink_to(target)

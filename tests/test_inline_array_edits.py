@@ -37,8 +37,8 @@ import pytest
 
 from gtui.core.errors import QueueFileError
 from gtui.core.model import JobSpec
-from gtui.core.queue import queuefile, writeback
-from gtui.core.queue.queuefile import QueueFile, forget_cached, load_queue, scalar_text
+from gtui.core.queue import parse, writeback
+from gtui.core.queue.queuefile import QueueFile, load_queue, scalar_text
 from tests.conftest import REPO
 
 INLINE = """\
@@ -430,7 +430,7 @@ def test_the_commented_inline_queue_keeps_every_comment_through_a_session(
 def test_an_edit_parses_the_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The file as it is is parsed once per edit (by the check that it is valid); the
     write-back works on that parse. (The new text is parsed once more, to check it.)"""
-    real_plain, real_loads = queuefile.parse_plain, tomllib.loads
+    real_plain, real_loads = parse.parse_plain, tomllib.loads
     parsed: list[str] = []
 
     def plain(t: str, *a: Any, **k: Any) -> Any:
@@ -443,12 +443,11 @@ def test_an_edit_parses_the_file_once(tmp_path: Path, monkeypatch: pytest.Monkey
         parsed.append(t)
         return real_loads(t, *a, **k)
 
-    monkeypatch.setattr(queuefile, "parse_plain", plain)
+    monkeypatch.setattr(parse, "parse_plain", plain)
     monkeypatch.setattr(tomllib, "loads", loads)
     for text in (INLINE, (REPO / "sample_queues" / "pipeline.toml").read_text()):
         p = _copy(tmp_path, text)
         name = _load(text).jobs[0].name
-        forget_cached()
         parsed.clear()
         writeback.update_job(p, name, {"priority": 3})
         assert parsed.count(text) == 1, f"the file was parsed {parsed.count(text)} times"

@@ -60,7 +60,7 @@ def test_blocking_textual_really_blocks() -> None:
 LAYERS = [
     {
         "model", "errors", "units", "paths", "atomic", "termtext", "tmux", "progress",
-        "procstat", "deadline", "flock", "joblog",
+        "procstat", "deadline", "flock", "joblog", "reserve",
     },
     {"exec", "gpus", "diagnosis", "queue", "api", "bus"},
     {"state"},
@@ -73,14 +73,7 @@ LAYERS = [
 ALLOWED_UP = {("gtui.core.sched.engine", "gtui.core.control.server")}
 
 
-# The placement policy sits in sched/ with the scheduler that runs it, but it is a pure function
-# of the model and a GPU snapshot: the queue file's pool check asks its reserve rule too.
-PURE = {"gtui.core.sched.policy": 1}
-
-
 def _layer(module: str) -> int | None:
-    if module in PURE:
-        return PURE[module]
     parts = module.split(".")
     if parts[:2] != ["gtui", "core"] or len(parts) < 3:
         return None
@@ -110,6 +103,25 @@ def test_core_imports_only_downward() -> None:
         p.name for p in (APP / "core").iterdir() if p.is_dir() and p.name != "__pycache__"
     }
     assert every_core_dir <= set().union(*LAYERS), every_core_dir - set().union(*LAYERS)
+
+
+def test_the_queue_layer_knows_no_scheduler() -> None:
+    """The queue file is read and checked below the scheduler: no module of gtui.core.queue
+    imports gtui.core.sched (the placement policy included, whose reserve rule the pool check
+    shares through gtui.core.reserve), at the top or lazily."""
+    from tests.test_import_cycles import import_graph
+
+    graph, _lines, _files = import_graph()
+    queue = {m for m in graph if m.startswith("gtui.core.queue.")}
+    assert {"gtui.core.queue.queuefile", "gtui.core.queue.checks"} <= queue
+    wrong = [
+        f"{src} imports {dst}"
+        for src in sorted(queue)
+        for dst in graph[src]
+        if dst == "gtui.core.sched" or dst.startswith("gtui.core.sched.")
+    ]
+    assert not wrong, "\n".join(wrong)
+    assert _layer("gtui.core.sched.policy") == 3  # no exception lifts the policy down
 
 
 def test_the_executor_seam_is_the_only_way_to_processes() -> None:

@@ -15,9 +15,9 @@ import pytest
 
 from gtui.core.errors import GtuiError
 from gtui.core.exec.memory import MemoryExecutor
-from gtui.core.queue import source as source_mod
 from gtui.core.queue.incremental import edited_job, one_table
 from gtui.core.queue.queuefile import load_queue
+from gtui.core.queue.reader import QueueReader
 from gtui.core.sched.engine import Engine
 from tests.conftest import write_queue
 from tests.waiting import until
@@ -89,14 +89,15 @@ def test_a_broken_edit_says_where(tmp_path: Path) -> None:
 
 
 def count_loads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the whole loads the queue source makes (through its reader)."""
     calls: list[int] = []
-    real = source_mod.load_queue
+    real = QueueReader.load
 
-    def counting(*a: object, **kw: object) -> object:
+    def counting(self: QueueReader, *a: object, **kw: object) -> object:
         calls.append(1)
-        return real(*a, **kw)  # type: ignore[arg-type]
+        return real(self, *a, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(source_mod, "load_queue", counting)
+    monkeypatch.setattr(QueueReader, "load", counting)
     return calls
 
 

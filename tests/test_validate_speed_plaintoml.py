@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from gtui.core.errors import QueueFileError
-from gtui.core.queue import placeholders, queuefile
+from gtui.core.queue import parse, placeholders, queuefile
 from gtui.core.queue.plaintoml import parse_plain
 from gtui.core.queue.tomlscan import Scan, scan
 
@@ -382,8 +382,8 @@ def shaped_runs(draw: st.DrawFn) -> str:
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @example('[[jobs]]\nname = "a"\n\n[[jobs]]\nname = "b"\n\n[[jobs]]\nname = "c"\nx = 1\n')
 @example('[[jobs]]\nname = "a"\n[[jobs]]\nname = "b"\n\n\n[[jobs]]\nname = ""\n[[jobs]]\n')
-@example('[[jobs]]\ngpus = 1\n[[jobs]]\ngpus = 2\n[[jobs]]\ngpus = 3\n\n# c\ngpus = 4\n')
-@example('[[jobs]]\nn = 1\n[[jobs]]\nn = 2\n[[jobs]]\nn = 3\nn = 4\n')
+@example("[[jobs]]\ngpus = 1\n[[jobs]]\ngpus = 2\n[[jobs]]\ngpus = 3\n\n# c\ngpus = 4\n")
+@example("[[jobs]]\nn = 1\n[[jobs]]\nn = 2\n[[jobs]]\nn = 3\nn = 4\n")
 def test_runs_of_one_shape_read_as_tomllib_and_scan_as_the_scanner(text: str) -> None:
     check_same(text)
 
@@ -404,17 +404,13 @@ def test_a_run_of_one_shape_is_read_by_the_fast_reader() -> None:
 
 
 def load_result(path: Path, text: str, plain: bool, monkeypatch: pytest.MonkeyPatch) -> Any:
-    queuefile._last_parse = None
-    queuefile._last_expansion = None
-    with monkeypatch.context() as m:
+    with monkeypatch.context() as m:  # (a load without a reader of its own keeps nothing)
         if not plain:
-            m.setattr(queuefile, "parse_plain", lambda text, **_: None)
+            m.setattr(parse, "parse_plain", lambda text, **_: None)
         try:
             qf = queuefile.load_queue(path, text=text, machine={0: 81920, 1: 81920, 2: 24576})
         except QueueFileError as e:
             return ("error", str(e), e.line, e.key)
-    queuefile._last_parse = None
-    queuefile._last_expansion = None
     return (
         "ok",
         queuefile.settings_to_json(qf.settings),

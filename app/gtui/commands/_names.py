@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import fnmatch
 import sys
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gtui.core.errors import GtuiError, did_you_mean
 from gtui.core.model import JobSpec
 from gtui.core.paths import QueuePaths
-from gtui.core.queue.queuefile import load_queue, read_queue_text
+from gtui.core.queue.queuefile import QueueReader, load_queue, read_document, read_queue_text
 
 GLOB_CHARS = "*?["
 _NAME_BAD_TAIL = "-_.=+:@"
@@ -67,10 +66,10 @@ def sweep_bases(specs: Sequence[JobSpec], queue_text: str | None = None) -> dict
             entries.setdefault(job.entry, []).append(job)
     raw: list[object] = []
     if queue_text is not None:
-        try:
-            data = tomllib.loads(queue_text).get("jobs")
+        try:  # the queue file's own reader: the tables as a load reads them
+            data = read_document(queue_text, "<queue>").data.get("jobs")
             raw = data if isinstance(data, list) else []
-        except tomllib.TOMLDecodeError:
+        except GtuiError:
             raw = []
     out: dict[str, list[str]] = {}
 
@@ -109,6 +108,8 @@ class JobNames:
         self.names = list(names)
         self._specs = specs
         self._bases: dict[str, list[str]] | None = None
+        # The command's reader: an edit of the file that follows reuses the parse made here.
+        self.reader = QueueReader()
 
     @classmethod
     def of_status(cls, paths: QueuePaths, status: dict[str, object]) -> JobNames:
@@ -121,7 +122,7 @@ class JobNames:
             try:
                 text = read_queue_text(self.paths.queue)
                 if self._specs is None:
-                    self._specs = load_queue(self.paths.queue, text=text).jobs
+                    self._specs = load_queue(self.paths.queue, text=text, reader=self.reader).jobs
                 self._bases = sweep_bases(self._specs, text)
             except (GtuiError, OSError):
                 self._bases = {}  # a broken file: exact names and globs still work
@@ -156,7 +157,7 @@ class JobNames:
     def specs(self) -> Sequence[JobSpec]:
         if self._specs is None:
             try:
-                self._specs = load_queue(self.paths.queue).jobs
+                self._specs = load_queue(self.paths.queue, reader=self.reader).jobs
             except (GtuiError, OSError):
                 self._specs = ()
         return self._specs

@@ -16,12 +16,16 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gtui.commands.options import GlobalOptions, queue_file
 from gtui.core.control.protocol import Add, Refused, Reload
 from gtui.core.control.rpc import ask, send
 from gtui.core.errors import GtuiError
 from gtui.core.paths import QueuePaths
+
+if TYPE_CHECKING:
+    from gtui.core.queue.reader import QueueReader
 
 
 def command_line(words: list[str]) -> str:
@@ -63,13 +67,16 @@ def fields_of(ns: argparse.Namespace, paths: QueuePaths, words: list[str]) -> di
     return fields
 
 
-def current_pool(paths: QueuePaths, opts: GlobalOptions) -> list[int | None] | None:
+def current_pool(
+    paths: QueuePaths, opts: GlobalOptions, reader: QueueReader | None = None
+) -> list[int | None] | None:
     """The usable GPUs' totals, as `gtui validate` reads them, so that a job no GPU can take is
-    refused now rather than written into the file (where it would stop the next `gtui run`)."""
+    refused now rather than written into the file (where it would stop the next `gtui run`).
+    ``reader``: the command's, whose parse the write that follows reuses."""
     from gtui.commands.validate import read_machine
     from gtui.core.queue.queuefile import load_queue, pool_from_machine
 
-    settings = load_queue(paths.queue).settings
+    settings = load_queue(paths.queue, reader=reader).settings
     machine, _ = read_machine(
         opts.fake_gpus or settings.fake_gpus, paths.queue.parent, settings.gpus
     )
@@ -86,9 +93,12 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     if added is not None:
         print(f"added {added.name or fields.get('name', 'the job')} to {paths.queue.name}")
         return 0
+    from gtui.core.queue.queuefile import QueueReader
     from gtui.core.queue.writeback import append_job
 
-    name = append_job(paths.queue, fields, pool=current_pool(paths, opts))
+    reader = QueueReader()
+    pool = current_pool(paths, opts, reader)
+    name = append_job(paths.queue, fields, pool=pool, reader=reader)
     shown = name if isinstance(name, str) and name else fields.get("name", "the job")
     print(f"added {shown} to {paths.queue.name}")
     try:

@@ -11,7 +11,7 @@ import sys
 from gtui.commands._edits import ENDED, Jobs, tell_scheduler
 from gtui.commands.options import GlobalOptions, queue_file
 from gtui.commands.rm import removed_line
-from gtui.core.queue.queuefile import load_queue
+from gtui.core.queue.queuefile import QueueReader, load_queue
 from gtui.core.queue.writeback import removal_plan, remove_jobs
 
 
@@ -20,14 +20,15 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     q = paths.queue.name
     jobs = Jobs(paths)
     wanted = ENDED if ns.failed else frozenset({"done"})
-    queue = load_queue(paths.queue)
+    reader = QueueReader()  # the removal's check of the same text reuses this parse
+    queue = load_queue(paths.queue, reader=reader)
     candidates = [j.name for j in queue.jobs if jobs.state(j.name) in wanted]
     names, kept = removal_plan(queue, candidates)
     for name, why in list(kept.items())[:5]:
         print(f"kept {name}: {why}", file=sys.stderr)
     if len(kept) > 5:
         print(f"kept {len(kept) - 5} more", file=sys.stderr)
-    removed = remove_jobs(paths.queue, names) if names else []
+    removed = remove_jobs(paths.queue, names, reader=reader) if names else []
     if removed:
         tell_scheduler(paths)
     what = " ended" if ns.failed else " done"

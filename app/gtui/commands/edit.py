@@ -19,6 +19,7 @@ from gtui.commands.add import current_pool
 from gtui.commands.options import GlobalOptions, queue_file
 from gtui.core.errors import GtuiError, QueueFileError
 from gtui.core.exec.runner import safe_name
+from gtui.core.queue.reader import QueueReader
 from gtui.core.queue.writeback import JobText, job_text, replace_job_text
 
 MARK = "# gtui: "  # the lines gtui puts on top of the text; taken off again on save
@@ -87,7 +88,8 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     q = paths.queue.name
     jobs = Jobs(paths)
     name = jobs.names.one(ns.job, table=True)
-    orig = job_text(paths.queue, name)
+    reader = QueueReader()  # the file's parse, for the checks of the same text that follow
+    orig = job_text(paths.queue, name, reader=reader)
     text, error = orig.text, None
     with tempfile.TemporaryDirectory(prefix="gtui-edit-") as tmp:
         path = Path(tmp) / f"{safe_name(name)}.toml"
@@ -109,7 +111,8 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
                 print(f"saved unchanged with the error: {q} was not changed", file=sys.stderr)
                 return 1
             try:
-                replace_job_text(paths.queue, name, orig, new, pool=current_pool(paths, opts))
+                pool = current_pool(paths, opts, reader)
+                replace_job_text(paths.queue, name, orig, new, pool=pool, reader=reader)
             except QueueFileError as e:
                 error = error_text(e, orig, new, len(header(name, q, orig, jobs.state(name), "x")))
                 text = new

@@ -33,7 +33,7 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
         raise GtuiError(f"{name} is {state}: only waiting (queued or held) jobs can be moved")
     if other == name:
         raise GtuiError(f"cannot move {name} {where} itself")
-    if not place_job(paths.queue, name, where, other):
+    if not place_job(paths.queue, name, where, other, reader=jobs.names.reader):
         print(f"{name} is already {where}{' ' + other if other else ''} in {q}")
         return 0
     tell_scheduler(paths)

@@ -46,7 +46,7 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     if not names:
         print(f"removed 0 jobs from {q}")
         return 0
-    removed = remove_jobs(paths.queue, names)
+    removed = remove_jobs(paths.queue, names, reader=jobs.names.reader)
     tell_scheduler(paths)
     print(removed_line(removed, q))
     return 0

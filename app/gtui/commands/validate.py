@@ -22,9 +22,9 @@ from gtui.core.model import JobSpec, Settings
 from gtui.core.paths import queue_paths
 from gtui.core.queue.queuefile import (
     QueueFile,
+    QueueReader,
     isolated,
     job_to_json,
-    load_queue,
     read_queue_text,
     refuse_node_names,
     settings_to_json,
@@ -151,7 +151,8 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
 def _main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     path = Path(ns.queue)
     text = read_queue_text(path)
-    qf = load_queue(path, text=text)
+    reader = QueueReader()  # the second load, against the machine, reuses the first's parse
+    qf = reader.load(path, text=text)
     if (opts.backend or qf.settings.cluster_backend) != "ray":
         refuse_node_names(path, qf.settings)  # as `gtui run` would refuse them at its start
     spec = opts.fake_gpus or qf.settings.fake_gpus
@@ -160,7 +161,7 @@ def _main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     if machine is None:
         print(f"gtui: pool checks skipped, no GPU known: {source}", file=sys.stderr)
     else:
-        qf = load_queue(path, machine=machine, text=text)
+        qf = reader.load(path, machine=machine, text=text)
         pool_note = f"checked against the machine's {len(machine)} GPUs ({source})"
     for warning in qf.warnings:
         print(f"gtui: warning: {warning}", file=sys.stderr)

@@ -1,6 +1,6 @@
 """``gtui import``: a queue.toml from a ``quick_start_serial.sh``-style script or a command list.
 
-Two inputs are understood (seed 000):
+Two inputs are understood:
 
 - a bash script with the seed's settings (``TARGET_GPUS``, ``RESERVED_GPUS``,
   ``MAX_RETRY_TIMES``, ``EXTREME_MODE``, ``ALLOW_SHARED_GPU``, ``LOG_DIR``, ``CHECK_INTERVAL``)
@@ -16,8 +16,9 @@ Commands are turned into gtui's syntax so they run as before: ``${available_gpu}
 would read (``{{``, ``}}``, ``{word}``) are escaped. The script never set
 ``CUDA_VISIBLE_DEVICES``, so when a command passes GPU numbers itself (``--gpu {gpu}``) the
 job gets ``isolate = false`` with a comment saying why (with isolation, CUDA numbers the
-job's GPUs from 0); the others stay isolated (seed 004). ``reserve_rule = "seed"`` keeps the
-script's reserve rule (DESIGN.md 4.2). Jobs get explicit names made from their commands.
+job's GPUs from 0); the others stay isolated (a job that names no GPU would
+spread over every GPU of the box). ``reserve_rule = "seed"`` keeps the script's reserve rule.
+Jobs get explicit names made from their commands.
 
 Size: one translator from the seed script's queue format; its sections follow that format's.
 """
@@ -31,14 +32,9 @@ from pathlib import Path
 import tomli_w
 
 from gtui.core.errors import GtuiError
-from gtui.core.queue.queuefile import (
-    EncodingProblem,
-    cmd_slug,
-    decode_utf8,
-    name_problem,
-    passes_gpu_numbers,
-    wide_encoding,
-)
+from gtui.core.queue.checks import passes_gpu_numbers
+from gtui.core.queue.encodings import EncodingProblem, decode_utf8, wide_encoding
+from gtui.core.queue.names import cmd_slug, name_problem
 from gtui.core.units import UnitError, parse_size_mib
 
 SCRIPT_VARS = (
@@ -67,7 +63,7 @@ _ESCAPE = re.compile(
     r"|(?P<close>\}\})"
     r"|\{(?P<ident>[A-Za-z_][A-Za-z0-9_]*)\}"
 )
-_TRUE = {"true", "1", "yes", "on"}
+_TRUE = frozenset({"true", "1", "yes", "on"})
 
 
 class ImportFailed(GtuiError):
@@ -444,7 +440,7 @@ def _names(jobs: list[ImportedJob]) -> list[str]:
 
 
 def render(imp: Imported) -> str:
-    """The queue file, as text (it loads with :func:`gtui.core.queue.queuefile.load_queue`)."""
+    """The queue file, as text (it loads with :func:`gtui.core.queue.reader.load_queue`)."""
     kind = "quick_start_serial.sh-style script" if imp.script else "command list"
     out = [
         f"# Imported by `gtui import` from {imp.source} ({kind}).",
@@ -475,7 +471,7 @@ def render(imp: Imported) -> str:
             out.append(f"# {job.note}")
         if job.gpus and passes_gpu_numbers(job.cmd):
             # Per job, never for the queue: a job that passes no GPU numbers (device_map="auto")
-            # would spread over every GPU of the box without isolation (seed 004).
+            # would spread over every GPU of the box without isolation.
             out.append(
                 "isolate = false  # passes GPU numbers itself; isolation would renumber them from 0"
             )

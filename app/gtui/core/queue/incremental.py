@@ -4,10 +4,11 @@ A sweep's queue file holds 100,000 ``[[jobs]]`` tables; a person (or a script) c
 job's ``mem`` and saves. A whole load re-parses, expands and checks every table (about 2 s at
 100,000 jobs); here the new text is compared with the one the scheduler runs, and when the only
 bytes that differ lie inside one ``[[jobs]]`` table, with the same lines, the same explicit
-``name`` and no ``matrix``, only that table is parsed (the plain-TOML reader) and checked as
-``gtui add`` checks a new entry (``check_new_entry``) against the other jobs' names. Anything
-else (several tables, a header, settings, a matrix, a derived name, lines added or removed, a
-table the plain reader refuses) returns None, and the caller loads the whole file as before.
+``name`` and no ``matrix``, only that table is read (the queue-file reader's plain path alone)
+and checked as ``gtui add`` checks a new entry (``check_new_entry``) against the other jobs'
+names. Anything else (several tables, a header, settings, a matrix, a derived name, lines added
+or removed, a table the plain reader refuses) returns None, and the caller loads the whole file
+as before.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from gtui.core.model import JobSpec, Settings
-from gtui.core.queue.plaintoml import parse_plain
-from gtui.core.queue.queuefile import check_new_entry
+from gtui.core.queue.checks import check_new_entry
+from gtui.core.queue.parse import read_plain_document
 
 __all__ = ["OneTable", "edited_job", "one_table"]
 
@@ -79,10 +80,10 @@ def _common_suffix(a: str, b: str, limit: int) -> int:
 
 def _table(text: str) -> tuple[Mapping[str, Any], Mapping[str, int]] | None:
     """The fields of the one [[jobs]] table ``text`` is, and its keys' lines in ``text``."""
-    parsed = parse_plain(text)
-    if parsed is None:
+    doc = read_plain_document(text)
+    if doc is None:
         return None
-    data, scan = parsed
+    data, scan = doc.data, doc.scan
     jobs = data.get("jobs")
     entries = scan.entries("jobs")
     if set(data) != {"jobs"} or not isinstance(jobs, list) or len(jobs) != 1 or not entries:

@@ -1,5 +1,5 @@
 """Edits of a queue written as one inline array, ``jobs = [{...}, {...}]``, that keep the rest
-of the text as the user wrote it (issue 22.3).
+of the text as the user wrote it.
 
 tomlkit, asked to remove or reorder elements of such an array, rewrites the array and drops
 the comments between its elements. Here the array is cut into its elements by their character

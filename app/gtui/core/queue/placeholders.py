@@ -1,4 +1,4 @@
-"""Placeholders in a job's ``cmd`` (DESIGN.md 3).
+"""Placeholders in a job's ``cmd``.
 
 Only a closed set of names is replaced, so shell text that merely looks like a placeholder is
 safe: ``awk '{print $1}'``, ``${HOME}``, ``find . -exec rm {} +`` are left exactly as written.

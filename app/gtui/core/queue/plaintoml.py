@@ -24,7 +24,7 @@ import tomllib
 from collections.abc import Callable
 from typing import Any
 
-from gtui.core.queue.tomlscan import Scan, Table, scan
+from gtui.core.queue.tomlscan import Paths, Scan, Table, scan, shared_path
 
 # Characters TOML refuses outside multi-line strings (the ASCII controls but tab and newline; a
 # CR only as part of CRLF), and those ``str.splitlines`` takes as line breaks but TOML does not
@@ -162,14 +162,14 @@ _Shape = tuple[tuple[str, str, bool], ...]
 _STRING = r'"([^"\\\n]*)"\n'  # the string the line-by-line reading takes, as a regex
 _INTEGER = r"(0|[1-9][0-9]{0,17})\n"  # an integer, up to 18 digits (longer: line by line)
 _Shaped = tuple[re.Pattern[str], tuple[str, ...], tuple[int, ...], Callable[[Table], None]]
-_shapes: dict[_Shape, _Shaped] = {}
 
 
-def _shaped(shape: _Shape) -> _Shaped:
+def _shaped(shape: _Shape, shapes: dict[_Shape, _Shaped]) -> _Shaped:
     """The regex that matches a table of ``shape`` and the empty lines after it (the last
     group), its keys, which of its values are integers, and what fills a table's key lines
-    when they are asked for (rarely: for a message)."""
-    got = _shapes.get(shape)
+    when they are asked for (rarely: for a message). ``shapes``: those one read made already
+    (a sweep's tables share one or a few)."""
+    got = shapes.get(shape)
     if got is None:
         body = "".join(re.escape(prefix) + (_INTEGER if i else _STRING) for _, prefix, i in shape)
         keys = tuple(k for k, _, _ in shape)
@@ -180,8 +180,8 @@ def _shaped(shape: _Shape) -> _Shaped:
             table._keys = dict(zip(keys, lines, strict=True))
 
         got = (re.compile(body + r"(\n*)"), keys, ints, fill)
-        if len(_shapes) < 64:
-            _shapes[shape] = got
+        if len(shapes) < 64:
+            shapes[shape] = got
     return got
 
 
@@ -220,6 +220,8 @@ def _parse(
     depth = 2  # of a value in ``cur``: 2 at the root, 3 in a [table], 4 in an [[array]]'s table
     root_table = Table(path=(), array=False, line=1)
     tables = [root_table]
+    paths: Paths = {}  # one tuple per table path, shared by its tables
+    shapes: dict[_Shape, _Shaped] = {}
     keys: dict[str, int] = {}
     root_table._keys = keys
     arrays: set[str] = set()  # names made by [[name]]
@@ -266,7 +268,7 @@ def _parse(
                 arrays.add(name)
             else:
                 root[name] = cur
-            table = Table(path=(name,), array=is_array, line=lineno)
+            table = Table(path=shared_path(paths, (name,)), array=is_array, line=lineno)
             keys = {}
             table._keys = keys
             tables.append(table)
@@ -280,7 +282,7 @@ def _parse(
                 continue
             # The tables after a table of a known shape: each matched whole, with the empty
             # lines after it, while the next line is the same header again.
-            pattern, names, ints, fill = _shaped(known)
+            pattern, names, ints, fill = _shaped(known, shapes)
             pos = mark_pos + sum(map(len, lines[mark:lineno])) + lineno - mark  # lines[lineno]'s
             mark, mark_pos = lineno, pos
             m = pattern.match(src, pos)
@@ -290,7 +292,7 @@ def _parse(
             n = len(names)
             again = line + "\n"
             items = root[name]
-            path = (name,)
+            path = table.path  # (the tables of the run share it)
             start = lineno
             values = m.groups()
             cur.update(zip(names, values, strict=False))  # (the last value: the empty lines)

@@ -1,4 +1,4 @@
-"""When to read the queue file again, and what to make of what is there (issue 14.2, 14.8).
+"""When to read the queue file again, and what to make of what is there.
 
 Reload used to be decided by mtime alone, so two saves within one second on a file system with
 1-second mtimes looked like one. And it took whatever the file held at that instant, so
@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gtui.core.errors import QueueFileError
-from gtui.core.queue.queuefile import decode_queue, read_queue_bytes
+from gtui.core.queue.encodings import decode_queue
+from gtui.core.queue.ondisk import read_queue_bytes
 
 SETTLE_S = 0.25  # the same content seen twice this far apart is taken as written
 # A file modified this close to our last read may change again within its mtime's granularity
@@ -74,7 +75,6 @@ Change = Unchanged | Missing | Settling | Empty | Unreadable | Changed
 def digest_of_bytes(data: bytes) -> bytes:
     """The digest the watch compares a file's content by (BLAKE2, 16 bytes)."""
     return hashlib.blake2b(data, digest_size=16).digest()
-
 
 
 class QueueWatch:

@@ -17,12 +17,6 @@ from collections.abc import Callable
 _BARE = re.compile(r"[A-Za-z0-9_-]+")
 
 
-# One tuple per table path (``("jobs",)``), shared by the tables that have it: a 100,000-job
-# file has 100,000 ``[[jobs]]`` tables. Bounded: an odd file's many paths are kept apart.
-_PATHS: dict[tuple[str, ...], tuple[str, ...]] = {}
-_PATHS_MAX = 4096
-
-
 class Table:
     """A ``[header]`` or ``[[header]]`` (the root has path ``()``) and where its keys are.
 
@@ -30,15 +24,14 @@ class Table:
 
     A file's parse keeps one per table, 100,000 in a 100,000-job sweep, until the engine's
     start is done with it: slots, a shared path, and no list or dict made before one is
-    needed (88 bytes, ~420 with an instance dict, an empty dict and list and a path each)."""
+    needed (88 bytes, ~420 with an instance dict, an empty dict and list and a path each).
+    The path is shared by whoever reads the text: one tuple per table path (``("jobs",)``)
+    for the 100,000 ``[[jobs]]`` tables of a sweep (see :func:`shared_path`)."""
 
     __slots__ = ("_fill", "_inline", "_keys", "_repeated", "array", "line", "path")
 
     def __init__(self, path: tuple[str, ...], array: bool, line: int) -> None:
-        shared = _PATHS.get(path)
-        if shared is None and len(_PATHS) < _PATHS_MAX:
-            shared = _PATHS.setdefault(path, path)
-        self.path = shared if shared is not None else path
+        self.path = path
         self.array = array
         self.line = line  # 1-based line of the header (1 for the root)
         self._inline: dict[str, list[int]] | None = None  # key -> '{' lines
@@ -333,6 +326,14 @@ _BAD_LINE = re.compile(rf"^(?!{_NB}(?:{_L1}{_NB})*+$)", re.MULTILINE)
 _HEADER_START = re.compile(r"^[^\S\n]*\[", re.MULTILINE)
 
 
+Paths = dict[tuple[str, ...], tuple[str, ...]]
+
+
+def shared_path(paths: Paths, path: tuple[str, ...]) -> tuple[str, ...]:
+    """``path``, or the equal tuple already in ``paths`` (one read's: it goes with the read)."""
+    return paths.setdefault(path, path)
+
+
 def _scan_clean(text: str, lines: list[str]) -> Scan | None:
     if '"""' in text or "'''" in text or _ODD_BREAK.search(text):
         return None
@@ -341,6 +342,7 @@ def _scan_clean(text: str, lines: list[str]) -> Scan | None:
         return None
     root = Table(path=(), array=False, line=1)
     tables = [root]
+    paths: Paths = {}
     lineno, at = 1, 0
     for m in _HEADER_START.finditer(text):
         pos = m.start()
@@ -348,7 +350,7 @@ def _scan_clean(text: str, lines: list[str]) -> Scan | None:
         at = pos
         got = _header(lines[lineno - 1].rstrip("\r\n"))
         if got is not None:
-            tables.append(Table(path=got[0], array=got[1], line=lineno))
+            tables.append(Table(path=shared_path(paths, got[0]), array=got[1], line=lineno))
     for i, t in enumerate(tables):
         end = tables[i + 1].line if i + 1 < len(tables) else len(lines) + 1
         t._keys = None
@@ -412,6 +414,7 @@ def _scan_lines(lines: list[str]) -> Scan:
     """The character loop over every line, for any text (with a fast path for plain lines)."""
     root = Table(path=(), array=False, line=1)
     tables = [root]
+    paths: Paths = {}
     cur = root
     in_ml: str | None = None
     depth = 0
@@ -444,7 +447,7 @@ def _scan_lines(lines: list[str]) -> Scan:
                         header = m.group("tab")
                     if header is not None:
                         path = tuple(p.strip(" \t") for p in header.split("."))
-                        cur = Table(path=path, array=is_array, line=lineno)
+                        cur = Table(path=shared_path(paths, path), array=is_array, line=lineno)
                         tables.append(cur)
                     content.append(header is not None)
                     continue
@@ -461,7 +464,8 @@ def _scan_lines(lines: list[str]) -> Scan:
                     parts, j = got
                     close = "]]" if is_array else "]"
                     if s.startswith(close, j):
-                        cur = Table(path=tuple(parts), array=is_array, line=lineno)
+                        path = shared_path(paths, tuple(parts))
+                        cur = Table(path=path, array=is_array, line=lineno)
                         tables.append(cur)
                         i = j + len(close)
                         has_content = True

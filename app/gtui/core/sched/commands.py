@@ -199,7 +199,13 @@ class Commands:
 
         before = set(self._book.specs)
         # Checked against the GPUs too: a job none can take would make the file unrunnable.
-        await asyncio.to_thread(append_job, self.queue_path, dict(fields), pool=self._pool())
+        await asyncio.to_thread(
+            append_job,
+            self.queue_path,
+            dict(fields),
+            pool=self._pool(),
+            reader=self._source.reader,
+        )
         self._reload_if_changed(force=True, edit=True)
         added = [n for n in self._book.order if n not in before]
         self._kick()
@@ -211,7 +217,12 @@ class Commands:
         async with self._file_edits:  # its state as the edit before it left it
             transitions.check(self._book.require, [name], transitions.why_not_edit)
             await asyncio.to_thread(
-                update_job, self.queue_path, name, dict(fields), pool=self._pool()
+                update_job,
+                self.queue_path,
+                name,
+                dict(fields),
+                pool=self._pool(),
+                reader=self._source.reader,
             )
             self._reload_if_changed(force=True, edit=True)
         self._kick()
@@ -221,7 +232,7 @@ class Commands:
 
         async with self._file_edits:  # its state as the edit before it left it
             transitions.check(self._book.require, [name], transitions.why_not_remove)
-            await asyncio.to_thread(remove_job, self.queue_path, name)
+            await asyncio.to_thread(remove_job, self.queue_path, name, reader=self._source.reader)
             self._reload_if_changed(force=True, edit=True)
         self._kick()
 
@@ -232,7 +243,9 @@ class Commands:
             book = self._book
             transitions.check(book.require, [name], transitions.why_not_move)
             if where == "top":
-                await asyncio.to_thread(move_job, self.queue_path, name, where)
+                await asyncio.to_thread(
+                    move_job, self.queue_path, name, where, reader=self._source.reader
+                )
             else:  # past the next waiting job: the ended ones between stay where they are
                 live = book.records.live()
                 step = -1 if where == "up" else 1
@@ -242,6 +255,13 @@ class Commands:
                 if other is None:
                     return  # already the first (last) of the waiting jobs
                 place: Place = "before" if where == "up" else "after"
-                await asyncio.to_thread(place_job, self.queue_path, name, place, other)
+                await asyncio.to_thread(
+                    place_job,
+                    self.queue_path,
+                    name,
+                    place,
+                    other,
+                    reader=self._source.reader,
+                )
             self._reload_if_changed(force=True, edit=True)
         self._kick()

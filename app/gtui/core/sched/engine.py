@@ -43,7 +43,7 @@ from gtui.core.paths import (
     queue_paths,
     register_queue,
 )
-from gtui.core.queue.queuefile import QueueFile, forget_cached, refuse_node_names
+from gtui.core.queue.queuefile import QueueFile, refuse_node_names
 from gtui.core.queue.source import QueueSource
 from gtui.core.sched.commands import Commands
 from gtui.core.sched.faults import crash_point
@@ -319,7 +319,7 @@ class Engine(Runs, Occupancy, Commands, Forecast, Notifying):
                 # The two loads are done: the parse's ~1.5 KB a job goes before the records
                 # and Candidates are made, which then take its freed memory instead of more
                 # (at 100,000 jobs the start's RSS stays at the parse's peak).
-                forget_cached()
+                self._source.forget()
                 store = store or self._open_store()
                 self._book = JobBook(store, self._bus, self.queue_path.name)
             except BaseException:

@@ -4,6 +4,9 @@ one in policy.py and the column walk in policy_fast.py) ask the same methods her
 and each word has one place.
 
 A ``PassState`` is made per pass and mutated as jobs start; nothing here outlives it.
+
+Size: the rules (pool, eligibility, reserve, choice of GPUs) and the words for why a job waits
+read one another at every step, so they stay in one room rather than split by kind.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from gtui.core.gpus.claims import NeighbourClaim
 from gtui.core.gpus.holders import held_text, holders
 from gtui.core.gpus.snapshot import NODE_GPU_STRIDE, GpuInfo, GpuSnapshot, gpu_label
 from gtui.core.model import Mode, Placement, Settings
+from gtui.core.reserve import reserve_allows
 from gtui.core.sched.policy_types import Allocation, Candidate, Decision, Start
 from gtui.core.units import format_mib
 
@@ -113,18 +117,6 @@ def rank(candidates: Sequence[Candidate], settings: Settings) -> list[Candidate]
 _ORDER = attrgetter("order")
 _PRIORITY = attrgetter("priority")
 _GPUS = attrgetter("gpus")
-
-
-def reserve_allows(n: int, k: int, rule: str = "strict") -> int:
-    """How many of ``n`` eligible GPUs free of our jobs may be taken with ``reserve = k``.
-
-    ``strict`` (what a colleague reads): at least k stay free, so n - k (none when n <= k).
-    ``seed`` (the bash script's table, for imported queues): n < k none; n == k (n > 0)
-    one; n > k, n - k.
-    """
-    if rule == "seed" and n == k:
-        return 1 if n > 0 else 0
-    return max(0, n - k)
 
 
 def format_wait(seconds: float) -> str:
