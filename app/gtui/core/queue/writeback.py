@@ -1,4 +1,4 @@
-"""Edits made from the dashboard or ``gtui add``, written back into the queue file (DESIGN.md 3).
+"""Edits made from the dashboard or ``gtui add``, written back into the queue file.
 
 Every operation:
 
@@ -82,7 +82,7 @@ Where = Literal["up", "down", "top"]
 # A root ``jobs = [`` (an inline array of jobs); a false match only costs the slower append.
 # `jobs = [` (the key bare or quoted) at a line's start. Searched from the literal ``jobs`` and
 # its line start checked apart: the same search anchored with ``(?m)^[ \t]*`` tried a match at
-# every line, 60-90 ms of a 100,000-job file at each `gtui add` (issue 16).
+# every line, 60-90 ms of a 100,000-job file at each `gtui add`.
 _JOBS_ARRAY = re.compile(r"jobs([\"']?)[ \t]*=[ \t]*\[")
 
 
@@ -405,7 +405,7 @@ def _edit(
                 e.path, f"{e.detail} (fix the file first; nothing was changed)", e.line, e.key
             ) from None
         # The check above parsed this very text: its scan and parse are reused (one parse
-        # per edit, not two: 641 ms against 256 ms at 10,000 jobs, issue 22.3).
+        # per edit, not two: 641 ms against 256 ms at 10,000 jobs).
         sc, data = _scan_and_parse(str(p), text)
         ctx = _Ctx(p, text, queue, sc, data)
         new_text = change(ctx)
@@ -421,16 +421,17 @@ def _edit(
         return result
 
 
-def _refuse_matrix(ctx: _Ctx, job: JobSpec, what: str) -> QueueFileError:
-    n = len(ctx.siblings(job))
+def _matrix_refusal(job: JobSpec, n: int, what: str) -> str:
     keys = ", ".join(job.matrix)
-    return QueueFileError(
-        str(ctx.path),
+    return (
         f"{job.name} is one of the {n} jobs of the matrix ({keys}) of this [[jobs]] entry; one "
-        f"combination of a matrix with several keys cannot be {what} alone: edit the entry",
-        job.line or None,
-        "matrix",
+        f"combination of a matrix with several keys cannot be {what} alone: edit the entry"
     )
+
+
+def _refuse_matrix(ctx: _Ctx, job: JobSpec, what: str) -> QueueFileError:
+    message = _matrix_refusal(job, len(ctx.siblings(job)), what)
+    return QueueFileError(str(ctx.path), message, job.line or None, "matrix")
 
 
 def _edit_element(
@@ -643,27 +644,37 @@ def update_job(
     _edit(p, change, pool=pool)
 
 
+def why_not_remove_alone(jobs: Sequence[JobSpec], job: JobSpec) -> tuple[str, str] | None:
+    """Why ``job`` cannot leave the file by itself, as (the key at fault, the sentence), or None:
+    other jobs wait for it (``after``), or it is one combination of a matrix with several keys.
+    The one rule: ``remove_job`` refuses with it, and the dashboard asks it before its dialog."""
+    siblings = [j for j in jobs if j.entry == job.entry]
+    leaving = {job.name} if job.matrix and len(siblings) > 1 else None
+    gone = leaving or {j.name for j in siblings}
+    waiting = [j.name for j in jobs if j.name not in gone and gone & set(j.after)]
+    if waiting:
+        shown = first_few(waiting)
+        verb = "waits" if len(waiting) == 1 else "wait"
+        return "after", (
+            f"{job.name} cannot be removed: {shown} {verb} for it (after); remove or edit "
+            "those first"
+        )
+    if job.matrix and len(siblings) > 1 and len(job.matrix) > 1:
+        return "matrix", _matrix_refusal(job, len(siblings), "removed")
+    return None
+
+
 def remove_job(path: Path | str, name: str) -> None:
     """Take job ``name`` out of the queue file. See the module docstring for matrix jobs."""
     p = Path(path)
 
     def change(ctx: _Ctx) -> str:
         job = ctx.job(name)
-        leaving = {job.name} if job.matrix and len(ctx.siblings(job)) > 1 else None
-        gone = leaving or {j.name for j in ctx.siblings(job)}
-        waiting = [j.name for j in ctx.queue.jobs if j.name not in gone and gone & set(j.after)]
-        if waiting:
-            shown = first_few(waiting)
-            raise QueueFileError(
-                str(ctx.path),
-                f"{name} cannot be removed: {shown} wait{'s' if len(waiting) == 1 else ''} for it "
-                "(after); remove or edit those first",
-                job.line or None,
-                "after",
-            )
+        refused = why_not_remove_alone(ctx.queue.jobs, job)
+        if refused is not None:
+            key, why = refused
+            raise QueueFileError(str(ctx.path), why, job.line or None, key)
         if job.matrix and len(ctx.siblings(job)) > 1:
-            if len(job.matrix) > 1:
-                raise _refuse_matrix(ctx, job, "removed")
             key, value = next(iter(job.matrix.items()))
             return _entry_edit(ctx, job.entry, lambda t: _drop_matrix_value(t, key, value))
         return _reorder(ctx, job.entry, None)
