@@ -150,17 +150,19 @@ def edit_file(
         return result
 
 
+def matrix_refusal(job: JobSpec, n: int, what: str) -> str:
+    """Why one combination of a matrix with several keys cannot be ``what`` alone."""
+    keys = ", ".join(job.matrix)
+    return (
+        f"{job.name} is one of the {n} jobs of the matrix ({keys}) of this [[jobs]] entry; one "
+        f"combination of a matrix with several keys cannot be {what} alone: edit the entry"
+    )
+
+
 def refuse_matrix(ctx: EditContext, job: JobSpec, what: str) -> QueueFileError:
     """The refusal to edit one combination of a matrix with several keys."""
-    n = len(ctx.siblings(job))
-    keys = ", ".join(job.matrix)
-    return QueueFileError(
-        str(ctx.path),
-        f"{job.name} is one of the {n} jobs of the matrix ({keys}) of this [[jobs]] entry; one "
-        f"combination of a matrix with several keys cannot be {what} alone: edit the entry",
-        job.line or None,
-        "matrix",
-    )
+    message = matrix_refusal(job, len(ctx.siblings(job)), what)
+    return QueueFileError(str(ctx.path), message, job.line or None, "matrix")
 
 
 def entry_edit(ctx: EditContext, entry: int, edit: Callable[[Container], Container | None]) -> str:

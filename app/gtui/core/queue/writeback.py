@@ -75,6 +75,7 @@ from gtui.core.queue.editing import (
     edit_file,
     entry_edit,
     locked,
+    matrix_refusal,
     read_with_mark,
     refuse_matrix,
 )
@@ -308,27 +309,37 @@ def update_job(
     edit_file(p, change, pool=pool, reader=reader)
 
 
+def why_not_remove_alone(jobs: Sequence[JobSpec], job: JobSpec) -> tuple[str, str] | None:
+    """Why ``job`` cannot leave the file by itself, as (the key at fault, the sentence), or None:
+    other jobs wait for it (``after``), or it is one combination of a matrix with several keys.
+    The one rule: ``remove_job`` refuses with it, and the dashboard asks it before its dialog."""
+    siblings = [j for j in jobs if j.entry == job.entry]
+    leaving = {job.name} if job.matrix and len(siblings) > 1 else None
+    gone = leaving or {j.name for j in siblings}
+    waiting = [j.name for j in jobs if j.name not in gone and gone & set(j.after)]
+    if waiting:
+        shown = first_few(waiting)
+        verb = "waits" if len(waiting) == 1 else "wait"
+        return "after", (
+            f"{job.name} cannot be removed: {shown} {verb} for it (after); remove or edit "
+            "those first"
+        )
+    if job.matrix and len(siblings) > 1 and len(job.matrix) > 1:
+        return "matrix", matrix_refusal(job, len(siblings), "removed")
+    return None
+
+
 def remove_job(path: Path | str, name: str, *, reader: QueueReader | None = None) -> None:
     """Take job ``name`` out of the queue file. See the module docstring for matrix jobs."""
     p = Path(path)
 
     def change(ctx: EditContext) -> str:
         job = ctx.job(name)
-        leaving = {job.name} if job.matrix and len(ctx.siblings(job)) > 1 else None
-        gone = leaving or {j.name for j in ctx.siblings(job)}
-        waiting = [j.name for j in ctx.queue.jobs if j.name not in gone and gone & set(j.after)]
-        if waiting:
-            shown = first_few(waiting)
-            raise QueueFileError(
-                str(ctx.path),
-                f"{name} cannot be removed: {shown} wait{'s' if len(waiting) == 1 else ''} for it "
-                "(after); remove or edit those first",
-                job.line or None,
-                "after",
-            )
+        refused = why_not_remove_alone(ctx.queue.jobs, job)
+        if refused is not None:
+            key, why = refused
+            raise QueueFileError(str(ctx.path), why, job.line or None, key)
         if job.matrix and len(ctx.siblings(job)) > 1:
-            if len(job.matrix) > 1:
-                raise refuse_matrix(ctx, job, "removed")
             key, value = next(iter(job.matrix.items()))
             return entry_edit(ctx, job.entry, lambda t: drop_matrix_value(t, key, value))
         return _reorder(ctx, job.entry, None)

@@ -5,8 +5,8 @@ into text only when they are on screen, so a job changing state costs one dict s
 repaint of one line (if visible), never a rebuild. The visible order (queue order, through the
 filter) is recomputed once per batch of changes that can alter it, not per event.
 
-Size: the table and everything that is drawn per row of it (filter, marks for bulk actions,
-the backfill note that needs the whole queue): split, each part would reach into the rows.
+Size: the table and everything that is drawn per row of it (filter, marks for bulk actions);
+the backfill note's rule, which reads the whole queue, is gtui.ui.widgets.backfill.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from gtui.ui.format import (
     note_cell,
     sweep_start,
 )
+from gtui.ui.widgets.backfill import backfill_note, first_blocker
 
 _ORDER = operator.attrgetter("order")
 GPU_CELL_MAX = 16  # the gpu column grows to this on a cluster (node2:0,1)
@@ -56,7 +57,7 @@ _FIXED = (
     ("time", "time", 8, "right"),
     ("note", "note", 0, "left"),
 )
-# Shown before "note" once some job has progress or an estimate (issue 19.3), where the table
+# Shown before "note" once some job has progress or an estimate, where the table
 # is this wide; narrower, it goes in the note instead (see _with_progress).
 _PROGRESS = ("progress", "progress", 14, "left")
 PROGRESS_COLUMN_FROM = 96
@@ -123,7 +124,7 @@ def _with_progress(
 ) -> Text:
     """The note with the progress or estimate where the table has no column for it. A running
     job's bar leads (its note is what it used, if anything); a waiting job's reason leads with
-    its key part (issue 17.5) and its start estimate follows only where it fits whole."""
+    its key part and its start estimate follows only where it fits whole."""
     if not note.plain:
         return progress
     if not waiting:
@@ -197,7 +198,7 @@ class JobTable(ScrollView, can_focus=True):
         self.filter_text = ""
         self.reorders = 0  # how often the visible order was recomputed (tests, benchmark)
         self.estimates: dict[str, Estimate] = {}
-        self.mem_advice: dict[str, MemAdvice] = {}  # a mem far from the last runs (19.2)
+        self.mem_advice: dict[str, MemAdvice] = {}  # a mem far from the last runs
         self._after_paint: list[Callable[[], object]] = []
         # Done jobs are folded (E shows them) while no filter is on: what runs, waits or
         # failed stays in view on a small terminal. The selected job is never folded away.
@@ -511,41 +512,16 @@ class JobTable(ScrollView, can_focus=True):
     # -- painting -------------------------------------------------------------------------------
 
     def _blocker(self) -> JobView | None:
-        """The first waiting multi-GPU job in the order jobs are considered (priority, then
-        the queue), waiting for GPUs rather than for a job it runs after: the one later jobs
-        overtake by backfill. Worked out once per change of the jobs, when a row asks."""
+        """The job later ones overtake by backfill: worked out once per change of the jobs,
+        when a row asks."""
         if self._blocker_at != self._gen:
-            best: tuple[tuple[int, int], JobView] | None = None
-            for v in self._views.values():
-                rec = v.record
-                if (
-                    rec.state != JobState.QUEUED
-                    or v.spec.gpus < 2
-                    or rec.reason.startswith("after")
-                ):
-                    continue
-                key = (-v.spec.priority, v.order)
-                if best is None or key < best[0]:
-                    best = (key, v)
-            self._blocker_view = best[1] if best else None
+            self._blocker_view = first_blocker(self._views.values())
             self._blocker_at = self._gen
         return self._blocker_view
 
     def backfill_note(self, view: JobView) -> Text | None:
-        """Why a running job went ahead of a multi-GPU job waiting before it (DESIGN.md 4.3:
-        backfill, until starve_after; then GPUs are kept for the waiting job)."""
-        rec = view.record
-        if rec.state != JobState.RUNNING or not rec.gpus or rec.warnings:
-            return None
-        b = self._blocker()
-        if b is None or (-view.spec.priority, view.order) < (-b.spec.priority, b.order):
-            return None
-        h, rem = divmod(int(self.starve_after_s), 3600)
-        after = "".join(f"{v}{u}" for v, u in ((h, "h"), (rem // 60, "m"), (rem % 60, "s")) if v)
-        return Text(
-            f"backfill: ahead of {b.spec.name} ({b.spec.gpus} GPUs); kept for it after {after}",
-            style="cyan",
-        )
+        """Why a running job went ahead of a multi-GPU job waiting before it."""
+        return backfill_note(view, self._blocker, self.starve_after_s)
 
     def note(self, name: str, base: Text | None = None) -> Text:
         """Row ``name``'s note, uncut: the backfill note or the job's own (``base``, when the
