@@ -63,7 +63,7 @@ class Planner:
 
     def forget(self, name: str) -> None:
         """``name``'s back-off is over: its Candidate (held back) must be built anew."""
-        self._book.version += 1
+        self._book.invalidate()
         self._candidates.pop(name, None)
 
     def _follow(self, rec: JobRecord, version: int) -> None:

@@ -160,7 +160,7 @@ class Runs:
                     setattr(rec, field, getattr(before, field))
                 # The commit brought the caches the version guards up to a start now undone
                 # (the job among the running, out of the candidates): work them out again.
-                book.version += 1
+                book.invalidate()
                 return
             crash_point("after_intent")
             handle = ex.launch(
