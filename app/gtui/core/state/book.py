@@ -229,7 +229,7 @@ class JobBook:
                     mem_mib=rec.mem_mib,
                 )
             else:
-                # Retired, never deleted: its history stays in the store (issue 14.2).
+                # Retired, never deleted: its history stays in the store.
                 self.retired.put(rec)
                 if not initial:
                     removed.append(name)
@@ -374,7 +374,7 @@ class JobBook:
     def _link_edits_of_running_jobs(self, new: list[JobRecord]) -> None:
         """A job with no ``name`` is named after its command, so editing a running one's command
         looks like a new job beside it. Find those (same ``[[jobs]]`` entry, both names derived)
-        and hold the new one until the old run ends: never a second copy (issue 14.5)."""
+        and hold the new one until the old run ends: never a second copy."""
         running_gone = {
             self.specs[n].entry: n
             for n in self.active_names()
