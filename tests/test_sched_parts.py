@@ -305,3 +305,4 @@ def test_the_operations_keep_their_names_on_the_engine(tmp_path: Path, name: str
     engine = Engine(write_queue(tmp_path, QUEUE), control=False)
     engine.parts = SimpleNamespace(ops=SimpleNamespace(**{name: lambda: name}))
     assert getattr(engine, name)() == name
+    assert getattr(Engine, name) is Engine.__dict__[name]  # on the class: itself

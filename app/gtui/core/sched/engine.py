@@ -16,7 +16,7 @@ call; each part is built with what it needs once the store is open (sched.wiring
 pass runs whenever a job ends, the queue changes, or ``poll`` elapses. It never imports a UI.
 Commands build an engine through sched.build.
 
-Size: about 530 lines; the class is under 400 (its parts hold the logic), the rest is its
+Size: about 550 lines; the class is under 400 (its parts hold the logic), the rest is its
 imports and a few small functions of the module that need no engine.
 """
 
@@ -29,7 +29,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from gtui.core.api import EventSink, GpusRead, JobView, QueueChanged, QueuePaused
 from gtui.core.bus import EventBus
@@ -78,7 +78,17 @@ class _Operation(Generic[P, R]):
     def __init__(self, method: Callable[Concatenate[Operations, P], R]) -> None:
         self._name = method.__name__
 
-    def __get__(self, engine: Engine, owner: type | None = None) -> Callable[P, R]:
+    @overload
+    def __get__(self, engine: None, owner: type) -> _Operation[P, R]: ...
+
+    @overload
+    def __get__(self, engine: Engine, owner: type | None = None) -> Callable[P, R]: ...
+
+    def __get__(
+        self, engine: Engine | None, owner: type | None = None
+    ) -> Callable[P, R] | _Operation[P, R]:
+        if engine is None:
+            return self  # on the class (a monkeypatch saving it, help())
         method: Callable[P, R] = getattr(engine.parts.ops, self._name)
         return method
 
