@@ -129,11 +129,11 @@ def _record_frames(app: Any) -> list[tuple[float, str]]:
 
 
 async def idle(workdir: Path, seconds: float) -> dict[str, Any]:
-    from gtui.core.sched.engine import Engine
+    from gtui.core.sched.build import build_engine
 
     queue = workdir / "idle.toml"
     write_queue(queue, load=False)
-    engine = Engine(queue, control=False)
+    engine = build_engine(queue, control=False)
     app = _app_class()(engine, host="bench")
     out: dict[str, Any] = {}
     try:
@@ -154,12 +154,12 @@ async def idle(workdir: Path, seconds: float) -> dict[str, Any]:
 
 
 async def loaded(workdir: Path, presses: int, big_log: int) -> dict[str, Any]:
-    from gtui.core.sched.engine import Engine
+    from gtui.core.sched.build import build_engine
 
     queue = workdir / "load.toml"
     names = write_queue(queue, load=True, big_log=big_log)
     after_flood = names[names.index("flood") + 1]
-    engine = Engine(queue, control=False)
+    engine = build_engine(queue, control=False)
     app = _app_class()(engine, host="bench")
     proc = psutil.Process()
     out: dict[str, Any] = {}

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Row, Section, fmt_ms, median, pct, read_stamps, spread, stamp_cmd
-from gtui.core.sched.engine import Engine
+from gtui.core.sched.build import build_engine
 
 
 def gaps_ms(stamps: Path) -> list[float]:
@@ -35,7 +35,7 @@ async def run_gtui(n: int, workdir: Path) -> list[float]:
     )
     queue = workdir / "bench.toml"
     queue.write_text(f'[settings]\npoll = "10s"\nfake_gpus = "1x80G"\n\n{jobs}')
-    engine = Engine(queue, control=False)
+    engine = build_engine(queue, control=False)
     code = await engine.run(exit_when_idle=True)
     if code != 0:
         raise RuntimeError(f"benchmark queue failed: {engine.counts()}")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Row, Section, read_stamps, stamp_cmd, toml_str
-from gtui.core.sched.engine import Engine
+from gtui.core.sched.build import build_engine
 
 JOBS, MEM_G, GPUS, GPU_G = 100, 10, 4, 80
 
@@ -39,7 +39,7 @@ async def run_mode(mode: str, duration: float, workdir: Path) -> dict[str, float
         f'[settings]\nmode = "{mode}"\npoll = "2s"\nfake_gpus = "{GPUS}x{GPU_G}G"\n'
         f'log_dir = "logs-{mode}"\n\n{jobs}'
     )
-    engine = Engine(queue, control=False)
+    engine = build_engine(queue, control=False)
     t0 = time.perf_counter()
     code = await engine.run(exit_when_idle=True)
     wall = time.perf_counter() - t0

@@ -129,12 +129,12 @@ def stop(proc: subprocess.Popen[bytes], queue: Path) -> None:
 
 def first_screen(queue: Path, n: int) -> float:
     """Seconds from the dashboard's start to a table that holds every job (in process)."""
-    from gtui.core.sched.engine import Engine
+    from gtui.core.sched.build import build_engine
     from gtui.ui.app import GtuiApp
 
     async def run() -> float:
         t0 = time.perf_counter()
-        engine = Engine(queue, fake_gpus="8x80G", control=False, dispatch=False)
+        engine = build_engine(queue, fake_gpus="8x80G", control=False, dispatch=False)
         app = GtuiApp(engine, host="bench")
         try:
             async with app.run_test(size=(120, 30)) as pilot:

@@ -242,7 +242,7 @@ async def _run_engine(
     from gtui.core.exec.base import LaunchRequest
     from gtui.core.exec.memory import MemoryExecutor, Script
     from gtui.core.model import JobState
-    from gtui.core.sched.engine import Engine
+    from gtui.core.sched.build import build_engine
 
     by_name = {j.name: j for j in jobs}
     changes = sorted(others) if others else [(0.0, gpu_spec)]
@@ -261,7 +261,7 @@ async def _run_engine(
         queue = root / "q.toml"
         queue.write_text(_queue_text(jobs, settings, poll_s, scale))
         executor = MemoryExecutor(program)
-        engine = Engine(queue, fake_gpus=f"@{spec_file}", executor=executor, control=False)
+        engine = build_engine(queue, fake_gpus=f"@{spec_file}", executor=executor, control=False)
         started: dict[str, float] = {}
         starts_per_gpu: dict[int, int] = {}
         running: dict[str, tuple[int, ...]] = {}

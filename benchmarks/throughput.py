@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Row, Section, median, spread
-from gtui.core.sched.engine import Engine
+from gtui.core.sched.build import build_engine
 
 PARALLEL = 8
 
@@ -30,7 +30,7 @@ async def run_gtui(n: int, workdir: Path) -> float:
     queue.write_text(
         f'[settings]\npoll = "10s"\nfake_gpus = "1x80G"\nmax_parallel = {PARALLEL}\n\n{jobs}'
     )
-    engine = Engine(queue, control=False)
+    engine = build_engine(queue, control=False)
     t0 = time.perf_counter()
     code = await engine.run(exit_when_idle=True)
     wall = time.perf_counter() - t0

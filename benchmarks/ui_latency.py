@@ -62,12 +62,12 @@ def pct(values: list[float], q: float) -> float:
 
 async def in_process(queue: Path, presses: int) -> dict[str, Any]:
     from gtui.core.api import JobChanged
-    from gtui.core.sched.engine import Engine
+    from gtui.core.sched.build import build_engine
     from gtui.ui.app import GtuiApp
     from gtui.ui.widgets.log_view import LogView
 
     out: dict[str, Any] = {}
-    engine = Engine(queue, control=False)
+    engine = build_engine(queue, control=False)
     app = GtuiApp(engine, host="bench")
     t0 = time.perf_counter()
     try:

@@ -75,7 +75,7 @@ async def test_add_appends_one_job_without_a_reload_and_matches_a_whole_load(
         assert whole.jobs[-1] == engine.view("late").spec
         assert engine.view("late").spec.after == ("gate",)
         # And the file watcher sees nothing new to take (no second copy of the job).
-        engine._reload_if_changed(force=True)
+        engine.parts.intake.reload_if_changed(force=True)
         assert reloads(seen) == 0
         assert [v.spec.name for v in engine.jobs()].count("late") == 1
     finally:
@@ -161,7 +161,7 @@ async def test_after_a_refused_save_add_says_the_files_problem_and_appends_nothi
     try:
         broken = QUEUE.replace('mem = "10G"', 'mem = "lots"').replace("max_parallel = 1", "")
         q.write_text(broken)
-        engine._reload_if_changed(force=True)
+        engine.parts.intake.reload_if_changed(force=True)
         assert any(isinstance(e, Notice) and "last good version kept" in e.text for e in seen)
         with pytest.raises(GtuiError) as err:
             await engine.add({"name": "late", "cmd": "true", "gpus": 0})
@@ -170,7 +170,7 @@ async def test_after_a_refused_save_add_says_the_files_problem_and_appends_nothi
         assert "late" not in [v.spec.name for v in engine.jobs()]
         # The fix is taken whole: the max_parallel removed in the refused save as well.
         q.write_text(broken.replace('mem = "lots"', 'mem = "10G"'))
-        engine._reload_if_changed(force=True)
+        engine.parts.intake.reload_if_changed(force=True)
         await until(lambda: engine.settings.max_parallel != 1)
     finally:
         (tmp_path / "release").touch()
@@ -207,7 +207,9 @@ async def test_a_reload_between_an_adds_write_and_its_take_in_makes_no_second_re
     try:
         add = asyncio.create_task(engine.add({"name": "late", "cmd": "true", "gpus": 0}))
         await until(written.is_set, what="the add's write")
-        engine._reload_if_changed(force=True)  # what the watcher or a second add would do
+        engine.parts.intake.reload_if_changed(
+            force=True
+        )  # what the watcher or a second add would do
         second = asyncio.create_task(engine.add({"name": "other", "cmd": "true", "gpus": 0}))
         await asyncio.sleep(0)  # the second add reaches the file lock or the edit lock
         release.set()
@@ -249,7 +251,7 @@ async def test_a_running_job_added_back_keeps_its_run(tmp_path: Path) -> None:
     try:
         await until(lambda: engine.view("gate").record.state == JobState.RUNNING, what="gate")
         q.write_text(QUEUE.replace(GATE, ""))
-        engine._reload_if_changed(force=True)
+        engine.parts.intake.reload_if_changed(force=True)
         assert "gate" not in engine._book.order and engine.view("gate").record.active
         await engine.add({"name": "gate", "cmd": "echo again >> again", "gpus": 0})
         rec = engine.view("gate").record

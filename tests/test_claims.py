@@ -563,7 +563,10 @@ async def test_two_schedulers_on_the_same_gpus_never_promise_one_twice(tmp_path:
         assert states(b)["b2"] == JobState.QUEUED
         assert f"promised to {ME}'s a2" in b.view("b2").record.reason
         # And a sees b1's claim in turn: a's board view names it.
-        await until(lambda: any(c.job == "b1" for c in a._neighbour_claims), what="a sees b1")
+        await until(
+            lambda: any(c.job == "b1" for c in a.parts.occupancy._neighbour_claims),
+            what="a sees b1",
+        )
 
 
 async def test_a_pass_on_stale_claims_reads_them_again_before_it_starts(tmp_path: Path) -> None:
@@ -576,7 +579,7 @@ async def test_a_pass_on_stale_claims_reads_them_again_before_it_starts(tmp_path
         await until(lambda: states(b).get("gate") == JobState.RUNNING, what="the gate runs")
         async with running(a, qa.parent):
             await until(lambda: set(states(a).values()) == {JobState.RUNNING}, what="a runs")
-            assert b._neighbour_claims == ()  # b has not looked since
+            assert b.parts.occupancy._neighbour_claims == ()  # b has not looked since
             (qb.parent / "gate.release").touch()
             await until(lambda: states(b)["gate"] == JobState.DONE, what="the gate ends")
             await until(lambda: "promised to" in b.view("b1").record.reason, what="b1's reason")
@@ -592,7 +595,10 @@ async def test_a_queue_can_opt_out(tmp_path: Path) -> None:
         await until(lambda: set(states(a).values()) == {JobState.RUNNING}, what="a runs")
         await until(lambda: set(states(b).values()) == {JobState.RUNNING}, what="b ignores a")
         # Nor does it publish: a sees no claim of b's.
-        await until(lambda: a._board is not None and a._board.written, what="a published")
+        await until(
+            lambda: (board := a.parts.occupancy._board) is not None and board.written,
+            what="a published",
+        )
         jobs = {c.job for c in ClaimBoard(queue="nobody").read().claims}
         assert {"a1", "a2"} <= jobs and not jobs & {"b1", "b2"}
 

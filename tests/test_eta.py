@@ -187,14 +187,20 @@ async def test_the_dashboard_reads_a_bounded_number_of_logs_per_update(tmp_path:
 
 
 async def test_the_scheduler_parses_a_bounded_number_of_logs_per_second(tmp_path: Path) -> None:
-    from gtui.core.sched.engine import Engine
-    from gtui.core.sched.forecast import PARSES_PER_S
+    """The scheduler's forecast, built alone as the engine builds it."""
+    from gtui.core.bus import EventBus
+    from gtui.core.exec.local import LocalExecutor
+    from gtui.core.paths import queue_paths
+    from gtui.core.sched.forecast import PARSES_PER_S, Forecast
+    from gtui.core.state.book import JobBook
+    from gtui.core.state.store import Store
 
     q = tmp_path / "q.toml"
     q.write_text('[[jobs]]\ncmd = "true"\ngpus = 0\n')
-    engine = Engine(q, control=False)
+    book = JobBook(Store(tmp_path / "state.db"), EventBus(), q.name)
+    forecast = Forecast(book, LocalExecutor(), queue_paths(q))
     views = _logs(tmp_path, PARSES_PER_S + 5)
     for v in views:
-        engine._read_progress(v.spec.name, v.record, os.path.getsize(str(v.record.log)))
-    await until(lambda: not engine._progress_reading, what="the reads, in their threads")
-    assert len(engine._progress.tracks) == PARSES_PER_S
+        forecast.read_progress(v.spec.name, v.record, os.path.getsize(str(v.record.log)))
+    await until(lambda: not forecast._progress_reading, what="the reads, in their threads")
+    assert len(forecast._progress.tracks) == PARSES_PER_S

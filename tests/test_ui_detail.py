@@ -219,7 +219,7 @@ async def test_the_environment_shown_is_the_one_the_engine_sets(queue: Path) -> 
         for name in ("train", "prep", "long"):
             view = engine.view(name)
             rec = view.record
-            ran = engine._job_env(view.spec, rec, rec.gpus)
+            ran = engine.parts.runner.job_env(view.spec, rec, rec.gpus)
             assert gtui_env(view.spec, rec, engine.settings, engine.queue_path) == ran, name
 
 

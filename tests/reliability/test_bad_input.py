@@ -50,17 +50,17 @@ async def test_any_prefix_of_a_queue_file_deletes_no_record(
     await engine.start()
     try:
         names = [v.record.name for v in engine.jobs()]
-        assert engine._store is not None
+        assert engine._book.store is not None
         ended = names[: max(1, len(names) // 2)]
         await engine.kill(ended)  # waiting jobs: marked killed, an end state (no scheduler runs)
         engine._book.save_deferred()  # never-run jobs' records are saved after the first pass
-        saved = set(engine._store.load())
+        saved = set(engine._book.store.load())
         assert set(ended) <= saved
         q.write_text(text[: int(len(text) * cut)])
-        engine._reload_if_changed(force=True)
+        engine.parts.intake.reload_if_changed(force=True)
         q.write_text(text)
-        engine._reload_if_changed(force=True)
-        stored = engine._store.load()
+        engine.parts.intake.reload_if_changed(force=True)
+        stored = engine._book.store.load()
         assert saved <= set(stored), "a record was deleted"
         assert all(stored[n].state.value == "killed" for n in ended)
         assert {v.record.name for v in engine.jobs()} == set(names)

@@ -1,4 +1,4 @@
-"""``gtui QUEUE.toml``: the dashboard, in a tmux session unless told otherwise (DESIGN.md 2, 5).
+"""``gtui QUEUE.toml``: the dashboard, in a tmux session unless told otherwise.
 
 Outside tmux (and tmux installed): start or re-attach the session ``gtui-<stem>-<hash>`` that runs
 ``gtui --no-tmux QUEUE.toml``, so an SSH drop loses nothing. Inside tmux or with ``--no-tmux``:
@@ -218,20 +218,21 @@ def _via_tmux(paths: QueuePaths, opts: GlobalOptions) -> int:
 
 async def _run_app(paths: QueuePaths, opts: GlobalOptions, note: str | None) -> int | str:
     """Run the dashboard here. Returns the exit code, or a tmux session name to attach to."""
-    from gtui.core.sched.engine import Engine
+    from gtui.core.sched.build import build_engine
     from gtui.ui.app import GtuiApp
 
     # A second `gtui QUEUE.toml` (in tmux, or --no-tmux): go to the session gtui made for it,
     # or, when it runs anywhere else (this very session included), show it here.
     holder = _holder(paths)
     if holder is None:
-        engine = Engine(paths.queue, fake_gpus=opts.fake_gpus, cluster=opts.backend)
         # `gtui stop` ends this process too (the app quits once its engine's run ends): the
         # command is told so, and returns once this process has exited.
-        engine.exits_with_run = True
+        engine = build_engine(
+            paths.queue, fake_gpus=opts.fake_gpus, cluster=opts.backend, exits_with_run=True
+        )
         # The app starts the engine itself, once its first frame ("reading q.toml…") is on
         # the terminal: a 100,000-job file takes ~1.5 s to read, and started here the
-        # terminal stayed blank for all of it (issue 16). What the start says (a GPU warning,
+        # terminal stayed blank for all of it. What the start says (a GPU warning,
         # no control socket) waits for the screen; a start that fails ends the app with its
         # message and exit code.
         app = GtuiApp(engine, in_tmux=tmux.inside(), startup_notice=note)

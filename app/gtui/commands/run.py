@@ -24,6 +24,7 @@ from gtui.core.api import (
 from gtui.core.errors import EXIT_INTERRUPTED, GtuiError
 from gtui.core.gpus.snapshot import gpu_label
 from gtui.core.model import JobState
+from gtui.core.sched.build import build_engine
 from gtui.core.sched.engine import Engine
 from gtui.core.units import UnitError, format_duration, format_mib, parse_duration_s, plural
 
@@ -113,8 +114,10 @@ class EventLog:
             self.line(f"waits {name}: {rec.reason}")  # a start put off: no retry spent
         elif rec.state == JobState.QUEUED and previous is not None:
             if previous[0] in (JobState.RUNNING.value, JobState.SUSPENDED.value):
-                left = "until it succeeds" if spec.retries < 0 else (
-                    f"{spec.retries - (rec.attempt - rec.first_attempt)} left"
+                left = (
+                    "until it succeeds"
+                    if spec.retries < 0
+                    else (f"{spec.retries - (rec.attempt - rec.first_attempt)} left")
                 )
                 self.line(f"retry {name} ({status}{why}); retries {left}")
             elif previous[0] != JobState.QUEUED.value:
@@ -130,13 +133,14 @@ async def run_headless(
     stay_s: float = 0.0,
     take_over_from: int | None = None,
 ) -> int:
-    engine = Engine(queue, fake_gpus=fake_gpus, cluster=backend)
-    engine.exits_with_run = True  # `gtui stop` waits for this process to end, not only the run
+    # exits_with_run: `gtui stop` waits for this process to end, not only the run.
+    taking_over = take_over_from is not None
+    engine = build_engine(
+        queue, fake_gpus=fake_gpus, cluster=backend, exits_with_run=True, taking_over=taking_over
+    )
     log = EventLog(out, engine.queue_path.name)
-    if take_over_from is not None:
-        engine.taking_over = True
-        if not await _wait_for_dashboard(engine, log, take_over_from):
-            return 0
+    if take_over_from is not None and not await _wait_for_dashboard(engine, log, take_over_from):
+        return 0
     engine.subscribe(log, (JobChanged, Notice, QueuePaused, WaitingSummary))
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()

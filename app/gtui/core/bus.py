@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from gtui.core.api import Event, EventSink, Notice
+
+T = TypeVar("T")
 
 
 class EventBus:
@@ -53,3 +56,29 @@ class EventBus:
 
     def notice(self, level: str, text: str) -> None:
         self.publish(Notice(level, text))
+
+
+class Topic(Generic[T]):
+    """One kind of event inside the scheduler (a run's end), with the parts that follow it:
+    told synchronously, in order, like the bus's subscribers; never sent to a front end. A
+    subscriber that raises is told about on ``bus`` and never stops the others."""
+
+    def __init__(self, bus: EventBus) -> None:
+        self._bus = bus
+        self._sinks: list[Callable[[T], None]] = []
+
+    def subscribe(self, sink: Callable[[T], None]) -> Callable[[], None]:
+        self._sinks.append(sink)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                self._sinks.remove(sink)
+
+        return unsubscribe
+
+    def publish(self, event: T) -> None:
+        for sink in list(self._sinks):
+            try:
+                sink(event)
+            except Exception as e:  # one broken part must not stop the scheduler
+                self._bus.notice("error", f"a subscriber of {type(event).__name__} failed: {e!r}")

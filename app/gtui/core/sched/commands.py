@@ -9,51 +9,50 @@ and taken in at once, a placement pass right after.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-from gtui.core.api import JobChanged, QueuePaused
+from gtui.core.api import JobChanged
 from gtui.core.bus import EventBus
 from gtui.core.errors import GtuiError
 from gtui.core.exec.base import Executor, handle_of
-from gtui.core.model import Settings
-from gtui.core.queue.source import QueueSource
 from gtui.core.sched import transitions
+from gtui.core.sched.config import QueueConfig
+from gtui.core.sched.intake import Intake
 from gtui.core.sched.quarantine import Quarantine
+from gtui.core.sched.runs import JobRunner
 from gtui.core.state.book import JobBook
 
 Where = Literal["up", "down", "top"]
 
 
-class Commands:
-    """Mixed into the Engine: the attributes below are the engine's parts."""
+class Operations:
+    """One method per request a client makes of a running scheduler."""
 
-    queue_path: Path
-    _bus: EventBus
-    _book: JobBook
-    _executor: Executor
-    _settings: Settings
-    _paused: bool
-    _killing: set[str]
-    _kill_failures: dict[str, str]
-    _source: QueueSource
-    _quarantine: Quarantine
-    _file_edits: asyncio.Lock  # one edit of the queue file at a time, write to take-in
-
-    if TYPE_CHECKING:
-
-        def _kick(self) -> None: ...
-
-        def _reload_if_changed(self, *, force: bool = False, edit: bool = False) -> bool: ...
-
-        def _pool(self) -> list[int | None] | None: ...
-
-        def _spawn(self, coro: Awaitable[object]) -> None: ...
-
-        async def _kill_process(
-            self, name: str, signalled: asyncio.Event | None = None
-        ) -> None: ...
+    def __init__(
+        self,
+        *,
+        book: JobBook,
+        bus: EventBus,
+        executor: Executor,
+        runner: JobRunner,
+        intake: Intake,
+        quarantine: Quarantine,
+        config: QueueConfig,
+        queue_path: Path,
+        kick: Callable[[], None],
+    ) -> None:
+        self.queue_path = queue_path
+        self._book = book
+        self._bus = bus
+        self._executor = executor
+        self._runner = runner
+        self._intake = intake
+        self._source = intake.source
+        self._quarantine = quarantine
+        self._config = config
+        self._kick = kick
 
     def _changed(self, name: str) -> None:
         self._bus.publish(JobChanged(self._book.view(name)))
@@ -70,13 +69,11 @@ class Commands:
         for name in names:
             rec = book.records[name]
             if rec.active:
-                self._kill_failures.pop(name, None)  # an earlier kill's (a time limit's)
-                self._killing.add(name)
                 if wait:
-                    tasks.append(self._kill_process(name))
+                    tasks.append(self._runner.kill(name))
                 else:
                     signalled = asyncio.Event()
-                    self._spawn(self._kill_process(name, signalled))
+                    self._runner.spawn(self._runner.kill(name, signalled))
                     tasks.append(signalled.wait())
             else:
                 transitions.kill_waiting(rec)
@@ -84,7 +81,7 @@ class Commands:
                 self._changed(name)
         await asyncio.gather(*tasks)
         self._kick()
-        failed = {n: self._kill_failures.pop(n) for n in names if n in self._kill_failures}
+        failed = {n: why for n in names if (why := self._runner.kill_failure(n)) is not None}
         if failed:
             raise GtuiError(
                 "; ".join(f"could not kill {n}: {why}" for n, why in failed.items())
@@ -141,27 +138,22 @@ class Commands:
         self._kick()
         return cleared
 
-    def _set_paused(self, paused: bool) -> None:
-        self._paused = paused
-        self._book.store.set_meta("paused", "1" if paused else "0")
-        self._bus.publish(QueuePaused(paused))
-
     async def pause_queue(self) -> None:
-        self._set_paused(True)
+        self._config.set_paused(True, self._book.store)
         self._kick()
 
     async def resume_queue(self) -> None:
-        self._set_paused(False)
+        self._config.set_paused(False, self._book.store)
         self._kick()
 
     # ------------------------------------------------------------------ the queue file
     async def add(self, fields: dict[str, object]) -> str:
         """Append a job to the queue file (validated like the file) and take it in at once.
 
-        The write and the take-in are one step under ``_file_edits``: a second add (another
-        shell) or a reload between them would read the new job from the file, and the take-in
-        would then make it a second time (two records, two runs)."""
-        async with self._file_edits:
+        The write and the take-in are one step under the intake's ``file_edits``: a second
+        add (another shell) or a reload between them would read the new job from the file,
+        and the take-in would then make it a second time (two records, two runs)."""
+        async with self._intake.file_edits:
             return await self._add(fields)
 
     async def _add(self, fields: dict[str, object]) -> str:
@@ -173,10 +165,10 @@ class Commands:
             self.queue_path,
             dict(fields),
             runs=self._source.runs,
-            settings=self._settings,
+            settings=self._config.settings,
             known=book.index,
             entry=book.next_entry,
-            pool=self._pool(),
+            pool=self._intake.pool(),
             tables=self._source.holds_tables,
         )
         if fast is not None:
@@ -203,10 +195,10 @@ class Commands:
             append_job,
             self.queue_path,
             dict(fields),
-            pool=self._pool(),
+            pool=self._intake.pool(),
             reader=self._source.reader,
         )
-        self._reload_if_changed(force=True, edit=True)
+        self._intake.reload_if_changed(force=True, edit=True)
         added = [n for n in self._book.order if n not in before]
         self._kick()
         return added[-1] if added else str(fields.get("name", ""))
@@ -214,32 +206,32 @@ class Commands:
     async def edit(self, name: str, fields: dict[str, object]) -> None:
         from gtui.core.queue.writeback import update_job
 
-        async with self._file_edits:  # its state as the edit before it left it
+        async with self._intake.file_edits:  # its state as the edit before it left it
             transitions.check(self._book.require, [name], transitions.why_not_edit)
             await asyncio.to_thread(
                 update_job,
                 self.queue_path,
                 name,
                 dict(fields),
-                pool=self._pool(),
+                pool=self._intake.pool(),
                 reader=self._source.reader,
             )
-            self._reload_if_changed(force=True, edit=True)
+            self._intake.reload_if_changed(force=True, edit=True)
         self._kick()
 
     async def remove(self, name: str) -> None:
         from gtui.core.queue.writeback import remove_job
 
-        async with self._file_edits:  # its state as the edit before it left it
+        async with self._intake.file_edits:  # its state as the edit before it left it
             transitions.check(self._book.require, [name], transitions.why_not_remove)
             await asyncio.to_thread(remove_job, self.queue_path, name, reader=self._source.reader)
-            self._reload_if_changed(force=True, edit=True)
+            self._intake.reload_if_changed(force=True, edit=True)
         self._kick()
 
     async def move(self, name: str, where: Where) -> None:
         from gtui.core.queue.writeback import Place, move_job, place_job
 
-        async with self._file_edits:  # its state as the edit before it left it
+        async with self._intake.file_edits:  # its state as the edit before it left it
             book = self._book
             transitions.check(book.require, [name], transitions.why_not_move)
             if where == "top":
@@ -256,12 +248,7 @@ class Commands:
                     return  # already the first (last) of the waiting jobs
                 place: Place = "before" if where == "up" else "after"
                 await asyncio.to_thread(
-                    place_job,
-                    self.queue_path,
-                    name,
-                    place,
-                    other,
-                    reader=self._source.reader,
+                    place_job, self.queue_path, name, place, other, reader=self._source.reader
                 )
-            self._reload_if_changed(force=True, edit=True)
+            self._intake.reload_if_changed(force=True, edit=True)
         self._kick()

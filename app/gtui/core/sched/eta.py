@@ -26,9 +26,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gtui.core.api import JobView
+from gtui.core.gcpause import paused_gc
 from gtui.core.model import JobState
 from gtui.core.progress import Progress
-from gtui.core.state.book import paused_gc
 
 MIN_SPAN_S = 10.0  # two progress readings closer than this say too little about the rate
 MAX_STARTS = 1000  # waiting jobs given a start estimate, in the order they would start

@@ -1,5 +1,6 @@
-"""The scheduler's side of issue 19.3: it reads running jobs' progress as their logs grow and
-puts the estimates into ``gtui status --json``. The arithmetic is in ``eta`` (pure)."""
+"""The scheduler's forecasts: it reads running jobs' progress as their logs grow and puts the
+estimates (progress, finish and start times) into ``gtui status --json``. The arithmetic is
+in ``eta`` (pure). A job's end reaches it as a subscriber of the runs' bus (``RunEnded``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from gtui.core.model import JobRecord
 from gtui.core.paths import QueuePaths
 from gtui.core.progress import Progress, read_progress
 from gtui.core.sched.eta import Estimate, ProgressBook, estimate, runtimes_by_sweep
+from gtui.core.sched.runs import RunEnded
 from gtui.core.state.book import JobBook
 from gtui.core.state.history import done_runtimes
 
@@ -24,13 +26,12 @@ PARSES_PER_S = 40  # log tails parsed per second at most (about 1.5 ms each)
 
 
 class Forecast:
-    """Mixed into the Engine."""
+    """Each running job's progress as last read, and the past runtimes the estimates use."""
 
-    paths: QueuePaths
-    _book: JobBook
-    _executor: Executor
-
-    def _init_forecast(self) -> None:
+    def __init__(self, book: JobBook, executor: Executor, paths: QueuePaths) -> None:
+        self._book = book
+        self._executor = executor
+        self.paths = paths
         self._progress = ProgressBook()
         self._progress_at: dict[str, float] = {}
         self._runtimes: tuple[dict[int, float], dict[str, float]] | None = None
@@ -40,7 +41,7 @@ class Forecast:
         self._parses = 0
         self._progress_reading: set[str] = set()  # jobs whose log is being read now
 
-    def _read_progress(self, name: str, rec: JobRecord, size: int) -> bool:
+    def read_progress(self, name: str, rec: JobRecord, size: int) -> bool:
         """The log of running job ``name`` is ``size`` bytes, unread at that size: read its
         progress (throttled per job, and to :data:`PARSES_PER_S` in all: 1,000 chatty jobs
         must not take the loop). The read runs in a thread (a log on a stalled disk must not
@@ -83,13 +84,16 @@ class Forecast:
         if p is not None and rec.active and rec.log == log and rec.attempt == attempt:
             self._progress.observe(name, attempt, p, time.time())  # not ended meanwhile
 
-    def _forget_progress(self, name: str, *, ended_done: bool) -> None:
+    def on_run_ended(self, ended: RunEnded) -> None:
+        """A job's run ended (the runs' bus): its progress is forgotten, and an end with exit
+        code 0 is a new runtime to count."""
+        name = ended.record.name
         self._progress.forget(name)
         self._progress_at.pop(name, None)
-        if ended_done:
-            self._runtimes_stale = True  # a new runtime to count
+        if ended.exited_ok:
+            self._runtimes_stale = True
 
-    def _estimates(self, views: Sequence[JobView]) -> dict[str, Estimate]:
+    def estimates(self, views: Sequence[JobView]) -> dict[str, Estimate]:
         now = time.time()
         since = now - self._runtimes_at
         if since > RUNTIMES_EVERY_S or (self._runtimes_stale and since > RUNTIMES_AFTER_END_S):
@@ -99,9 +103,9 @@ class Forecast:
         assert self._runtimes is not None
         return estimate(views, self._progress, self._runtimes, now)
 
-    def _add_estimates(self, jobs: list[dict[str, Any]], views: Sequence[JobView]) -> None:
+    def add_estimates(self, jobs: list[dict[str, Any]], views: Sequence[JobView]) -> None:
         """Put each job's progress and estimated finish / start into its status dict."""
-        est = self._estimates(views)
+        est = self.estimates(views)
         if not est:
             return
         now = time.time()

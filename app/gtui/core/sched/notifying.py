@@ -1,37 +1,45 @@
-"""The scheduler's side of issue 19.4: which ends are worth a notification, and the facts each
-carries (the environment of ``[notify] command``). Delivery is gtui.core.exec.notify's."""
+"""The scheduler's notifications: which ends are worth one, and the facts each carries (the
+environment of ``[notify] command``). Delivery is gtui.core.exec.notify's. A job's end reaches
+it as a subscriber of the runs' bus (``RunEnded``)."""
 
 from __future__ import annotations
 
 import socket
 from collections.abc import Callable
+from pathlib import Path
 
 from gtui.core.bus import EventBus
 from gtui.core.exec.notify import Message, Notifier
-from gtui.core.model import JobRecord, JobState, Settings
+from gtui.core.model import JobState
+from gtui.core.sched.config import QueueConfig
+from gtui.core.sched.runs import RunEnded
 from gtui.core.state.book import JobBook
 
 ENDS = frozenset({JobState.DONE, JobState.FAILED, JobState.KILLED, JobState.UNKNOWN})
 
 
 class Notifying:
-    """Mixed into the Engine."""
+    """Sends ``[notify]``'s messages: a job's end, the queue done."""
 
-    _bus: EventBus
-    _book: JobBook
-    _settings: Settings
-    queue_path: object
-
-    def _init_notifying(self) -> None:
+    def __init__(self, bus: EventBus, book: JobBook, config: QueueConfig, queue_path: Path) -> None:
+        self._bus = bus
+        self._book = book
+        self._config = config
+        self.queue_path = queue_path
         self._notifier = Notifier(lambda text: self._bus.notice("warning", text))
         self._ends_since_done = 0
 
-    def _notify_end(self, rec: JobRecord) -> None:
-        """A job's run ended (``_finish``): tell, if ``[notify]`` asks for this end."""
+    async def drain(self, wait: float) -> None:
+        """Give the deliveries under way up to ``wait`` seconds (a shutdown)."""
+        await self._notifier.drain(wait)
+
+    def on_run_ended(self, ended: RunEnded) -> None:
+        """A job's run ended (the runs' bus): tell, if ``[notify]`` asks for this end."""
+        rec = ended.record
         if rec.state not in ENDS:
             return  # queued again for a retry: not an end yet
         self._ends_since_done += 1
-        conf = self._settings.notify
+        conf = self._config.settings.notify
         if not (conf.command or conf.apprise):
             return  # nobody to tell (the dashboard's bell and OSC 9 are its own)
         event = "failure" if rec.state == JobState.FAILED and "failure" in conf.on else "end"
@@ -64,11 +72,11 @@ class Notifying:
         env["GTUI_MESSAGE"] = body
         self._notifier.send(conf, Message(event, title, body, env))
 
-    def _check_queue_done(self, idle: Callable[[], bool]) -> None:
+    def check_queue_done(self, idle: Callable[[], bool]) -> None:
         """After an end: if nothing runs and nothing more can start, say the queue is done
         (once per time it empties; a scheduler that started with nothing to do says nothing).
         ``idle`` is only asked when someone is to be told."""
-        conf = self._settings.notify
+        conf = self._config.settings.notify
         if not self._ends_since_done or "queue_done" not in conf.on:
             return
         if not (conf.command or conf.apprise) or not idle():
@@ -86,4 +94,4 @@ class Notifying:
         body = f"{self.queue_path}: nothing more to run ({parts})"
         env["GTUI_MESSAGE"] = body
         msg = Message("queue_done", f"gtui: queue done ({parts})", body, env)
-        self._notifier.send(self._settings.notify, msg)
+        self._notifier.send(self._config.settings.notify, msg)

@@ -1,27 +1,25 @@
 """What our jobs hold on the GPUs: the usage the GPU reader is told, the memory each job is
-seen to use (matched to its processes by the executor, DESIGN.md 8), the isolation check of
-4.4, and the GpusRead event that the GPU panel shows.
+seen to use (matched to its processes by the executor), the check that a job uses only the
+GPUs it was given, and the GpusRead event that the GPU panel shows.
 
-And what other users' gtui schedulers hold (issue 20, DESIGN.md 4.1): their claims are read at
+And what other users' gtui schedulers hold: their claims are read at
 every poll and judged against the GPU reading (gtui.core.gpus.claims), placement counts the
 live ones, and our own jobs' claims are published for them, with since when each GPU has read
 0 % at every poll (its ``idle_since``: ``gtui gpus`` reads once and cannot know it). Around a
-pass that starts jobs on GPUs the board is locked and read again (``_claiming``), so two
+pass that starts jobs on GPUs the board is locked and read again (``claiming``), so two
 schedulers never both find the same GPU free. A queue with ``neighbours = false``, or on GPUs
 no one else can see (a plain fake spec), does neither.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
 
-from gtui.core.api import GpusRead
+from gtui.core.api import GpusRead, JobChanged
 from gtui.core.bus import EventBus
 from gtui.core.exec.base import Executor, handle_of
 from gtui.core.gpus.claims import (
@@ -38,20 +36,22 @@ from gtui.core.gpus.claims import (
 from gtui.core.gpus.fake import FAKE_USE_ENV, fake_use_mib
 from gtui.core.gpus.reader import GpuReader
 from gtui.core.gpus.snapshot import GpuSnapshot, JobUsage
-from gtui.core.model import JobRecord, JobState, Settings
+from gtui.core.model import JobRecord, JobState
 from gtui.core.paths import QueuePaths
+from gtui.core.sched.config import QueueConfig
 from gtui.core.sched.planner import Planner
 from gtui.core.sched.policy import Decision, Start
 from gtui.core.sched.quarantine import Quarantine
 from gtui.core.state.book import JobBook
 
 FAST_POLL_FOR_S = 1.0  # after a job ends on real GPUs, poll fast this long (driver release)
+FAST_POLL_S = 0.2  # and this often
 MAX_CLAIM_NOTES = 1000  # notes on neighbours' claims told once each, at most this many
 HOST_SAMPLE_S = 1.0  # running jobs' host memory is read at most this often
 
 
 def record_gpu_peaks(rec: JobRecord, observed: dict[int, int]) -> None:
-    """Keep ``rec``'s peak on each of its GPUs (issue 19.2), in ``rec.gpus`` order."""
+    """Keep ``rec``'s peak on each of its GPUs in ``rec.gpus`` order."""
     peaks = rec.peak_gpu_mib
     if len(peaks) != len(rec.gpus):
         peaks = rec.peak_gpu_mib = [0] * len(rec.gpus)
@@ -62,40 +62,48 @@ def record_gpu_peaks(rec: JobRecord, observed: dict[int, int]) -> None:
 
 
 class Occupancy:
-    """Mixed into the Engine: the attributes below are the engine's parts."""
+    """Our jobs' GPU use as read, and the neighbours' claims: what placement counts."""
 
-    _bus: EventBus
-    _book: JobBook
-    _executor: Executor
-    _planner: Planner | None
-    _quarantine: Quarantine
-    _observed: dict[str, dict[int, int]]
-    _gpus: GpusRead | None
-    _last_gpu_meta: str
-    _reader: GpuReader | None
-    _fast_until: float
-    _fresh_pass: bool
-    _wake: asyncio.Event | None
-    _settings: Settings
-    _paused: bool
-    paths: QueuePaths
-    # Neighbours' claims: class defaults, set on first use (the engine's __init__ has no part).
-    _board: ClaimBoard | None = None
-    _host_sampled_at: float = float("-inf")
-    _neighbour_claims: tuple[NeighbourClaim, ...] = ()
-    _claim_notes: frozenset[str] = frozenset()
-    _own_start: float | None = None  # this process's start time, for our idle marks
+    def __init__(
+        self,
+        *,
+        book: JobBook,
+        bus: EventBus,
+        executor: Executor,
+        reader: GpuReader,
+        planner: Planner,
+        quarantine: Quarantine,
+        paths: QueuePaths,
+        config: QueueConfig,
+    ) -> None:
+        self._book = book
+        self._bus = bus
+        self._executor = executor
+        self._reader = reader
+        self._planner = planner
+        self._quarantine = quarantine
+        self.paths = paths
+        self._config = config
+        self.gpus: GpusRead | None = None  # the last GpusRead published
+        self._observed: dict[str, dict[int, int]] = {}  # job -> GPU -> MiB seen in use
+        self._last_gpu_meta = ""
+        self._fast_until = 0.0
+        # Neighbours' claims: the board is made on first use.
+        self._board: ClaimBoard | None = None
+        self._host_sampled_at = float("-inf")
+        self._neighbour_claims: tuple[NeighbourClaim, ...] = ()
+        self._claim_notes: frozenset[str] = frozenset()
+        self._own_start: float | None = None  # this process's start time, for our idle marks
 
-    if TYPE_CHECKING:
+    @property
+    def _snapshot(self) -> GpuSnapshot:
+        return self._reader.snapshot
 
-        @property
-        def _snapshot(self) -> GpuSnapshot: ...
+    def poll_interval(self, poll_s: float) -> float:
+        """``poll_s``, or shorter for a moment after a job ended on real GPUs."""
+        return min(poll_s, FAST_POLL_S) if time.monotonic() < self._fast_until else poll_s
 
-        def _changed(self, name: str) -> None: ...
-
-        def _schedule(self) -> None: ...
-
-    def _usage(self) -> list[JobUsage]:
+    def usage(self) -> list[JobUsage]:
         out = []
         for name in self._book.active_names():
             rec = self._book.records[name]
@@ -103,7 +111,7 @@ class Occupancy:
                 # Simulated GPUs only: the job's own env wins over [settings] env, as at start.
                 spec = self._book.specs.get(name)
                 env = spec.env if spec is not None and FAKE_USE_ENV in spec.env else None
-                use = fake_use_mib(env if env is not None else self._settings.env)
+                use = fake_use_mib(env if env is not None else self._config.settings.env)
                 out.append(
                     JobUsage(
                         pid=rec.pid,
@@ -116,9 +124,9 @@ class Occupancy:
                 )
         return out
 
-    def _match_processes(self) -> None:
-        """Match GPU processes to our jobs through the executor (DESIGN.md 8): memory observed
-        per job and GPU, peaks, and the isolation check of 4.4."""
+    def match_processes(self) -> None:
+        """Match GPU processes to our jobs through the executor: memory observed per job and
+        GPU, peaks, and a warning for a process on a GPU its job was not given."""
         self._sample_host_memory()
         self._observed = {}
         on_gpu: dict[int, list[tuple[int, int | None]]] = {}
@@ -143,7 +151,7 @@ class Occupancy:
                     if warning not in rec.warnings:
                         rec.warnings = [*rec.warnings, warning]
                         self._book.commit(rec)
-                        self._changed(name)
+                        self._bus.publish(JobChanged(self._book.view(name)))
             self._observed[name] = observed
             peak = max(observed.values(), default=0)
             if peak and (rec.peak_mib or 0) < peak:
@@ -151,8 +159,8 @@ class Occupancy:
             record_gpu_peaks(rec, observed)
 
     def _sample_host_memory(self) -> None:
-        """Each running job's resident host memory, kept as its attempt's host peak (issue
-        19.2); at most every HOST_SAMPLE_S (a walk of /proc), and only where the executor can
+        """Each running job's resident host memory, kept as its attempt's host peak;
+        at most every HOST_SAMPLE_S (a walk of /proc), and only where the executor can
         say (the others return {})."""
         now = time.monotonic()
         if now - self._host_sampled_at < HOST_SAMPLE_S:
@@ -171,8 +179,8 @@ class Occupancy:
             if mib > (rec.host_peak_mib or 0):
                 rec.host_peak_mib = mib
 
-    def _publish_gpus(self) -> None:
-        self._publish_claims()
+    def publish_gpus(self) -> None:
+        self.publish_claims()
         ours: dict[int, list[str]] = {}
         ours_mib: dict[int, int] = {}
         for name in self._book.active_names():
@@ -184,7 +192,7 @@ class Occupancy:
                 seen = self._observed.get(name, {}).get(index, 0)
                 declared = rec.mem_mib if rec.mem_mib is not None else seen
                 ours_mib[index] = ours_mib.get(index, 0) + max(seen, declared or 0)
-        decision = self._planner.last if self._planner is not None else None
+        decision = self._planner.last
         if decision is None:
             return
         neighbours_mib: dict[int, int] = {}
@@ -193,7 +201,7 @@ class Occupancy:
             if c.promised_mib > 0:
                 neighbours_mib[c.gpu] = neighbours_mib.get(c.gpu, 0) + c.promised_mib
                 neighbours.setdefault(c.gpu, []).append(f"{c.user}'s {c.job}")
-        self._gpus = GpusRead(
+        self.gpus = GpusRead(
             snapshot=self._snapshot,
             ours={k: tuple(v) for k, v in ours.items()},
             ours_mib=ours_mib,
@@ -203,43 +211,43 @@ class Occupancy:
             neighbours={k: tuple(v) for k, v in neighbours.items()},
             quarantined=tuple(sorted(self._quarantine.gpus)),
         )
-        self._bus.publish(self._gpus)
+        self._bus.publish(self.gpus)
         text = json.dumps([g.to_json() for g in self._snapshot.gpus])
         if text != self._last_gpu_meta:
             self._last_gpu_meta = text
             with contextlib.suppress(Exception):
                 self._book.store.set_meta("gpus", text)
 
-    async def _after_end(self, name: str) -> None:
-        """A job ended: read the GPUs at once so the freed one is seen, and run a pass."""
+    async def read(self) -> None:
+        """The poll's look: the GPUs read (our jobs' processes matched), the claims read."""
+        if await self._reader.read(self.usage()):
+            self.match_processes()
+        self.read_claims()  # other users' gtui claims
+
+    async def read_after_end(self) -> None:
+        """A job ended: read the GPUs at once so the freed one is seen by the pass after."""
         reader = self._reader
-        assert reader is not None
         if reader.source != "nvml":
             # Cheap fake GPUs: read them again now. The memory seen per job must come from the
             # same read: jobs started since the last match would otherwise count twice (in
             # ``used`` and again as declared - 0 observed), and a packed GPU would take fewer
             # jobs (benchmarks/extreme.py: 5 rounds, not 4).
-            reader.read_now(self._usage())
-            self._match_processes()
+            reader.read_now(self.usage())
+            self.match_processes()
         else:
             # Real GPUs: the driver may take a moment to release memory: poll fast a second.
-            if await reader.read(self._usage()):
-                self._match_processes()
+            if await reader.read(self.usage()):
+                self.match_processes()
             self._fast_until = time.monotonic() + FAST_POLL_FOR_S
-        self._schedule()
-        self._fresh_pass = True
-        if self._wake is not None:
-            self._wake.set()
 
     # ------------------------------------------------------------------ neighbours' claims
-    def _decide(self) -> Decision:
+    def decide(self) -> Decision:
         """One pass of the planner, counting the neighbours' claims last read."""
-        assert self._planner is not None
         return self._planner.decide(
             self._snapshot,
-            self._quarantine.apply(self._settings),  # GPUs out after a hardware fault
+            self._quarantine.apply(self._config.settings),  # GPUs out after a hardware fault
             self._observed,
-            paused=self._paused,
+            paused=self._config.paused,
             now=time.time(),
             claims=self._neighbour_claims,
         )
@@ -247,7 +255,7 @@ class Occupancy:
     def _claim_keys(self) -> dict[int, str]:
         """Our GPUs as claims name them; empty when this queue takes no part."""
         reader = self._reader
-        if reader is None or not self._settings.neighbours:
+        if reader is None or not self._config.settings.neighbours:
             return {}
         return gpu_keys(self._snapshot, getattr(reader.backend, "file", None))
 
@@ -256,7 +264,7 @@ class Occupancy:
             self._board = ClaimBoard(queue=queue_id(self.paths.db))
         return self._board
 
-    def _read_claims(self) -> bool:
+    def read_claims(self) -> bool:
         """Read the neighbours' claims and judge them against the last GPU reading. True when
         what placement counts changed."""
         keys = self._claim_keys()
@@ -330,7 +338,7 @@ class Occupancy:
             if g.index in keys and g.util == 0 and g.idle_since is not None and not g.lost
         ]
 
-    def _publish_claims(self) -> None:
+    def publish_claims(self) -> None:
         """Publish our jobs' claims and our idle marks when they changed (or the board lost
         them); withdraw them when this queue stops taking part. Cheap when nothing changed: no
         file is touched (a GPU starts or stops idling seldom)."""
@@ -352,7 +360,7 @@ class Occupancy:
             self._tell_claim_notes([note])
 
     @contextlib.contextmanager
-    def _claiming(self, starts: Sequence[Start]) -> Iterator[bool]:
+    def claiming(self, starts: Sequence[Start]) -> Iterator[bool]:
         """Around the starts of a pass: when one takes GPUs others can see, hold the board's
         lock, read the claims again (another user's scheduler may have started a job since the
         last poll) and publish ours after the starts. Yields True when the claims placement
@@ -362,5 +370,5 @@ class Occupancy:
             return
         board = self._claims_board()
         with board.lock():
-            yield self._read_claims()
-            self._publish_claims()
+            yield self.read_claims()
+            self.publish_claims()

@@ -63,7 +63,7 @@ class Planner:
 
     def forget(self, name: str) -> None:
         """``name``'s back-off is over: its Candidate (held back) must be built anew."""
-        self._book.version += 1
+        self._book.invalidate()
         self._candidates.pop(name, None)
 
     def _follow(self, rec: JobRecord, version: int) -> None:
@@ -123,7 +123,8 @@ class Planner:
         claims: Sequence[NeighbourClaim] = (),
     ) -> Decision:
         """The policy's inputs from the jobs, then one pass. It hands the policy a view of
-        the states instead of a copy. ``claims``: neighbours' live claims (DESIGN.md 4.1)."""
+        the states instead of a copy. ``claims``: neighbours' live claims, other users' gtui
+        jobs (gtui.core.gpus.claims)."""
         book = self._book
         records = book.records
         candidates = self._waiting_candidates()
@@ -399,7 +400,7 @@ class Planner:
             if waiting > explained:
                 groups["starting"] = groups.get("starting", 0) + waiting - explained
             text = _counted(waiting, groups)
-            keys: dict[str, int] = {}  # the same reasons by their key parts (issue 17.5)
+            keys: dict[str, int] = {}  # the same reasons by their key parts
             for reason, count in groups.items():
                 k = reason_key(reason)
                 keys[k] = keys.get(k, 0) + count

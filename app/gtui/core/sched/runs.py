@@ -1,12 +1,15 @@
 """A job's run, from start to end, through the executor: the part of the scheduler that acts.
 
-``start`` commits the intent, has the executor launch, records the handle; ``watch`` waits for
-the end and hands it to ``finish``, which asks ``outcome.conclude`` what it means, commits and
-tells. Timeouts, kills and the check for processes a job left behind live here too. No pid is
-touched: only handles, through the executor.
+``JobRunner.start_job`` commits the intent, has the executor launch, records the handle;
+the watcher waits for the end and hands it to ``finish``, with what ended it (a kill asked
+for, a time limit passed) as arguments; ``finish`` asks ``outcome.conclude`` what it means,
+commits, tells the front ends (the bus) and the parts that follow runs (``RunEnded``, on the
+scheduler's own bus). Timeouts, kills and the check for processes a job left behind live here
+too. No pid is touched: only handles, through the executor.
 
-Size: just over 400 lines, as a start, its watch and its end share one attempt's state (the
-handle, the log, the timers); split, each half would reach into the other's.
+Size: about 570 lines (the class under 470), as a start, its watch and its end share one
+attempt's state (the handle, the log, the timers); split, each half would reach into the
+other's. The check for what a job left running is its own part (sched.leftovers).
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ import functools
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gtui.core.api import JobChanged, LogGrew, Notice
-from gtui.core.bus import EventBus
+from gtui.core.bus import EventBus, Topic
 from gtui.core.deadline import detached
 from gtui.core.errors import GtuiError
 from gtui.core.exec.base import (
@@ -32,74 +36,94 @@ from gtui.core.exec.base import (
     LaunchDeferred,
     LaunchRequest,
     handle_of,
-    in_thread,
     off_loop,
 )
 from gtui.core.gpus.reader import GpuReader
 from gtui.core.gpus.snapshot import GpuInfo
-from gtui.core.model import RECORD_FIELDS, JobRecord, JobSpec, JobState, Settings, copy_record
+from gtui.core.model import RECORD_FIELDS, JobRecord, JobSpec, JobState, copy_record
 from gtui.core.paths import QueuePaths
 from gtui.core.queue.placeholders import placeholders_used, substitute
 from gtui.core.queue.queuefile import isolated
 from gtui.core.sched import outcome
+from gtui.core.sched.config import QueueConfig
 from gtui.core.sched.faults import crash_point
 from gtui.core.sched.jobenv import job_env, on_node
+from gtui.core.sched.leftovers import LeftoverCheck
+from gtui.core.sched.planner import Planner
 from gtui.core.sched.quarantine import Quarantine, faulty_gpus
+from gtui.core.sched.recovery import Recovered
 from gtui.core.state.book import JobBook
 from gtui.core.state.history import attempt_of, attempts, record_attempt
 from gtui.core.state.usage import auto_mem, mem_note, mem_notes, peaks_by_job
 
-# On a job that runs with isolate = false: the incident of seed 004 starts this way.
+# On a job that runs with isolate = false: it sees, and may fill, every GPU of the machine.
 UNISOLATED_WARNING = "runs unisolated (isolate = false): no CUDA_VISIBLE_DEVICES, it sees every GPU"
 LOG_WATCH_S = 0.5  # how often running jobs' logs are checked for growth
-LEFTOVER_BATCH_S = 0.1  # job ends this close together share one scan for leftovers
 KILL_RETRY_S = 5.0  # a time limit's kill that signalled nothing is tried again after this
 TAIL_WAIT_S = 10.0  # a failed job's end waits this long for its log's tail, then goes without
 
 
-class Runs:
-    """Mixed into the Engine: the attributes below are the engine's parts."""
+@dataclass(frozen=True)
+class RunEnded:
+    """A job's run ended and its end is committed (or its start was put off: still queued).
+    Told on the scheduler's own bus to the parts that follow runs (forecasts, notifications);
+    never sent to a front end. ``exited_ok``: exit code 0 and no signal."""
 
-    paths: QueuePaths
-    queue_path: Path
-    _bus: EventBus
-    _book: JobBook
-    _executor: Executor
-    _reader: GpuReader | None
-    _settings: Settings
-    _rules: outcome.Rules
-    _stopping: bool
-    _quarantine: Quarantine
+    record: JobRecord
+    exited_ok: bool
 
-    if TYPE_CHECKING:
 
-        def _after_end(self, name: str) -> Any:  # the engine reads the GPUs and runs a pass
-            ...
+@dataclass
+class _Run:
+    """One watched attempt: its watcher, its time limit's timer, and what ended it (a kill
+    asked for, the limit passed) as the watcher hands it to ``finish``."""
 
-        def _after_failure(self, rec: JobRecord) -> None: ...
+    task: asyncio.Task[None] | None = None
+    timer: asyncio.TimerHandle | None = None
+    killed: bool = False
+    deadline_hit: float | None = None  # the deadline its timer fired for
 
-        def _arm_retry(self, name: str, delay: float) -> None: ...
 
-        def _read_progress(self, name: str, rec: JobRecord, size: int) -> bool: ...
+class JobRunner:
+    """Starts jobs, watches them to their end, enforces their time limits and kills them."""
 
-        def _forget_progress(self, name: str, *, ended_done: bool) -> None: ...
-
-        def _notify_end(self, rec: JobRecord) -> None: ...
-
-        def _check_queue_done(self, idle: Callable[[], bool]) -> None: ...
-
-        def _idle(self) -> bool: ...
-
-    def _init_runs(self) -> None:
-        self._watchers: dict[str, asyncio.Task[None]] = {}
-        self._timeouts: dict[str, asyncio.TimerHandle] = {}
-        self._killing: set[str] = set()
-        self._timed_out: dict[str, float] = {}  # job -> the deadline its timer fired for
+    def __init__(
+        self,
+        *,
+        book: JobBook,
+        bus: EventBus,
+        run_ends: Topic[RunEnded],
+        executor: Executor,
+        reader: GpuReader,
+        paths: QueuePaths,
+        queue_path: Path,
+        config: QueueConfig,
+        quarantine: Quarantine,
+        planner: Planner,
+        kick: Callable[[], None],
+        after_end: Callable[[str], Awaitable[None]],
+        read_progress: Callable[[str, JobRecord, int], bool],
+        stopping: Callable[[], bool],
+    ) -> None:
+        self.paths = paths
+        self.queue_path = queue_path
+        self._book = book
+        self._bus = bus
+        self._run_ends = run_ends  # the parts that follow runs (forecasts, notifications)
+        self._executor = executor
+        self._reader = reader
+        self._config = config
+        self._quarantine = quarantine
+        self._planner = planner
+        self._kick = kick
+        self._after_end = after_end  # the engine reads the GPUs and runs a pass
+        self._read_progress = read_progress
+        self._stopping = stopping
+        self._runs: dict[str, _Run] = {}
         self._bg: set[asyncio.Task[Any]] = set()
         self._log_sizes: dict[str, int] = {}
         self._progress_sizes: dict[str, int] = {}  # the log size each job's progress was read at
-        self._leftover_pending: dict[str, str] = {}  # job -> token: see _check_leftovers_soon
-        self._leftover_checking = False
+        self._leftovers = LeftoverCheck(executor, book, bus, self.spawn)
         self._kill_failures: dict[str, str] = {}  # job -> why its kill signalled nothing
         self._start_tries: dict[str, int] = {}  # job -> starts put off in a row (_defer_start)
 
@@ -108,17 +132,17 @@ class Runs:
         reader = self._reader
         return reader.snapshot.gpus if reader is not None else ()
 
-    def _job_env(self, spec: JobSpec, rec: JobRecord, gpus: tuple[int, ...]) -> dict[str, str]:
+    def job_env(self, spec: JobSpec, rec: JobRecord, gpus: tuple[int, ...]) -> dict[str, str]:
         """The environment on top of the user's: gtui.core.sched.jobenv, the rule the job
         detail view shows too."""
-        return job_env(spec, rec, self._settings, self.queue_path, gpus, self._infos())
+        return job_env(spec, rec, self._config.settings, self.queue_path, gpus, self._infos())
 
     def _on_node(self, gpus: tuple[int, ...]) -> tuple[str | None, tuple[int, ...]]:
-        """The node of a placement and the GPUs' indices there (issue 23): a cluster's pool
+        """The node of a placement and the GPUs' indices there: a cluster's pool
         numbers GPUs across nodes, a job sees its node's numbers. One server: (None, gpus)."""
         return on_node(gpus, self._infos())
 
-    def _start_job(self, name: str, gpus: tuple[int, ...]) -> None:
+    def start_job(self, name: str, gpus: tuple[int, ...]) -> None:
         book = self._book
         spec = book.specs[name]
         rec = book.records[name]
@@ -131,7 +155,7 @@ class Runs:
         rec.exit_code = None
         rec.signal = None
         rec.diagnosis = None
-        rec.warnings = [] if isolated(spec, self._settings) else [UNISOLATED_WARNING]
+        rec.warnings = [] if isolated(spec, self._config.settings) else [UNISOLATED_WARNING]
         rec.peak_mib = None
         rec.peak_gpu_mib = []
         rec.host_peak_mib = None
@@ -160,7 +184,7 @@ class Runs:
                     setattr(rec, field, getattr(before, field))
                 # The commit brought the caches the version guards up to a start now undone
                 # (the job among the running, out of the candidates): work them out again.
-                book.version += 1
+                book.invalidate()
                 return
             crash_point("after_intent")
             handle = ex.launch(
@@ -169,8 +193,8 @@ class Runs:
                     attempt=rec.attempt,
                     cmd=cmd,
                     cwd=(self.queue_path.parent / os.path.expanduser(spec.cwd)).resolve(),
-                    env=self._job_env(spec, rec, gpus),
-                    log_dir=self.paths.log_dir(self._settings.log_dir),
+                    env=self.job_env(spec, rec, gpus),
+                    log_dir=self.paths.log_dir(self._config.settings.log_dir),
                     run_dir=self.paths.run_dir,
                     gpus=tuple(gpus),
                     node=node,
@@ -185,7 +209,7 @@ class Runs:
             outcome.launch_failed(rec, str(e))
             book.commit(rec)
             self._bus.publish(JobChanged(book.view(name)))
-            self._after_failure(rec)
+            self._config.after_failure(rec, book.store)
             return
         crash_point("after_launch")
         rec.pid = handle.pid
@@ -195,7 +219,7 @@ class Runs:
         rec.node = handle.node
         book.commit(rec)
         self._bus.publish(JobChanged(book.view(name)))
-        self._adopt(name, handle)
+        self.adopt(name, handle)
 
     def _defer_start(self, name: str, why: str, *, ran_wrapper: bool) -> None:
         """No process could be made for the job now: it waits for a back-off, then is a
@@ -207,47 +231,61 @@ class Runs:
         self._book.commit(rec)
         self._bus.publish(JobChanged(self._book.view(name)))
         if rec.retry_at is not None:
-            self._arm_retry(name, rec.retry_at - time.time())
+            self.arm_retry(name, rec.retry_at - time.time())
 
-    def _adopt(self, name: str, handle: Handle) -> None:
-        self._watchers[name] = asyncio.create_task(self._watch(name, handle))
-        self._arm_timeout(name)
+    def adopt(self, name: str, handle: Handle) -> None:
+        """Watch a job's run to its end (one just launched, or one a restart found running)."""
+        run = self._runs[name] = _Run()
+        run.task = asyncio.create_task(self._watch(name, handle, run))
+        self._arm_timeout(name, run)
+
+    def arm_retry(self, name: str, delay: float) -> None:
+        """At the end of a back-off, make the job a candidate again and run a pass."""
+
+        def due() -> None:
+            self._planner.forget(name)
+            self._kick()
+
+        asyncio.get_running_loop().call_later(max(0.0, delay), due)
 
     # ------------------------------------------------------------------ timeouts, background
-    def _arm_timeout(self, name: str) -> None:
+    def _arm_timeout(self, name: str, run: _Run) -> None:
         spec = self._book.specs.get(name)
         rec = self._book.records[name]
         if spec is None or spec.timeout_s is None or rec.started_at is None:
             return
         delay = max(0.0, rec.started_at + spec.timeout_s - time.time())
         loop = asyncio.get_running_loop()
-        self._timeouts[name] = loop.call_later(delay, self._on_timeout, name)
+        run.timer = loop.call_later(delay, self._on_timeout, name)
 
     def _on_timeout(self, name: str) -> None:
         """The limit's timer: kill the job unless its own record says it ended in time (a
         scheduler stopped past the deadline runs this timer in the same turn as the exit's
         notice, which the watcher has not handled yet)."""
-        self._timeouts.pop(name, None)
+        run = self._runs.get(name)
+        if run is not None:
+            run.timer = None
         rec = self._book.records.get(name)
         spec = self._book.specs.get(name)
-        if rec is None or not rec.active or not rec.pid or rec.started_at is None:
+        if run is None or rec is None or not rec.active or not rec.pid or rec.started_at is None:
             return
         deadline = rec.started_at + (spec.timeout_s if spec and spec.timeout_s else 0.0)
         ended = self._executor.exit_status(handle_of(rec))
         if ended is not None and outcome.ended_in_time(ended, deadline):
             return  # it ended on its own before the limit: its watcher records that
-        self._timed_out[name] = deadline
+        run.deadline_hit = deadline
         if ended is None:
-            self._spawn(self._kill_process(name))
+            self.spawn(self._kill_process(name))
 
-    def _spawn(self, coro: Any) -> None:
+    def spawn(self, coro: Any) -> None:
+        """Run ``coro`` in the background; ``close`` waits for what is still under way."""
         # A job's run outlives the request that may have started it: not under its deadline.
         task = asyncio.create_task(coro, context=detached())
         self._bg.add(task)
         task.add_done_callback(self._bg.discard)
 
     # ------------------------------------------------------------------ the end
-    async def _watch(self, name: str, handle: Handle) -> None:
+    async def _watch(self, name: str, handle: Handle, run: _Run) -> None:
         try:
             status = await self._executor.wait(handle)
         except asyncio.CancelledError:
@@ -255,21 +293,21 @@ class Runs:
         except Exception as e:  # never lose a job to a watcher bug: record it as unknown
             self._bus.publish(Notice("error", f"lost track of {name}: {e!r}"))
             status = ExitStatus(None, None)
-        if self._stopping:
+        if self._stopping():
             return
         crash_point("after_exit")
         tail = None
-        if name in self._killing or not (status.exit_code == 0 and status.signal is None):
+        if run.killed or not (status.exit_code == 0 and status.signal is None):
             tail = await self._end_tail(name)
-            if self._stopping:
+            if self._stopping():
                 return
-        self._finish(name, status, tail=tail)
+        # What ended it, as it stands now: a kill asked for while the tail was read counts.
+        self.finish(name, status, tail=tail, killed=run.killed, deadline=run.deadline_hit)
         crash_point("after_finish")
         rec = self._book.records.get(name)
         if rec is not None and rec.token and rec.final:
-            self._check_leftovers_soon(name, rec.token)
+            self._leftovers.soon(name, rec.token)
         await self._after_end(name)
-        self._check_queue_done(self._idle)
 
     async def _end_tail(self, name: str) -> str:
         """The tail of a job's log that the diagnosis reads, read in a thread: a log on a
@@ -282,27 +320,33 @@ class Runs:
             )
         return ""
 
-    def _finish(
-        self, name: str, status: ExitStatus, *, recovered: bool = False, tail: str | None = None
+    def finish(
+        self,
+        name: str,
+        status: ExitStatus,
+        *,
+        killed: bool = False,
+        deadline: float | None = None,
+        recovered: bool = False,
+        tail: str | None = None,
     ) -> None:
         """A job's run ended: decide its state, diagnose, maybe retry; commit; publish.
-        ``tail``: its log's tail, read already (else read here, when it is needed)."""
+        ``killed``: a kill was asked for; ``deadline``: the time limit its timer fired for
+        (an end after it is a timeout). ``tail``: its log's tail, read already (else read
+        here, when it is needed)."""
         book = self._book
         rec = book.records[name]
         if name in book.pending_specs:
             book.specs[name] = book.pending_specs.pop(name)
-        self._watchers.pop(name, None)
-        handle = self._timeouts.pop(name, None)
-        if handle is not None:
-            handle.cancel()
+        run = self._runs.pop(name, None)
+        if run is not None and run.timer is not None:
+            run.timer.cancel()
         self._log_sizes.pop(name, None)
         self._progress_sizes.pop(name, None)
-        self._forget_progress(name, ended_done=status.exit_code == 0 and status.signal is None)
-        killed = name in self._killing
-        deadline = self._timed_out.pop(name, None)
+        exited_ok = status.exit_code == 0 and status.signal is None
         timed_out = deadline is not None and not outcome.ended_in_time(status, deadline)
-        self._killing.discard(name)
         if status.not_started is not None and not killed:
+            self._run_ends.publish(RunEnded(rec, exited_ok))
             self._defer_start(name, status.not_started, ran_wrapper=True)
             return
         self._start_tries.pop(name, None)
@@ -318,7 +362,7 @@ class Runs:
             book.specs[name],
             status,
             tail,
-            self._rules,
+            self._config.rules,
             snapshot or _NO_GPUS,
             killed=killed,
             timed_out=timed_out,
@@ -331,11 +375,12 @@ class Runs:
         if rec.diagnosis is not None and rec.diagnosis.kind == "gpu_fault" and rec.gpus:
             self._quarantine_gpus(rec)  # before the retry's pass: it must go elsewhere
         if rec.retry_at is not None and rec.state == JobState.QUEUED:
-            self._arm_retry(name, rec.retry_at - time.time())
+            self.arm_retry(name, rec.retry_at - time.time())
         book.commit(rec)
         record_attempt(book.store, rec)  # the attempts history (the job detail view)
         self._bus.publish(JobChanged(book.view(name)))
-        self._notify_end(rec)  # [notify] (issue 19.4): queued for delivery, never waited on
+        # Forecasts forget its progress; [notify] queues a message, never waited on.
+        self._run_ends.publish(RunEnded(rec, exited_ok))
         if rec.peak_mib and mem_note(spec, [attempt_of(rec)]):  # cheap first: this run alone
             note = mem_note(spec, attempts(self.paths.db, name))
             if note:
@@ -347,15 +392,15 @@ class Runs:
             if edit is not None:
                 self._bus.publish(JobChanged(book.view(edit.name)))
         if rec.state == JobState.FAILED:
-            self._after_failure(rec)
+            self._config.after_failure(rec, book.store)
 
     def _largest_gpu(self) -> int | None:
         snapshot = self._reader.snapshot if self._reader is not None else None
         totals = [g.mem_total_mib for g in snapshot.gpus if g.mem_total_mib] if snapshot else []
         return max(totals, default=None)
 
-    def _use_history(self) -> None:
-        """At start (issue 19.2): ``mem = "auto"`` jobs ask for their recorded peak plus a
+    def use_history(self) -> None:
+        """At start: ``mem = "auto"`` jobs ask for their recorded peak plus a
         margin, and jobs whose ``mem`` is far from what their last runs used are pointed out
         once (a warning: a toast on the dashboard, a line of ``gtui run``'s log)."""
         book = self._book
@@ -379,7 +424,7 @@ class Runs:
         """A hardware fault (ECC, Xid, off the bus): its GPU gets no new job until cleared."""
         assert rec.diagnosis is not None
         spec = self._book.specs[rec.name]
-        gpus = faulty_gpus(rec, rec.diagnosis, isolated(spec, self._settings))
+        gpus = faulty_gpus(rec, rec.diagnosis, isolated(spec, self._config.settings))
         new = self._quarantine.add(gpus, rec.diagnosis.line, rec.name)
         if new:
             listed = ",".join(map(str, new))
@@ -390,37 +435,8 @@ class Runs:
                 f"(`gtui quarantine {self.queue_path.name} --clear {listed}`)",
             )
 
-    # ------------------------------------------------------------------ left behind
-    def _check_leftovers_soon(self, name: str, token: str) -> None:
-        """Check for what the job left running, together with the other jobs that end in the
-        next moment: one /proc scan for all of them. A scan per job end (2 ms, in a thread that
-        holds the GIL) halved the throughput of short jobs (benchmarks/throughput.py)."""
-        self._leftover_pending[name] = token
-        if not self._leftover_checking:
-            self._leftover_checking = True
-            self._spawn(self._leftover_batches())
-
-    async def _leftover_batches(self) -> None:
-        try:
-            while self._leftover_pending:
-                await asyncio.sleep(LEFTOVER_BATCH_S)
-                batch, self._leftover_pending = self._leftover_pending, {}
-                leftovers = functools.partial(self._executor.leftovers, set(batch.values()))
-                found = await in_thread(leftovers)
-                for name, token in batch.items():
-                    self._note_leftovers(name, token, found.get(token, []))
-        finally:
-            self._leftover_checking = False
-
-    def _note_leftovers(self, name: str, token: str, pids: list[int]) -> None:
-        rec = self._book.records.get(name)
-        if not pids or rec is None or rec.token != token or self._book.store.closed:
-            return
-        outcome.leftover_warning(rec, pids)
-        self._book.commit(rec)
-        self._bus.publish(JobChanged(self._book.view(name)))
-
-    async def _watch_logs(self) -> None:
+    # ------------------------------------------------------------------ logs
+    async def watch_logs(self) -> None:
         """Tell of each running job's log growth, and read its progress. The sizes are asked
         in a thread, one sweep at a time: a stat on a hung disk must not freeze the loop."""
         while True:
@@ -451,6 +467,19 @@ class Runs:
                 self._progress_sizes[name] = size
 
     # ------------------------------------------------------------------ kill
+    def kill(self, name: str, signalled: asyncio.Event | None = None) -> Coroutine[Any, Any, None]:
+        """Mark the running job's attempt as killed now, before anything is awaited (its end,
+        whenever it comes, is recorded as killed), and return its kill, to await or spawn."""
+        self._kill_failures.pop(name, None)  # an earlier kill's (a time limit's)
+        run = self._runs.get(name)
+        if run is not None:
+            run.killed = True
+        return self._kill_process(name, signalled)
+
+    def kill_failure(self, name: str) -> str | None:
+        """Why the last kill of ``name`` signalled nothing (taken: told once), or None."""
+        return self._kill_failures.pop(name, None)
+
     async def _kill_process(self, name: str, signalled: asyncio.Event | None = None) -> None:
         """Kill the job's processes; ``signalled`` is set once TERM is sent (or it is certain
         none will be: a failure must not leave the caller waiting). A kill that signalled
@@ -468,9 +497,10 @@ class Runs:
             rec = self._book.records[name]
             if rec.pid is None:
                 return
-            watcher = self._watchers.get(name)
+            run = self._runs.get(name)
+            watcher = run.task if run is not None else None
             await self._executor.kill(
-                handle_of(rec), self._settings.kill_grace_s, on_signalled=on_signalled
+                handle_of(rec), self._config.settings.kill_grace_s, on_signalled=on_signalled
             )
             if watcher is not None:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -480,15 +510,44 @@ class Runs:
             if sent:
                 self._bus.notice("error", f"killing {name}: SIGTERM sent, then: {why}")
             else:
-                self._killing.discard(name)
                 self._kill_failures[name] = why
                 self._bus.notice("error", f"could not kill {name}: {why}; it still runs")
-                if self._timed_out.pop(name, None) is not None:  # past its limit: try again
-                    loop = asyncio.get_running_loop()
-                    self._timeouts[name] = loop.call_later(KILL_RETRY_S, self._on_timeout, name)
+                run = self._runs.get(name)
+                if run is not None:
+                    run.killed = False
+                    if run.deadline_hit is not None:  # past its limit: try again
+                        run.deadline_hit = None
+                        loop = asyncio.get_running_loop()
+                        run.timer = loop.call_later(KILL_RETRY_S, self._on_timeout, name)
         finally:
             if signalled is not None:
                 signalled.set()
+
+    # ------------------------------------------------------------------ restart, shutdown
+    def recover(self, found: Recovered) -> None:
+        """Re-adopt the jobs a restart found running; record those that ended meanwhile."""
+        for name, handle in found.adopt:
+            self.adopt(name, handle)
+        for name, status in found.ended:
+            self.finish(name, status, recovered=True)
+
+    async def close(self) -> None:
+        """Finish what runs in the background (a timeout's kill, a leftover check), then stop
+        the timers and the watchers: the jobs go on, and the next scheduler re-adopts them."""
+        if self._bg:
+            await asyncio.wait(list(self._bg), timeout=15.0)
+        runs = list(self._runs.values())
+        for run in runs:
+            if run.timer is not None:
+                run.timer.cancel()
+                run.timer = None
+        tasks = [run.task for run in runs if run.task is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._runs.clear()
 
 
 def _log_sizes(executor: Executor, logs: list[tuple[str, str]]) -> list[int | None]:

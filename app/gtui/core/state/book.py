@@ -108,6 +108,12 @@ class JobBook:
             )
         return rec
 
+    def invalidate(self) -> None:
+        """Have every cache keyed on ``version`` worked out again (the active list here, the
+        planner's candidates and blocked check): for a change no commit tells of, such as a
+        start undone after its commit or a back-off that is over."""
+        self.version += 1
+
     def active_names(self) -> list[str]:
         """The running and suspended jobs, in queue order; worked out again only after a
         commit or a queue change (every state change is committed first). With 10,000 jobs,
