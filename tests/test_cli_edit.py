@@ -1,4 +1,4 @@
-"""``gtui edit`` (issue 18.5): ``$EDITOR`` on one job's table, checked on save, written back with
+"""``gtui edit``: ``$EDITOR`` on one job's table, checked on save, written back with
 every other byte of the file kept; a running scheduler takes it at once."""
 
 from __future__ import annotations
@@ -6,21 +6,17 @@ from __future__ import annotations
 import os
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from tests.conftest import write_queue
-from tests.test_cli_support import (
+from tests.cli_helpers import (
     Procs,
-    cleaned_procs,
     gate,
     gtui,
     live_state,
     release,
     status,
 )
+from tests.conftest import write_queue
 from tests.waiting import wait_for
 
 # An editor: each call appends what it was given to seen.txt, then applies the next step of
@@ -44,11 +40,6 @@ EDITOR = textwrap.dedent(
     path.write_text(eval(steps[n]))
     """
 )
-
-
-@pytest.fixture(name="procs")
-def _procs() -> Iterator[Procs]:
-    yield from cleaned_procs()
 
 
 def editor(tmp: Path, *steps: str) -> dict[str, str]:

@@ -1,21 +1,18 @@
-"""``gtui events``, ``gtui status --state / --watch`` (issue 18.7), and job names as globs and
+"""``gtui events``, ``gtui status --state / --watch``, and job names as globs and
 sweep base names (kill / pause / resume / retry), against a real headless scheduler."""
 
 from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import write_queue
-from tests.test_cli_support import (
+from tests.cli_helpers import (
     FAKE,
     Procs,
-    cleaned_procs,
     gate,
     gtui,
     in_pty,
@@ -23,12 +20,8 @@ from tests.test_cli_support import (
     release,
     status,
 )
+from tests.conftest import write_queue
 from tests.waiting import wait_for
-
-
-@pytest.fixture(name="procs")
-def _procs() -> Iterator[Procs]:
-    yield from cleaned_procs()
 
 
 def queue(tmp: Path) -> Path:

@@ -1,32 +1,23 @@
-"""``gtui move``, ``gtui rm`` and ``gtui clean`` (issue 18.3, 18.4): the queue file keeps its
+"""``gtui move``, ``gtui rm`` and ``gtui clean``: the queue file keeps its
 layout, a running scheduler takes the change at once, and history is kept."""
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from gtui.core.queue.writeback import move_job
-from tests.conftest import write_queue
-from tests.test_cli_support import (
+from tests.cli_helpers import (
     FAKE,
     Procs,
-    cleaned_procs,
     gate,
     gtui,
     live_order,
     live_state,
     release,
 )
+from tests.conftest import write_queue
 from tests.waiting import wait_for
-
-
-@pytest.fixture(name="procs")
-def _procs() -> Iterator[Procs]:
-    yield from cleaned_procs()
 
 
 def serial_queue(tmp: Path) -> Path:

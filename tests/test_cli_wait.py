@@ -1,28 +1,19 @@
-"""``gtui wait`` (issue 18.2) against a real headless scheduler, and with none running."""
+"""``gtui wait`` against a real headless scheduler, and with none running."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from tests.conftest import write_queue
-from tests.test_cli_support import (
+from tests.cli_helpers import (
     FAKE,
     Procs,
-    cleaned_procs,
     gate,
     gtui,
     live_state,
     release,
 )
+from tests.conftest import write_queue
 from tests.waiting import wait_for
-
-
-@pytest.fixture(name="procs")
-def _procs() -> Iterator[Procs]:
-    yield from cleaned_procs()
 
 
 def queue(tmp: Path) -> Path:

@@ -1,4 +1,4 @@
-"""Failure diagnosis (DESIGN.md 4.5, seed 000 14.4, seed 002) on real error output.
+"""Failure diagnosis on real error output.
 
 What can be produced here is produced for real: each such test runs a real process through
 `bash -c` with its output in a log file (as the runner does), the log starting with real
@@ -43,8 +43,9 @@ from gtui.core.diagnosis.diagnose import (
     validate_rule,
 )
 from gtui.core.model import Diagnosis, DiagnosisRule
+from tests.conftest import TESTS
 
-CORPUS = Path(__file__).parent / "error_logs"
+CORPUS = TESTS / "error_logs"
 
 # --------------------------------------------------------------------------------------------
 # Real jobs.
@@ -89,7 +90,7 @@ def workdir(tmp_path: Path) -> Path:
 
 def _env(workdir: Path) -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONUNBUFFERED"] = "1"  # as gtui runs jobs (DESIGN.md 4.4)
+    env["PYTHONUNBUFFERED"] = "1"  # as gtui runs jobs
     env["PYTHONPATH"] = str(workdir)
     return env
 
@@ -264,14 +265,14 @@ def test_jax_oom_hint_mentions_preallocation() -> None:
 
 
 def test_device_side_assert_is_its_own_kind() -> None:
-    """Issue 21: no longer lumped into cuda_error (which said only "rerun with ...")."""
+    """No longer lumped into cuda_error (which said only "rerun with ...")."""
     d = load("cuda_device_side_assert.log").diagnose()
     assert d.kind == "device_assert"
     assert "index out of range" in d.hint and "CUDA_LAUNCH_BLOCKING=1" in d.hint
 
 
 def test_cudnn_error_points_at_memory() -> None:
-    """Issue 21: cuDNN failures are their own kind, no longer cuda_error."""
+    """cuDNN failures are their own kind, no longer cuda_error."""
     d = load("cudnn_not_initialized.log").diagnose()
     assert d.kind == "cudnn_error" and "nearly full" in d.hint
 
@@ -533,7 +534,7 @@ def test_killed_by_someone_else(workdir: Path) -> None:
 
 
 def test_a_python_exception_names_itself_and_the_line_that_raised_it(workdir: Path) -> None:
-    """Issue 21: a plain Python exception is ``python_exception`` (it was ``error``, "no known
+    """A plain Python exception is ``python_exception`` (it was ``error``, "no known
     cause"), and its hint names the exception and where the job's own code raised it."""
     job = run_python(workdir, "import json\njson.loads('{bad')\n")
     d = diag(job)
@@ -650,9 +651,9 @@ def test_nccl_info_chatter_is_not_a_missing_file(workdir: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Reading a log as jobs print it (issue 21): warnings, wrapped lines, ranks, signals.
+# Reading a log as jobs print it: warnings, wrapped lines, ranks, signals.
 
-DIAG_CORPUS = Path(__file__).parent / "diagnosis_corpus"
+DIAG_CORPUS = TESTS / "diagnosis_corpus"
 
 
 def corpus_log(name: str) -> str:
@@ -858,7 +859,7 @@ def test_validate_rule() -> None:
 def test_default_rules_are_valid_and_cover_the_seed_table() -> None:
     assert all(validate_rule(r) is None for r in DEFAULT_RULES)
     kinds = {r.kind for r in DEFAULT_RULES}
-    # seed 000 14.4, DESIGN.md 4.5 (timeout, killed_by_user and error are not table rows)
+    # The diagnosis table's kinds (timeout, killed_by_user and error are not table rows)
     assert {
         "cuda_oom",
         "cuda_error",
@@ -1031,7 +1032,7 @@ def test_oom_retry_mem() -> None:
     g = 1024
     assert oom_retry_mem(None, 1.25, 30 * g, 80 * g) is None  # whole GPUs already
     assert oom_retry_mem(10 * g, 1.25, None, 80 * g) == 13 * g  # 12.5G, to a whole GiB
-    # DESIGN.md 6's sketch: asked 10G, peak 14.2G, the retry asks 16G
+    # The detail view's example: asked 10G, peak 14.2G, the retry asks 16G
     assert oom_retry_mem(10 * g, 1.25, round(14.2 * g), 80 * g) == 16 * g
     assert oom_retry_mem(70 * g, 1.25, None, 80 * g) == 80 * g  # capped at the GPU
     assert oom_retry_mem(80 * g, 1.25, 90 * g, 80 * g) == 80 * g  # nothing more to give

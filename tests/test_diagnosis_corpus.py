@@ -1,4 +1,4 @@
-"""The diagnosis scored on real logs (issue 21): tests/diagnosis_corpus/, copied from public
+"""The diagnosis scored on real logs: tests/diagnosis_corpus/, copied from public
 issue threads, each with its source, its expected kind and how the process ended.
 
 Recall is asserted on the dev logs and on the held-out quarter (kept out of the rules'
@@ -18,8 +18,9 @@ from types import ModuleType
 import pytest
 
 from gtui.core.diagnosis.diagnose import LINE_MAX, diagnose, read_log_tail
+from tests.conftest import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 CORPUS = ROOT / "tests" / "diagnosis_corpus"
 
 
@@ -101,7 +102,7 @@ def test_each_log_read_back_from_a_real_file(tmp_path: Path, sample: object) -> 
 
 
 # --------------------------------------------------------------------------------------------
-# Each kind issue 21 added, on a real log: the kind, and the hint's specifics.
+# Each kind of its own (oom, cudnn, python_exception, ...), on a real log: the kind, and the hint's specifics.
 
 NEW_KINDS = [
     ("gpu_fault/01_ecc_alpaca_lora", "gpu_fault", ["quarantines that GPU", "another GPU"]),

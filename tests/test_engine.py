@@ -17,7 +17,7 @@ from gtui.core.api import Event, GpusRead, JobChanged, Notice
 from gtui.core.errors import GtuiError
 from gtui.core.model import JobState
 from gtui.core.sched.engine import Engine
-from tests.conftest import write_queue
+from tests.conftest import TESTS, write_queue
 from tests.waiting import until as wait_for
 
 
@@ -70,7 +70,7 @@ def twelve_gig_jobs(mode: str, n: int = 6) -> str:
 async def test_seed_extreme_mode_example(
     tmp_path: Path, mode: str, expected: int, reason: str
 ) -> None:
-    """Seed 000 14.1: one 80G GPU with 16G used by others, 12G jobs: pack runs five at once,
+    """One 80G GPU with 16G used by others, 12G jobs: pack runs five at once,
     shared one, exclusive none (the GPU is not idle)."""
     q = write_queue(tmp_path, twelve_gig_jobs(mode))
     engine = Engine(q, fake_gpus="80G:16G@20")
@@ -353,7 +353,7 @@ async def test_paused_queue_starts_nothing(tmp_path: Path) -> None:
     engine = Engine(q, fake_gpus="1x80G")
     await engine.start()
     await engine.pause_queue()
-    # A paused queue keeps its scheduler (issue 14.16): it waits, and says why a waits.
+    # A paused queue keeps its scheduler: it waits, and says why a waits.
     task = asyncio.create_task(engine.run(exit_when_idle=True))
     await wait_for(lambda: engine.view("a").record.reason == "queue paused", what="the reason")
     assert states(engine) == {"a": "queued"} and not task.done()
@@ -483,7 +483,7 @@ async def test_job_starts_within_milliseconds_of_a_gpu_freeing(tmp_path: Path) -
     assert second.started_at - first.ended_at < 5.0
 
 
-FAKE_PYNVML_DIR = Path(__file__).parent / "fake_pynvml"
+FAKE_PYNVML_DIR = TESTS / "fake_pynvml"
 
 
 @pytest.mark.parametrize(
@@ -550,7 +550,7 @@ def load_fake_pynvml() -> Any:
 
 
 async def test_gpu_processes_are_matched_to_jobs_through_their_trees(tmp_path: Path) -> None:
-    """DESIGN.md 8 and 4.4 (seed 004): NVML lists two processes of a job's tree, one on its
+    """NVML lists two processes of a job's tree, one on its
     GPU and one on a GPU not assigned to it. The second is a warning on the job; the memory
     seen is its peak, kept when the use drops, and saved with its end."""
     from gtui.core.gpus.nvml import NvmlBackend

@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-FAKE_PYNVML_DIR = Path(__file__).parent / "fake_pynvml"
+from tests.conftest import TESTS
+
+FAKE_PYNVML_DIR = TESTS / "fake_pynvml"
 KEYS = [
     "index",
     "name",
@@ -146,7 +148,7 @@ def test_nvml_path_end_to_end(tmp_path: Path) -> None:
     r = gtui_gpus("--json", env=env)
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
-    # Who holds them (issue 19.1): named where the process table knows the pid (these are
+    # Who holds them: named where the process table knows the pid (these are
     # made up, and may or may not name a process on this machine), the same keys for each.
     procs = data[0]["processes"]
     assert [(p["pid"], p["mem_mib"]) for p in procs] == [(4242, 36000), (4343, None)]

@@ -1,4 +1,4 @@
-"""The NVML backend (DESIGN.md 8) driven by the fake pynvml module in tests/fake_pynvml."""
+"""The NVML backend driven by the fake pynvml module in tests/fake_pynvml."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from gtui.core.gpus.nvml import NvmlBackend
+from tests.conftest import TESTS
 
-FAKE_FILE = Path(__file__).parent / "fake_pynvml" / "pynvml" / "__init__.py"
+FAKE_FILE = TESTS / "fake_pynvml" / "pynvml" / "__init__.py"
 G = 1024
 
 

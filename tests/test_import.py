@@ -1,5 +1,5 @@
 """`gtui import`: the seed's scripts and command lists become queue files that load and mean the
-same thing (tests/import_cases/ holds seed 000's own examples)."""
+same thing (tests/import_cases/ holds real examples of such scripts)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from gtui.core.model import Mode
 from gtui.core.queue.importer import import_text, split_entry, to_gtui_cmd
 from gtui.core.queue.placeholders import substitute
 from gtui.core.queue.queuefile import QueueFile, load_queue
-from tests.conftest import gtui
+from tests.conftest import TESTS, gtui
 
-CASES = Path(__file__).parent / "import_cases"
+CASES = TESTS / "import_cases"
 
 
 def imported(tmp_path: Path, case: str) -> QueueFile:
@@ -47,7 +47,7 @@ def test_3_1_core_config(tmp_path: Path) -> None:
 def test_6_1_basic_use(tmp_path: Path) -> None:
     qf = imported(tmp_path, "s6_1_basic.sh")
     assert (qf.settings.gpus, qf.settings.reserve, qf.settings.retries) == ((0, 1, 2, 3), 1, 3)
-    assert qf.settings.reserve_rule == "seed"  # as the script did (DESIGN.md 4.2)
+    assert qf.settings.reserve_rule == "seed"  # as the script did
     # The commands pass --gpu N themselves: those jobs, and only they, run unisolated.
     assert qf.settings.isolate is True
     assert [j.isolate for j in qf.jobs] == [False, False]
@@ -210,7 +210,7 @@ def test_import_a_directory(tmp_path: Path) -> None:
 
 
 def test_import_isolates_every_job_that_passes_no_gpu_numbers(tmp_path: Path) -> None:
-    """Seed 004: one command passing `--gpu N` must not switch isolation off for the queue. The
+    """One command passing `--gpu N` must not switch isolation off for the queue. The
     `device_map="auto"` job beside it stays isolated; only the first runs without it, and
     `gtui validate` says so in its text."""
     src = tmp_path / "cmds.txt"

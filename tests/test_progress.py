@@ -1,4 +1,4 @@
-"""Progress read from a job's log (issue 19.3): real tqdm output, Lightning's and Hugging Face's
+"""Progress read from a job's log: real tqdm output, Lightning's and Hugging Face's
 bars as tests/progress_logs/make.py writes them with the real tqdm, and the job's own line."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from gtui.core.progress import TAIL_BYTES, parse_progress, read_progress
+from tests.conftest import TESTS
 
-LOGS = Path(__file__).resolve().parent / "progress_logs"
+LOGS = TESTS / "progress_logs"
 
 
 def _file_reader(path: Path):  # type: ignore[no-untyped-def]

@@ -1,4 +1,4 @@
-"""A GPU hardware fault takes the GPU out of placement until a person clears it (issue 21).
+"""A GPU hardware fault takes the GPU out of placement until a person clears it.
 
 Real jobs on simulated GPUs: the first attempt of a job prints what a GPU with an uncorrectable
 ECC error makes PyTorch print, and fails. Its GPU is quarantined, the job's retry runs on another
@@ -148,7 +148,7 @@ def test_a_quarantined_gpu_says_so_on_its_bar() -> None:
 async def test_the_dashboard_gives_a_quarantined_gpu_back_after_asking(tmp_path: Path) -> None:
     from gtui.ui.app import GtuiApp
     from gtui.ui.screens.confirm import ConfirmScreen
-    from tests.test_ui_app import until as shown
+    from tests.waiting import pilot_until as shown
 
     q = tmp_path / "q.toml"
     q.write_text(QUEUE)

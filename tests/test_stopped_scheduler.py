@@ -31,36 +31,9 @@ from gtui.core.errors import EXIT_LOCKED, EXIT_UNKNOWN
 from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths
 from gtui.core.procstat import stopped_state
 from gtui.core.queue.writeback import append_job
+from tests.cli_helpers import Procs, gtui, live_state, long_then_next, release
 from tests.conftest import write_queue
-from tests.test_cli_support import Procs, cleaned_procs, gate, gtui, live_state, release
 from tests.waiting import wait_for
-
-
-@pytest.fixture(name="procs")
-def _procs() -> Iterator[Procs]:
-    yield from cleaned_procs()
-
-
-def queue(tmp: Path) -> Path:
-    return write_queue(
-        tmp,
-        f"""
-        [settings]
-        poll = "0.2s"
-        kill_grace = "1s"
-
-        [[jobs]]
-        name = "long"
-        gpus = 0
-        cmd = "echo hello-long; {gate("long")}"
-
-        [[jobs]]
-        name = "next"
-        gpus = 0
-        after = ["long"]
-        cmd = "true"
-        """,
-    )
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -87,7 +60,7 @@ def names_in_file(q: Path) -> list[str]:
 def test_commands_say_at_once_that_the_scheduler_is_stopped_and_do_nothing_late(
     tmp_path: Path, procs: Procs
 ) -> None:
-    q = queue(tmp_path)
+    q = long_then_next(tmp_path)
     sched = procs.scheduler(q)
     pid = sched.proc.pid
     wait_for(lambda: live_state(q, "long") == "running", what="long running")
@@ -145,7 +118,7 @@ def test_a_watcher_reads_the_saved_state_of_a_stopped_scheduler_at_once(
 ) -> None:
     """`gtui follow / wait / events` and an attached dashboard watch the scheduler's events:
     a stopped one would send its hello only when continued, so the saved state is read."""
-    q = queue(tmp_path)
+    q = long_then_next(tmp_path)
     sched = procs.scheduler(q)
     wait_for(lambda: live_state(q, "long") == "running", what="long running")
 
@@ -180,7 +153,7 @@ def reply(s: socket.socket) -> dict[str, Any]:
 def test_a_request_that_reaches_the_scheduler_after_its_deadline_is_refused(
     tmp_path: Path, procs: Procs
 ) -> None:
-    q = queue(tmp_path)
+    q = long_then_next(tmp_path)
     paths = queue_paths(q)
     sched = procs.scheduler(q)
     wait_for(lambda: live_state(q, "long") == "running", what="long running")

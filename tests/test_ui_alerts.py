@@ -1,4 +1,4 @@
-"""The dashboard's bell and OSC 9 desktop notifications (issue 19.4): off by default, on with
+"""The dashboard's bell and OSC 9 desktop notifications: off by default, on with
 [notify] bell / desktop, for the events [notify] on names. Real engine, real jobs, fake GPUs."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import pytest
 from gtui.core.model import JobState
 from gtui.ui.alerts import Alerts, osc9
 from tests.conftest import write_queue
-from tests.test_ui_app import dashboard, until
+from tests.dashboard_helpers import dashboard
+from tests.waiting import pilot_until as until
 
 JOBS = """
 [settings]

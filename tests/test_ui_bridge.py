@@ -1,4 +1,4 @@
-"""The bridge from engine events to the dashboard (issue 14.1), driven by Pilot.
+"""The bridge from engine events to the dashboard, driven by Pilot.
 
 ``gtui QUEUE.toml`` starts the engine (and its control socket) before the Textual app runs, as
 tests here do. Events the engine publishes then, or later from a task born outside the app (a
@@ -15,7 +15,8 @@ from gtui.core.model import JobState
 from gtui.core.sched.engine import Engine
 from gtui.ui.app import GtuiApp
 from tests.conftest import gtui, write_queue
-from tests.test_ui_app import screen_text, state, until
+from tests.dashboard_helpers import screen_text, state
+from tests.waiting import pilot_until as until
 
 QUEUE = """
 [settings]
@@ -96,7 +97,7 @@ async def test_events_published_before_the_app_runs_are_shown_once_it_runs(
         await engine.reload()
         async with app.run_test(size=(120, 30), notifications=True) as pilot:
             await until(pilot, lambda: app.main.ready, what="the dashboard to start")
-            # A broken file is a banner that stays until it loads (issue 17.10), not a toast.
+            # A broken file is a banner that stays until it loads, not a toast.
             banner = app.main.query_one("#file-banner")
             await until(
                 pilot,

@@ -1,6 +1,5 @@
 """The dashboard's first fill takes the queue the engine's start published, instead of making
-every job's view a second time and then applying both (issue 16: at 100,000 jobs each pass over
-every job's view is ~0.3 s of the first screen). Events after it still apply on top."""
+every job's view a second time and then applying both. Events after it still apply on top."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ from gtui.core.state.book import JobBook
 from gtui.ui.app import GtuiApp
 from gtui.ui.events import EventBuffer
 from tests.conftest import write_queue
-from tests.test_ui_app import until
+from tests.waiting import pilot_until as until
 
 
 async def test_the_first_screen_makes_every_jobs_view_once(
@@ -62,7 +61,7 @@ def test_take_queue_leaves_the_events_after_it() -> None:
 async def test_the_screen_says_it_reads_the_file_until_the_engine_has_started(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 16: a 100,000-job file takes seconds to read. Meanwhile the terminal shows a
+    """A 100,000-job file takes seconds to read. Meanwhile the terminal shows a
     painted screen that says so, not "no jobs" nor a mode or a dispatch state not read yet;
     the engine's loop (its first placement pass) starts once the filled table is painted."""
     from gtui.ui.widgets.header import HeaderBar

@@ -1,4 +1,4 @@
-"""The dashboard's progress column, ETA and start estimate (issue 19.3), on a real engine with a
+"""The dashboard's progress column, ETA and start estimate, on a real engine with a
 real job that prints its progress, fake GPUs."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import pytest
 from gtui.core.model import JobState
 from gtui.ui.screens.detail import DetailScreen
 from tests.conftest import write_queue
-from tests.test_ui_app import dashboard, screen_text, select, state, until
+from tests.dashboard_helpers import dashboard, screen_text, select, state
+from tests.waiting import pilot_until as until
 
 
 @pytest.mark.parametrize(("size", "column"), [((200, 30), True), ((80, 30), False)])
@@ -63,7 +64,7 @@ async def test_progress_bar_eta_and_starts_in_are_shown(
             if column:
                 assert "starts ~" in wrow
             else:
-                # Narrower, the waiting reason's key part leads (issue 17.5) and the start
+                # Narrower, the waiting reason's key part leads and the start
                 # estimate follows only where it fits whole: here it does not (the detail view
                 # and `gtui status` still give it).
                 assert "needs 10G" in wrow
@@ -91,8 +92,7 @@ async def test_progress_bar_eta_and_starts_in_are_shown(
 
 
 def test_with_the_counts_no_walk_finds_what_none_runs(tmp_path: Path) -> None:
-    """The header's counts spare the walks over every job (issue 16: 0.2-0.3 s every 2 s at
-    100,000 waiting jobs): none running, no estimate and no log to read, as the walk finds;
+    """The header's counts spare the walks over every job: none running, no estimate and no log to read, as the walk finds;
     some running, the same estimates as without the counts."""
     from gtui.core.api import freeze
     from gtui.core.model import JobRecord, JobSpec

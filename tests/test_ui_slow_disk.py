@@ -1,4 +1,4 @@
-"""A log on a disk that stops answering never freezes the dashboard (issue 22.2).
+"""A log on a disk that stops answering never freezes the dashboard.
 
 A job's log on a hung network mount blocks whoever opens or reads it. The stand-in here is a
 FIFO put where a finished job's log was: opening it for reading blocks until a writer comes,
@@ -40,7 +40,8 @@ from gtui.ui.screens.detail import DetailScreen
 from gtui.ui.screens.help import HelpScreen
 from gtui.ui.widgets.log_view import LogView
 from tests.conftest import write_queue
-from tests.test_ui_app import dashboard, screen_text, select, state, until
+from tests.dashboard_helpers import dashboard, screen_text, select, state
+from tests.waiting import pilot_until as until
 
 QUEUE = """
 [settings]

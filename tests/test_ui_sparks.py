@@ -1,4 +1,4 @@
-"""Per-GPU sparklines of memory and utilization (issue 19.5): the pure parts, and the dashboard
+"""Per-GPU sparklines of memory and utilization: the pure parts, and the dashboard
 on fake GPUs whose spec file changes between polls (other users come and go)."""
 
 from __future__ import annotations
@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from gtui.ui.widgets.gpu_sparks import MIN_ROWS, GpuSparks, bucket, sparkline
-from tests.conftest import write_queue
-from tests.test_ui_app import dashboard, screen_text, until
+from tests.conftest import REPO, write_queue
+from tests.dashboard_helpers import dashboard, screen_text
+from tests.waiting import pilot_until as until
 
 
 def test_sparkline_blocks_and_blanks() -> None:
@@ -71,7 +72,7 @@ async def test_sparklines_stay_out_of_a_small_terminal(tmp_path: Path) -> None:
 async def test_s_shows_the_sparklines_on_a_small_terminal_and_hides_them_again(
     tmp_path: Path,
 ) -> None:
-    """Issue 19 audit, 1: on the common 80x24 terminal the sparklines are one key away."""
+    """On the common 80x24 terminal the sparklines are one key away."""
     q = write_queue(tmp_path, '[settings]\npoll = "0.1s"\n\n[[jobs]]\ncmd = "true"\ngpus = 0\n')
     async with dashboard(q, size=(80, 24), fake="80G:40G@50,80G") as (app, pilot, _engine):
         sparks = app.main.query_one(GpuSparks)
@@ -105,7 +106,7 @@ async def test_the_panel_keys_are_in_the_help_the_palette_and_the_readme(tmp_pat
     from gtui.ui.screens.help import HelpScreen
 
     assert {k.shown for k in PANEL_KEYS} == {"h", "s"}
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    readme = (REPO / "README.md").read_text()
     section = readme.split("### Keys", 1)[1]
     (keys_table,) = [b for b in section.split("\n\n") if b.startswith("| key |")][:1]
     for k in PANEL_KEYS:

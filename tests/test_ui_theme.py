@@ -1,4 +1,4 @@
-"""The dashboard's theme is saved in the XDG config directory and comes back (issue 22.6).
+"""The dashboard's theme is saved in the XDG config directory and comes back.
 
 Pilot over a real Engine and queue file, with ``XDG_CONFIG_HOME`` pointed at a temporary
 folder: the theme chosen (as the command palette's theme picker sets it) is written to
@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import write_queue
-from tests.test_ui_app import QUEUE, dashboard, until
+from tests.dashboard_helpers import dashboard
+from tests.test_ui_app import QUEUE
+from tests.waiting import pilot_until as until
 
 
 @pytest.fixture

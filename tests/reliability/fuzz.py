@@ -1,4 +1,4 @@
-"""Bad input, generated (issue 7, item 3): queue files and command lines a user might get wrong.
+"""Bad input, generated: queue files and command lines a user might get wrong.
 
 The strategies build inputs that are wrong in one known way (so the answer must be exit 2), or
 random text and random edits of the sample queues (so the answer may be 0 or 2). Every case runs
@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 
 from gtui.cli import main as cli_main
 from gtui.core.queue.queuefile import JOB_KEYS, SETTINGS_KEYS
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parent.parent.parent
 SAMPLES = sorted((REPO / "sample_queues").glob("*.toml"))
 
 
@@ -289,7 +289,7 @@ def check_wrong_queue(where: str, value: Any) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# nesting (issue 14.7): deep enough to break a recursive reader
+# nesting: deep enough to break a recursive reader
 
 
 @st.composite
@@ -438,7 +438,7 @@ def wrong_command_line(draw: st.DrawFn) -> tuple[list[str], str | None]:
         known = ("--help", "--version", "--json", "--no-tmux", "--fake-gpus", "--backend")
         if opt in known or opt.startswith(
             (
-                "--ba",  # --backend, a global option since issue 23 (argparse takes prefixes)
+                "--ba",  # --backend, a global option (argparse takes prefixes)
                 "--he",
                 "--ve",
                 "--js",
