@@ -1,30 +1,54 @@
-"""Shared test helpers: queue files in tmp dirs, and running the real `gtui` as a subprocess."""
+"""Shared test helpers and fixtures: queue files in tmp dirs, the real `gtui` as a subprocess,
+and a private tmux server per test."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
+from gtui.core import tmux
+
+if TYPE_CHECKING:
+    from tests.cli_helpers import Procs
+
 REPO = Path(__file__).resolve().parent.parent
+# The tests' own folder, where their data lives (fake_pynvml, corpora, broken queues): found
+# from here, so a test file anywhere below it reads the same path.
+TESTS = REPO / "tests"
 # The gtui package in the source tree (src layout: app/ is the source root).
 PACKAGE_DIR = REPO / "app" / "gtui"
 
 
 @pytest.fixture(autouse=True)
 def _private_runtime_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Each test session gets its own socket directory and its own board of neighbours' claims
-    (the machine's is not touched, nor read), and no fake GPUs leak in from outside."""
-    runtime = tmp_path_factory.getbasetemp() / "xdg-runtime"
+    """Each test session gets its own socket directory, its own board of neighbours' claims and
+    its own settings and cache folders (the machine's and the user's are not touched, nor read),
+    and no fake GPUs leak in from outside. Under pytest-xdist each worker is a session with a
+    base temp folder of its own, so workers share none of these."""
+    base = tmp_path_factory.getbasetemp()
+    runtime = base / "xdg-runtime"
     runtime.mkdir(mode=0o700, exist_ok=True)
-    old = {k: os.environ.get(k) for k in ("XDG_RUNTIME_DIR", "GTUI_FAKE_GPUS", "GTUI_CLAIMS_DIR")}
+    names = (
+        "XDG_RUNTIME_DIR",
+        "XDG_CONFIG_HOME",
+        "XDG_CACHE_HOME",
+        "GTUI_FAKE_GPUS",
+        "GTUI_CLAIMS_DIR",
+    )
+    old = {k: os.environ.get(k) for k in names}
     os.environ["XDG_RUNTIME_DIR"] = str(runtime)
-    os.environ["GTUI_CLAIMS_DIR"] = str(tmp_path_factory.getbasetemp() / "claims")
+    os.environ["XDG_CONFIG_HOME"] = str(base / "xdg-config")
+    os.environ["XDG_CACHE_HOME"] = str(base / "xdg-cache")
+    os.environ["GTUI_CLAIMS_DIR"] = str(base / "claims")
     os.environ.pop("GTUI_FAKE_GPUS", None)
     yield
     for k, v in old.items():
@@ -41,6 +65,18 @@ def write_queue(directory: Path, body: str, name: str = "q.toml") -> Path:
     return path
 
 
+# The queue of a test module that names none: one job that does nothing.
+ONE_JOB = "[[jobs]]\ncmd = 'true'\n"
+
+
+@pytest.fixture
+def queue(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """The test module's ``QUEUE`` written to q.toml in the test's own folder (ONE_JOB where the
+    module has none). A module that needs more around it (a folder, a cleanup) overrides this
+    fixture with one that takes ``queue`` and adds it."""
+    return write_queue(tmp_path, getattr(request.module, "QUEUE", ONE_JOB))
+
+
 def gtui(*args: str, timeout: float = 60, **kw: object) -> subprocess.CompletedProcess[str]:
     """Run the real command line (`python -m gtui ...`) and capture its output."""
     return subprocess.run(
@@ -51,3 +87,28 @@ def gtui(*args: str, timeout: float = 60, **kw: object) -> subprocess.CompletedP
         stdin=subprocess.DEVNULL,
         **kw,  # type: ignore[arg-type]
     )
+
+
+@pytest.fixture
+def tmux_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private tmux server for this test, killed afterwards: its own TMUX_TMPDIR holds the
+    sockets of both the tests' terminals (``tmux``) and gtui's own server (``tmux -L gtui``), so
+    tests running at once never share a server. The folder is in /tmp: a socket's path is short.
+    """
+    d = Path(tempfile.mkdtemp(prefix="gtmux", dir="/tmp"))
+    monkeypatch.setenv("TMUX_TMPDIR", str(d))
+    monkeypatch.delenv("TMUX", raising=False)
+    monkeypatch.delenv("TMUX_PANE", raising=False)
+    yield d
+    subprocess.run(["tmux", "kill-server"], capture_output=True)
+    subprocess.run([*tmux.server_argv(), "kill-server"], capture_output=True)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def procs() -> Iterator[Procs]:
+    """The real ``gtui`` processes a command-line test starts (tests/cli_helpers.py), each ended
+    after the test with its jobs' process trees."""
+    from tests.cli_helpers import cleaned_procs  # it imports this module: not at the top
+
+    yield from cleaned_procs()

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.conftest import REPO
 
 
 def run_suite(*args: str) -> subprocess.CompletedProcess[str]:

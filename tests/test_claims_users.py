@@ -36,6 +36,7 @@ from packaging.utils import canonicalize_name
 from tests.conftest import PACKAGE_DIR, REPO
 from tests.reliability.live import LiveOutput
 from tests.reliability.mixed import kill_queue_processes
+from tests.reliability.users import second_user
 from tests.waiting import wait_for
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -66,23 +67,9 @@ def _popen_as(
 
 @pytest.fixture(scope="module")
 def bob() -> Iterator[pwd.struct_passwd]:
-    """A throwaway Unix user, removed after the tests."""
-    if os.geteuid() != 0:
-        pytest.skip("creating a second Unix user needs root (CI runs the tests as root)")
-    if not (shutil.which("useradd") and shutil.which("setpriv")):
-        pytest.skip("needs useradd and setpriv to create and become a second user")
-    name = f"gtuinb{os.getpid() % 100000}"
-    made = subprocess.run(
-        ["useradd", "--no-create-home", "--shell", "/bin/sh", "--user-group", name],
-        capture_output=True,
-        text=True,
-    )
-    if made.returncode != 0:
-        pytest.skip(f"useradd failed here: {made.stderr.strip()}")
-    try:
-        yield pwd.getpwnam(name)
-    finally:
-        subprocess.run(["userdel", name], capture_output=True)
+    """A throwaway Unix user, removed after the tests (it runs a Python tree of its own)."""
+    with second_user("gtuinb", ("setpriv",), system_python=False) as user:
+        yield user
 
 
 def _distributions(root: str) -> set[str]:

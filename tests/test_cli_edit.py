@@ -6,15 +6,10 @@ from __future__ import annotations
 import os
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from tests.conftest import write_queue
-from tests.test_cli_support import (
+from tests.cli_helpers import (
     Procs,
-    cleaned_procs,
     final_state,
     gate,
     gtui,
@@ -22,6 +17,7 @@ from tests.test_cli_support import (
     release,
     status,
 )
+from tests.conftest import write_queue
 from tests.waiting import wait_for
 
 # An editor: each call appends what it was given to seen.txt, then applies the next step of
@@ -45,11 +41,6 @@ EDITOR = textwrap.dedent(
     path.write_text(eval(steps[n]))
     """
 )
-
-
-@pytest.fixture(name="procs")
-def _procs() -> Iterator[Procs]:
-    yield from cleaned_procs()
 
 
 def editor(tmp: Path, *steps: str) -> dict[str, str]:

@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import write_queue
-from tests.test_cli_support import (
+from tests.cli_helpers import (
     FAKE,
     Procs,
-    cleaned_procs,
     final_state,
     gate,
     gtui,
@@ -24,12 +21,8 @@ from tests.test_cli_support import (
     release,
     status,
 )
+from tests.conftest import write_queue
 from tests.waiting import wait_for
-
-
-@pytest.fixture(name="procs")
-def _procs() -> Iterator[Procs]:
-    yield from cleaned_procs()
 
 
 def queue(tmp: Path) -> Path:

@@ -8,7 +8,6 @@ import itertools
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,17 +15,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gtui.commands._logs import BLOCK, LogPrinter, tail_offset
-from tests.conftest import write_queue
-from tests.test_cli_support import (
+from tests.cli_helpers import (
     FAKE,
     Procs,
-    cleaned_procs,
     gate,
     gtui,
     in_pty,
     live_state,
     release,
 )
+from tests.conftest import write_queue
 from tests.waiting import wait_for
 
 # A job whose first attempt fails and second succeeds, writing escapes a terminal would obey.
@@ -35,11 +33,6 @@ TWO_TRIES = (
     "echo attempt $n; printf 'title\\033]0;pwned\\007 \\033[31mred\\033[0m\\n'; "
     "printf '10%%\\r50%%\\r100%%\\n'; [ $n -ge 2 ]"
 )
-
-
-@pytest.fixture(name="procs")
-def _procs() -> Iterator[Procs]:
-    yield from cleaned_procs()
 
 
 def two_tries_queue(tmp: Path) -> Path:

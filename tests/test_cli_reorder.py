@@ -4,17 +4,12 @@ layout, a running scheduler takes the change at once, and history is kept."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from gtui.core.queue.writeback import move_job
-from tests.conftest import write_queue
-from tests.test_cli_support import (
+from tests.cli_helpers import (
     FAKE,
     Procs,
-    cleaned_procs,
     final_state,
     gate,
     gtui,
@@ -22,12 +17,8 @@ from tests.test_cli_support import (
     live_state,
     release,
 )
+from tests.conftest import write_queue
 from tests.waiting import wait_for
-
-
-@pytest.fixture(name="procs")
-def _procs() -> Iterator[Procs]:
-    yield from cleaned_procs()
 
 
 def serial_queue(tmp: Path) -> Path:

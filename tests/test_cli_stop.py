@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -15,52 +14,23 @@ import pytest
 
 from gtui.core.api import Event, Notice
 from gtui.core.sched.engine import Engine
-from tests.conftest import write_queue
-from tests.test_cli_support import (
+from tests.cli_helpers import (
     FAKE,
     Procs,
-    cleaned_procs,
-    gate,
     gtui,
     live_state,
     lock_free,
+    long_then_next,
     records,
     release,
 )
 from tests.waiting import until, wait_for
 
 
-@pytest.fixture(name="procs")
-def _procs() -> Iterator[Procs]:
-    yield from cleaned_procs()
-
-
-def queue(tmp: Path) -> Path:
-    return write_queue(
-        tmp,
-        f"""
-        [settings]
-        poll = "0.2s"
-        kill_grace = "1s"
-
-        [[jobs]]
-        name = "long"
-        gpus = 0
-        cmd = "echo run >> long.runs; {gate("long")}"
-
-        [[jobs]]
-        name = "next"
-        gpus = 0
-        after = ["long"]
-        cmd = "true"
-        """,
-    )
-
-
 def test_stop_a_headless_scheduler_leaves_its_job_to_the_next(
     tmp_path: Path, procs: Procs
 ) -> None:
-    q = queue(tmp_path)
+    q = long_then_next(tmp_path)
     sched = procs.scheduler(q)
     wait_for(lambda: live_state(q, "long") == "running", what="long running")
     pid = records(q)["long"].pid
@@ -93,7 +63,7 @@ def test_stop_a_headless_scheduler_leaves_its_job_to_the_next(
 def test_stop_the_scheduler_of_a_dashboard(tmp_path: Path, procs: Procs) -> None:
     """A dashboard runs the engine as a worker (``engine.run()``, no exit when idle): stop
     ends that run, releases the queue, and tells the screen why."""
-    q = queue(tmp_path)
+    q = long_then_next(tmp_path)
     procs.track(q)
     notices: list[str] = []
 
@@ -128,7 +98,7 @@ def test_stop_the_scheduler_of_a_dashboard(tmp_path: Path, procs: Procs) -> None
 def test_stop_with_no_scheduler_and_kill_ends_what_a_crashed_one_left(
     tmp_path: Path, procs: Procs
 ) -> None:
-    q = queue(tmp_path)
+    q = long_then_next(tmp_path)
     sched = procs.scheduler(q)
     wait_for(lambda: live_state(q, "long") == "running", what="long running")
     sched.kill()  # kill -9: its job runs on
@@ -146,7 +116,7 @@ def test_ctrl_c_of_gtui_run_exits_130_as_documented(
 ) -> None:
     """Ctrl-C (once, or twice while it shuts down) of a headless `gtui run`: exit 130,
     "interrupted", not 1 ("jobs failed": none did); its running job goes on, no traceback."""
-    q = queue(tmp_path)
+    q = long_then_next(tmp_path)
     sched = procs.scheduler(q)
     wait_for(lambda: live_state(q, "long") == "running", what="long running")
     for _ in range(signals):

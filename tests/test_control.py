@@ -94,10 +94,9 @@ def runtime(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 @pytest.fixture
-def queue(tmp_path: Path, runtime: Path) -> Path:
-    q = tmp_path / "q.toml"
-    q.write_text("[[jobs]]\ncmd = 'true'\n")
-    return q
+def queue(queue: Path, runtime: Path) -> Path:
+    """The shared one-job queue, its socket in the short private runtime folder."""
+    return queue
 
 
 @pytest.fixture

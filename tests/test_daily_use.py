@@ -22,8 +22,9 @@ from gtui.core.sched.eta import Estimate
 from gtui.ui.format import cut_middle, reason_key
 from gtui.ui.screens.confirm import ConfirmScreen
 from gtui.ui.screens.job_form import JobForm
-from tests.conftest import gtui, write_queue
-from tests.test_ui_app import dashboard, screen_text, shows_toast, state, until
+from tests.conftest import REPO, gtui, write_queue
+from tests.dashboard_helpers import dashboard, screen_text, shows_toast, state
+from tests.waiting import pilot_until as until
 
 # -- names cut in the middle ----------------------------------------------------------------------
 
@@ -66,11 +67,6 @@ gpus = 1
 mem = "70G"
 cmd = "true"
 """
-
-
-@pytest.fixture
-def queue(tmp_path: Path) -> Path:
-    return write_queue(tmp_path, QUEUE)
 
 
 def rows(app: object) -> list[str]:
@@ -424,7 +420,7 @@ def test_the_demo_shows_every_state_it_promises_within_30_s(tmp_path: Path) -> N
     event log's clock (the scheduler's, not this test's), each promised state shows within
     DEMO_WITHIN_S of the start: running (GPU and CPU jobs), done, a CUDA OOM failure, blocked,
     a retry, and a job waiting for memory that then runs."""
-    samples = Path(__file__).resolve().parent.parent / "sample_queues"
+    samples = REPO / "sample_queues"
     for name in ("demo.toml", "mock_train.py"):
         shutil.copy(samples / name, tmp_path / name)
     r = gtui("run", str(tmp_path / "demo.toml"), timeout=180)

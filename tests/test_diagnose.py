@@ -44,8 +44,9 @@ from gtui.core.diagnosis.diagnose import (
     validate_rule,
 )
 from gtui.core.model import Diagnosis, DiagnosisRule
+from tests.conftest import TESTS
 
-CORPUS = Path(__file__).parent / "error_logs"
+CORPUS = TESTS / "error_logs"
 
 # --------------------------------------------------------------------------------------------
 # Real jobs.
@@ -653,7 +654,7 @@ def test_nccl_info_chatter_is_not_a_missing_file(workdir: Path) -> None:
 # --------------------------------------------------------------------------------------------
 # Reading a log as jobs print it: warnings, wrapped lines, ranks, signals.
 
-DIAG_CORPUS = Path(__file__).parent / "diagnosis_corpus"
+DIAG_CORPUS = TESTS / "diagnosis_corpus"
 
 
 def corpus_log(name: str) -> str:

@@ -18,8 +18,9 @@ from types import ModuleType
 import pytest
 
 from gtui.core.diagnosis.diagnose import LINE_MAX, diagnose, read_log_tail
+from tests.conftest import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 CORPUS = ROOT / "tests" / "diagnosis_corpus"
 
 

@@ -17,7 +17,7 @@ from gtui.core.api import Event, GpusRead, JobChanged, Notice
 from gtui.core.errors import GtuiError
 from gtui.core.model import JobState
 from gtui.core.sched.engine import Engine
-from tests.conftest import write_queue
+from tests.conftest import TESTS, write_queue
 from tests.waiting import until as wait_for
 
 
@@ -483,7 +483,7 @@ async def test_job_starts_within_milliseconds_of_a_gpu_freeing(tmp_path: Path) -
     assert second.started_at - first.ended_at < 5.0
 
 
-FAKE_PYNVML_DIR = Path(__file__).parent / "fake_pynvml"
+FAKE_PYNVML_DIR = TESTS / "fake_pynvml"
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-FAKE_PYNVML_DIR = Path(__file__).parent / "fake_pynvml"
+from tests.conftest import TESTS
+
+FAKE_PYNVML_DIR = TESTS / "fake_pynvml"
 KEYS = [
     "index",
     "name",

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from gtui.core.gpus.nvml import NvmlBackend
+from tests.conftest import TESTS
 
-FAKE_FILE = Path(__file__).parent / "fake_pynvml" / "pynvml" / "__init__.py"
+FAKE_FILE = TESTS / "fake_pynvml" / "pynvml" / "__init__.py"
 G = 1024
 
 

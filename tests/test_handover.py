@@ -25,10 +25,8 @@ from gtui.core.paths import queue_paths
 from gtui.core.sched.handover import scheduler_log
 from gtui.core.state.status import ENDED_UNRECORDED
 from tests.conftest import gtui, write_queue
-from tests.test_tmux import keys, outer, tmux_server, wait_screen
+from tests.tmux_helpers import keys, outer, wait_screen
 from tests.waiting import wait_for
-
-__all__ = ["tmux_server"]  # a fixture, used by name
 
 PY = sys.executable
 
@@ -71,12 +69,14 @@ def scheduler_pid(queue: Path) -> int | None:
 def starts(queue: Path) -> list[str]:
     """Each job's starts, as the jobs wrote them down."""
     runs = queue.parent / "runs"
-    return sorted(line.split()[0] for line in runs.read_text().splitlines()) if runs.exists() else []
+    return (
+        sorted(line.split()[0] for line in runs.read_text().splitlines()) if runs.exists() else []
+    )
 
 
 @pytest.fixture
-def queue(tmp_path: Path) -> Iterator[Path]:
-    q = write_queue(tmp_path, QUEUE)
+def queue(queue: Path) -> Iterator[Path]:
+    q, tmp_path = queue, queue.parent
     try:
         yield q
     finally:
@@ -271,7 +271,9 @@ def test_run_stay_serves_after_the_queue_drains_then_ends_after_its_duration(
     run = Headless(queue, "--stay", "2s", "q.toml")
     try:
         wait_for(lambda: run.says("nothing more to run"), what="the drain")
-        assert run.proc.poll() is None and "`gtui stop q.toml` ends it sooner" in run.log.read_text()
+        assert (
+            run.proc.poll() is None and "`gtui stop q.toml` ends it sooner" in run.log.read_text()
+        )
         r = gtui("add", str(queue), "--name", "late", "--gpus", "0", "--", "echo", "late")
         assert r.returncode == 0, r.stderr
         wait_for(lambda: jobs(queue)["late"]["state"] == "done", what="the added job to run")

@@ -14,9 +14,9 @@ from gtui.core.model import Mode
 from gtui.core.queue.importer import import_text, split_entry, to_gtui_cmd
 from gtui.core.queue.placeholders import substitute
 from gtui.core.queue.queuefile import QueueFile, load_queue
-from tests.conftest import gtui
+from tests.conftest import TESTS, gtui
 
-CASES = Path(__file__).parent / "import_cases"
+CASES = TESTS / "import_cases"
 
 
 def imported(tmp_path: Path, case: str) -> QueueFile:

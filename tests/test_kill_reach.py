@@ -13,8 +13,6 @@ import asyncio
 import os
 import shutil
 import signal
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -22,6 +20,7 @@ import pytest
 
 from gtui.core.sched.engine import Engine
 from tests.conftest import write_queue
+from tests.waiting import until
 
 DEADLINE_S = 30.0  # generous: only a hang (or a survivor) reaches it
 
@@ -39,14 +38,6 @@ DOUBLE_FORKS = {
     "own_group": f"{ENV} -i {BASH} -c 'set -m; sleep 300 {QUIET} echo $! > daemon.pid'",
     "own_session": f"{ENV} -i {SETSID} {BASH} -c 'sleep 300 & echo $! > daemon.pid'",
 }
-
-
-async def wait_for(cond: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {DEADLINE_S:g}s waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 def daemon_pid(path: Path) -> int | None:
@@ -87,14 +78,14 @@ async def test_kill_reaches_a_grandchild_that_dropped_the_run_id(tmp_path: Path,
     task = asyncio.create_task(engine.run())
     daemon: psutil.Process | None = None
     try:
-        await wait_for(lambda: daemon_pid(pid_file) is not None, "the grandchild's pid")
+        await until(lambda: daemon_pid(pid_file) is not None, what="the grandchild's pid")
         pid = daemon_pid(pid_file)
         assert pid is not None
         daemon = psutil.Process(pid)
         job_pid = engine.view("forker").record.pid
         assert job_pid
         # It really escaped: out of the job's tree, and its environment lost the run id.
-        await wait_for(lambda: daemon.ppid() != job_pid, "the grandchild's parent to exit")
+        await until(lambda: daemon.ppid() != job_pid, what="the grandchild's parent to exit")
         assert daemon not in psutil.Process(job_pid).children(recursive=True)
         assert "GTUI_RUN_ID" not in daemon.environ()
         if how != "same_group":
@@ -103,8 +94,8 @@ async def test_kill_reaches_a_grandchild_that_dropped_the_run_id(tmp_path: Path,
             assert os.getsid(pid) != job_pid
 
         await engine.kill(["forker"])
-        await wait_for(lambda: engine.view("forker").record.state.value == "killed", "killed")
-        await wait_for(lambda: not alive(daemon), f"the {how} grandchild {pid} to be gone")
+        await until(lambda: engine.view("forker").record.state.value == "killed", what="killed")
+        await until(lambda: not alive(daemon), what=f"the {how} grandchild {pid} to be gone")
     finally:
         await engine.shutdown(kill_jobs=True)
         task.cancel()
@@ -132,11 +123,11 @@ async def test_kill_spares_a_reader_of_the_log(tmp_path: Path) -> None:
     task = asyncio.create_task(engine.run())
     tail: asyncio.subprocess.Process | None = None
     try:
-        await wait_for(
-            lambda: any(v.record.state.value == "running" for v in engine.jobs()), "running"
+        await until(
+            lambda: any(v.record.state.value == "running" for v in engine.jobs()), what="running"
         )
         log = Path(engine.view("talker").record.log or "")
-        await wait_for(lambda: log.read_text() == "hello\n", "the job's first line")
+        await until(lambda: log.read_text() == "hello\n", what="the job's first line")
         tail = await asyncio.create_subprocess_exec(
             "tail", "-f", str(log), stdout=asyncio.subprocess.PIPE
         )

@@ -8,7 +8,6 @@ import stat
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import psutil
@@ -17,6 +16,7 @@ import pytest
 from gtui.core.errors import EXIT_LOCKED, LockedError
 from gtui.core.paths import queue_paths
 from gtui.core.state.lock import QueueLock
+from tests.waiting import wait_for
 
 # Holds the lock until the test kills it (it waits on its stdin, which the test never closes
 # before). The job it may start inherits every descriptor it can (close_fds=False, as a job
@@ -37,13 +37,6 @@ HOLDER = textwrap.dedent(
 )
 
 
-@pytest.fixture
-def queue(tmp_path: Path) -> Path:
-    q = tmp_path / "q.toml"
-    q.write_text("[[jobs]]\ncmd = 'true'\n")
-    return q
-
-
 def start_holder(queue: Path, *extra: str) -> tuple[subprocess.Popen[str], list[str]]:
     proc = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(queue), *extra],
@@ -59,13 +52,6 @@ def start_holder(queue: Path, *extra: str) -> tuple[subprocess.Popen[str], list[
         lines.append(line.strip())
         if line.strip() == "locked":
             return proc, lines
-
-
-def wait_free(lock: QueueLock, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while lock.holder() is not None:
-        assert time.monotonic() < deadline, "the lock was never released"
-        time.sleep(0.02)
 
 
 def test_acquire_release_and_holder(queue: Path) -> None:
@@ -114,7 +100,7 @@ def test_another_process_holds_it_and_kill_9_frees_it(queue: Path) -> None:
         assert err.value.exit_code == 3
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
-        wait_free(lock)
+        wait_for(lambda: lock.holder() is None, what="the lock released")
         lock.acquire()
         assert lock.holder() == os.getpid()
         lock.release()
@@ -131,7 +117,7 @@ def test_a_job_started_by_the_holder_does_not_keep_the_lock(queue: Path) -> None
         proc.wait(10)
         assert job.is_running()  # the job outlives gtui, as jobs do
         lock = QueueLock(queue)
-        wait_free(lock)
+        wait_for(lambda: lock.holder() is None, what="the lock released")
         lock.acquire()
         lock.release()
     finally:

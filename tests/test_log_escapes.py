@@ -22,7 +22,7 @@ from gtui.core.termtext import _CONTROL, _ESCAPE, _keep_sgr, safe_text
 from gtui.ui.logtail import clean_line
 from gtui.ui.widgets.log_view import LogView
 from tests.conftest import write_queue
-from tests.test_tmux import sh, tmux_server, wait_screen  # noqa: F401
+from tests.tmux_helpers import sh, wait_screen
 
 ESC = "\x1b"
 
@@ -153,7 +153,7 @@ async def test_the_rendered_log_panel_holds_no_escape_but_keeps_colours(tmp_path
 @pytest.mark.tmux
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 def test_the_dashboard_in_tmux_shows_a_hostile_log_and_the_screen_stays_intact(
-    tmux_server: Path,  # noqa: F811
+    tmux_server: Path,
     tmp_path: Path,
 ) -> None:
     """The job prints every family; the dashboard shows its log (the only job, selected). The

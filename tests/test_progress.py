@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from gtui.core.progress import TAIL_BYTES, parse_progress, read_progress
+from tests.conftest import TESTS
 
-LOGS = Path(__file__).resolve().parent / "progress_logs"
+LOGS = TESTS / "progress_logs"
 
 
 def _file_reader(path: Path):  # type: ignore[no-untyped-def]

@@ -148,7 +148,7 @@ def test_a_quarantined_gpu_says_so_on_its_bar() -> None:
 async def test_the_dashboard_gives_a_quarantined_gpu_back_after_asking(tmp_path: Path) -> None:
     from gtui.ui.app import GtuiApp
     from gtui.ui.screens.confirm import ConfirmScreen
-    from tests.test_ui_app import until as shown
+    from tests.waiting import pilot_until as shown
 
     q = tmp_path / "q.toml"
     q.write_text(QUEUE)

@@ -20,9 +20,9 @@ from gtui.core.queue.queuefile import (
     name_problem,
     parse_settings,
 )
-from tests.conftest import gtui, write_queue
+from tests.conftest import TESTS, gtui, write_queue
 
-BROKEN = Path(__file__).parent / "broken"
+BROKEN = TESTS / "broken"
 
 
 # ---------------------------------------------------------------------------------------------

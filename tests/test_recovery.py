@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -17,6 +16,7 @@ from gtui.core.paths import queue_paths
 from tests.conftest import gtui, write_queue
 from tests.reliability.live import LiveOutput
 from tests.reliability.mixed import kill_queue_processes, load_records, start_run
+from tests.waiting import wait_for
 
 # Every job appends its name to the runs file when it starts (so a second start shows). Job e runs
 # until the test creates the release file: whether it is still running when the scheduler dies or
@@ -77,16 +77,10 @@ def status(queue: Path) -> dict[str, dict[str, object]]:
     return {j["name"]: j for j in json.loads(out.stdout)["jobs"]}
 
 
-def wait_for(cond: Callable[[], object], what: str, timeout: float = 30.0) -> None:
-    """Poll ``cond`` with a generous deadline (only a hang hits it)."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def wait_for_states(queue: Path, want: dict[str, str]) -> None:
-    wait_for(lambda: {n: status(queue)[n]["state"] for n in want} == want, f"the states {want}")
+    wait_for(
+        lambda: {n: status(queue)[n]["state"] for n in want} == want, what=f"the states {want}"
+    )
 
 
 def job_processes(tmp_path: Path) -> list[psutil.Process]:
@@ -153,7 +147,7 @@ def finish(queue: Path, runs: Path, tmp_path: Path, release: Path) -> None:
     assert sorted(lines) == ["a", "b", "c", "d", "e"], f"each job must run exactly once: {lines}"
     for name in running:
         assert f"start {name} " not in out, f"{name} was started again:\n{out}"
-    wait_for(lambda: job_processes(tmp_path) == [], "the jobs' processes to be gone")
+    wait_for(lambda: job_processes(tmp_path) == [], what="the jobs' processes to be gone")
 
 
 @pytest.mark.parametrize(
@@ -178,7 +172,7 @@ def test_kill_9_at_a_transition_then_restart_runs_every_job_once(
     proc = start_run(queue, crash_at)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL, out
-    wait_for(lambda: job_processes(tmp_path) == [], "the released jobs to end")
+    wait_for(lambda: job_processes(tmp_path) == [], what="the released jobs to end")
     finish(queue, runs, tmp_path, release)
 
 
@@ -244,7 +238,7 @@ def crashed(tmp_path: Path) -> Iterator[tuple[Path, Path, Path, psutil.Process]]
         rec = load_records(queue)["j"]
         assert (rec.state.value, rec.attempt, rec.pid) == ("running", 1, None), rec
         assert rec.token, "the start's intent carries the token the next scheduler looks for"
-        wait_for(lambda: starts.exists() and starts.read_text().endswith("\n"), "j to start")
+        wait_for(lambda: starts.exists() and starts.read_text().endswith("\n"), what="j to start")
         wrapper = psutil.Process(int(starts.read_text().split()[1]))
         assert wrapper.environ()["GTUI_TOKEN"] == rec.token
         assert wrapper.ppid() != proc.pid  # its scheduler is gone
@@ -288,7 +282,7 @@ def test_crash_between_launch_and_pid_commit_readopts_the_running_job(
         proc.wait()
     assert proc.returncode == 1, out  # j fails by design
     check_recorded_once(queue, starts, out)
-    wait_for(lambda: job_processes(tmp_path) == [], "j's processes to be gone")
+    wait_for(lambda: job_processes(tmp_path) == [], what="j's processes to be gone")
 
 
 def test_crash_between_launch_and_pid_commit_then_the_job_ends_while_down(
@@ -296,7 +290,7 @@ def test_crash_between_launch_and_pid_commit_then_the_job_ends_while_down(
 ) -> None:
     queue, starts, release, _wrapper = crashed
     release.touch()
-    wait_for(lambda: job_processes(tmp_path) == [], "j to end while no scheduler runs")
+    wait_for(lambda: job_processes(tmp_path) == [], what="j to end while no scheduler runs")
     assert (queue_paths(queue).run_dir / "j.1.status").exists()
     proc = start_run(queue)
     out, _ = proc.communicate(timeout=60)

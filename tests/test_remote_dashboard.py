@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -24,7 +23,6 @@ from typing import Any, get_args
 
 import psutil
 import pytest
-from textual.pilot import Pilot
 
 from gtui.commands.dashboard import remote_app
 from gtui.core.api import (
@@ -81,7 +79,7 @@ from gtui.ui.app import GtuiApp
 from gtui.ui.port import EnginePort
 from gtui.ui.screens.confirm import ConfirmScreen
 from tests.conftest import write_queue
-from tests.waiting import until, wait_for
+from tests.waiting import pilot_until, until, wait_for
 
 FAKE = "2x80G"
 QUEUE = """
@@ -183,11 +181,6 @@ def alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
-
-
-@pytest.fixture
-def queue(tmp_path: Path) -> Path:
-    return write_queue(tmp_path, QUEUE)
 
 
 @pytest.fixture
@@ -445,16 +438,6 @@ async def test_an_idle_watcher_is_not_dropped_and_a_gone_one_unsubscribes(
 # -- (c) the dashboard -----------------------------------------------------------------------
 
 
-async def wait_ui(
-    pilot: Pilot[int], cond: Callable[[], object], what: str = "", timeout: float = 30.0
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or cond}")
-        await pilot.pause(0.05)
-
-
 def shown(app: GtuiApp, name: str) -> JobState | None:
     """The job's state in the job table."""
     view = app.main.table.view(name)
@@ -476,30 +459,34 @@ async def test_dashboard_on_a_remote_engine_shows_the_jobs_and_quitting_leaves_t
     app = GtuiApp(remote, host="testhost")
     try:
         async with app.run_test(size=(120, 30), notifications=True) as pilot:
-            await wait_ui(
-                pilot, lambda: app.main.ready and len(app.main.table) == 3, "the jobs shown"
+            await pilot_until(
+                pilot, lambda: app.main.ready and len(app.main.table) == 3, what="the jobs shown"
             )
             table = app.main.table
             assert table.visible_names == ["long", "gate", "waiting"]
-            await wait_ui(
+            await pilot_until(
                 pilot,
                 lambda: shown(app, "long") == JobState.RUNNING,
-                "long shown running",
+                what="long shown running",
             )
             header = str(app.main.query_one("#header").render())
             assert "testhost" in header and "SIMULATED GPUs" in header
             pid = remote.view("long").record.pid
             assert pid is not None
             # A key acts on the scheduler: p holds the selected waiting job.
-            await wait_ui(pilot, lambda: table.select("waiting"), "waiting selected")
-            await wait_ui(pilot, lambda: table.selected == "waiting")
+            await pilot_until(pilot, lambda: table.select("waiting"), what="waiting selected")
+            await pilot_until(pilot, lambda: table.selected == "waiting")
             await pilot.press("p")
-            await wait_ui(pilot, lambda: live_state(queue, "waiting") == "held", "held there")
-            await wait_ui(pilot, lambda: shown(app, "waiting") == JobState.HELD)
+            await pilot_until(
+                pilot, lambda: live_state(queue, "waiting") == "held", what="held there"
+            )
+            await pilot_until(pilot, lambda: shown(app, "waiting") == JobState.HELD)
             # q while a job runs: on a remote scheduler nothing is ours to kill, so no question:
             # the screen goes, the scheduler and its job stay.
             await pilot.press("q")
-            await wait_ui(pilot, lambda: app.engine_stopped and not app.is_running, "the exit")
+            await pilot_until(
+                pilot, lambda: app.engine_stopped and not app.is_running, what="the exit"
+            )
         assert not remote.connected
         assert scheduler.answers() and live_state(queue, "long") == "running" and alive(pid)
     finally:
@@ -514,16 +501,16 @@ async def test_the_remote_dashboard_says_where_it_is_and_q_never_kills(
     app = remote_app(remote, host="testhost", startup_notice=f"attached to pid {remote.pid}")
     try:
         async with app.run_test(size=(120, 30), notifications=True) as pilot:
-            await wait_ui(pilot, lambda: app.main.ready and len(app.main.table) == 3)
-            await wait_ui(
+            await pilot_until(pilot, lambda: app.main.ready and len(app.main.table) == 3)
+            await pilot_until(
                 pilot, lambda: any(f"attached to pid {remote.pid}" in t for t in toasts(app))
             )
-            await wait_ui(pilot, lambda: state(remote, "long") == JobState.RUNNING)
+            await pilot_until(pilot, lambda: state(remote, "long") == JobState.RUNNING)
             pid = remote.view("long").record.pid
             assert pid is not None
             # q quits at once: nothing of the queue runs here, so nothing to ask or kill.
             await pilot.press("q")
-            await wait_ui(pilot, lambda: not app.is_running, "the exit")
+            await pilot_until(pilot, lambda: not app.is_running, what="the exit")
             assert not isinstance(app.screen, ConfirmScreen)
         assert scheduler.answers() and live_state(queue, "long") == "running" and alive(pid)
         # Even a quit that asks to kill leaves the scheduler's jobs alone.
@@ -531,9 +518,9 @@ async def test_the_remote_dashboard_says_where_it_is_and_q_never_kills(
         app2 = remote_app(again)
         try:
             async with app2.run_test(size=(120, 30)) as pilot:
-                await wait_ui(pilot, lambda: app2.main.ready)
+                await pilot_until(pilot, lambda: app2.main.ready)
                 app2.call_later(app2.shutdown_and_exit, kill_jobs=True)
-                await wait_ui(pilot, lambda: not app2.is_running, "the exit")
+                await pilot_until(pilot, lambda: not app2.is_running, what="the exit")
         finally:
             await again.shutdown()
         assert live_state(queue, "long") == "running" and alive(pid)
@@ -561,40 +548,47 @@ async def test_two_dashboards_on_one_scheduler_see_each_others_actions_and_one_q
                     and shown(app, "long") == JobState.RUNNING
                 )
 
-            await wait_ui(p1, ready(app1), "the jobs, in one")
-            await wait_ui(p2, ready(app2), "the jobs, in two")
+            await pilot_until(p1, ready(app1), what="the jobs, in one")
+            await pilot_until(p2, ready(app2), what="the jobs, in two")
             pid = one.view("long").record.pid
             assert pid is not None and two.view("long").record.pid == pid
 
             # p in the first holds the waiting job: the second shows it held.
-            await wait_ui(p1, lambda: app1.main.table.select("waiting"), "waiting selected")
+            await pilot_until(
+                p1, lambda: app1.main.table.select("waiting"), what="waiting selected"
+            )
             await p1.press("p")
-            await wait_ui(p1, lambda: live_state(queue, "waiting") == "held", "held there")
-            await wait_ui(p2, lambda: shown(app2, "waiting") == JobState.HELD, "held in two")
+            await pilot_until(p1, lambda: live_state(queue, "waiting") == "held", what="held there")
+            await pilot_until(
+                p2, lambda: shown(app2, "waiting") == JobState.HELD, what="held in two"
+            )
             # P in the second pauses the queue: the first shows it paused.
             await p2.press("P")
-            await wait_ui(p1, lambda: one.paused, "the pause, in one")
-            await wait_ui(p1, lambda: "PAUSED" in str(app1.main.query_one("#header").render()))
+            await pilot_until(p1, lambda: one.paused, what="the pause, in one")
+            await pilot_until(p1, lambda: "PAUSED" in str(app1.main.query_one("#header").render()))
 
             # The first quits: the scheduler, its job and the second go on.
             await p1.press("q")
-            await wait_ui(p1, lambda: not app1.is_running, "the first's exit")
+            await pilot_until(p1, lambda: not app1.is_running, what="the first's exit")
             assert not one.connected and two.connected
             assert scheduler.answers() and live_state(queue, "long") == "running" and alive(pid)
             # The second still acts and still hears: P resumes, p releases the held job.
             await p2.press("P")
-            await wait_ui(p2, lambda: not two.paused, "resumed, in two")
-            await wait_ui(p2, lambda: app2.main.table.select("waiting"), "waiting selected")
+            await pilot_until(p2, lambda: not two.paused, what="resumed, in two")
+            await pilot_until(
+                p2, lambda: app2.main.table.select("waiting"), what="waiting selected"
+            )
             await p2.press("p")
-            await wait_ui(p2, lambda: live_state(queue, "waiting") == "queued", "released")
-            await wait_ui(p2, lambda: shown(app2, "waiting") == JobState.QUEUED, "shown queued")
+            await pilot_until(p2, lambda: live_state(queue, "waiting") == "queued", what="released")
+            await pilot_until(
+                p2, lambda: shown(app2, "waiting") == JobState.QUEUED, what="shown queued"
+            )
             await p2.press("q")
-            await wait_ui(p2, lambda: not app2.is_running, "the second's exit")
+            await pilot_until(p2, lambda: not app2.is_running, what="the second's exit")
         assert scheduler.answers() and live_state(queue, "long") == "running" and alive(pid)
     finally:
         await one.shutdown()
         await two.shutdown()
-
 
 
 MEM_QUEUE = """
@@ -630,16 +624,16 @@ async def test_a_remote_dashboard_shows_the_note_on_a_mem_far_from_the_last_run(
         await remote.start()
         app = remote_app(remote, host="testhost")
         async with app.run_test(size=(120, 50)) as pilot:
-            await wait_ui(pilot, lambda: app.main.ready and len(app.main.table) == 2)
-            await wait_ui(pilot, lambda: app.main.table.select("fit"), "fit selected")
-            await wait_ui(pilot, lambda: app.main.table.selected == "fit")
+            await pilot_until(pilot, lambda: app.main.ready and len(app.main.table) == 2)
+            await pilot_until(pilot, lambda: app.main.table.select("fit"), what="fit selected")
+            await pilot_until(pilot, lambda: app.main.table.selected == "fit")
             await pilot.press("enter")
             words = "mem 70G is far above its last run's peak 12G; 15G would do"
-            await wait_ui(pilot, lambda: detail_shown(app, "fit", words), words)
+            await pilot_until(pilot, lambda: detail_shown(app, "fit", words), what=words)
             assert not any("far above" in t for t in toasts(app))  # told here, not as a toast
             await pilot.press("escape")
             await pilot.press("q")
-            await wait_ui(pilot, lambda: not app.is_running, "the exit")
+            await pilot_until(pilot, lambda: not app.is_running, what="the exit")
     finally:
         await remote.shutdown()
         sched.stop()
@@ -654,12 +648,9 @@ def _tmux(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def terminal(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., str]]:
-    """A private tmux server whose panes stand for plain terminals; yields ``open(name, cmd)``."""
-    d = Path(tempfile.mkdtemp(prefix="gtmux", dir="/tmp"))
-    monkeypatch.setenv("TMUX_TMPDIR", str(d))
-    monkeypatch.delenv("TMUX", raising=False)
-    monkeypatch.delenv("TMUX_PANE", raising=False)
+def terminal(tmux_server: Path) -> Callable[..., str]:
+    """Panes of the test's private tmux server that stand for plain terminals: ``open(name,
+    cwd, cmd)``."""
 
     def open_terminal(name: str, cwd: Path, command: str) -> str:
         r = _tmux(
@@ -669,12 +660,7 @@ def terminal(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., str]]:
         assert r.returncode == 0, r.stderr
         return f"={name}:"
 
-    try:
-        yield open_terminal
-    finally:
-        _tmux("kill-server")
-        _tmux("-L", "gtui", "kill-server")  # gtui's own server, where its sessions run
-        shutil.rmtree(d, ignore_errors=True)
+    return open_terminal
 
 
 def screen(target: str) -> str:

@@ -11,8 +11,7 @@ import stat
 import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import psutil
@@ -38,6 +37,7 @@ from gtui.core.exec.runner import (
     suspend,
     wait_exit,
 )
+from tests.waiting import until
 
 TIMEOUT = 20.0  # generous: only a hang hits it
 
@@ -65,14 +65,6 @@ async def run_job(tmp: Path, cmd: str, **kw: object) -> tuple[Launched, ExitStat
     launched = launch(make_req(tmp, cmd, **kw))  # type: ignore[arg-type]
     status = await asyncio.wait_for(wait_exit(launched), TIMEOUT)
     return launched, status
-
-
-async def wait_for(cond: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 def gone(pid: int) -> bool:
@@ -346,7 +338,7 @@ async def test_wait_exit_polling_fallback(tmp_path: Path, monkeypatch: pytest.Mo
 
 async def test_wait_exit_falls_back_to_waitpid_without_status_file(tmp_path: Path) -> None:
     launched = launch(make_req(tmp_path, "sleep 30"))
-    await wait_for(lambda: len(process_tree(launched.pid)) == 2, "the job's sleep to start")
+    await until(lambda: len(process_tree(launched.pid)) == 2, what="the job's sleep to start")
     (sleeper,) = process_tree(launched.pid) - {launched.pid}
     os.kill(launched.pid, 9)  # the wrapper itself: it cannot write its status
     status = await asyncio.wait_for(wait_exit(launched), TIMEOUT)
@@ -416,8 +408,8 @@ async def test_adopted_job_exit_status_from_file(
 
 async def test_adopted_job_that_ended_while_we_were_down(tmp_path: Path) -> None:
     orig = launch_elsewhere(tmp_path, "exit 9")
-    await wait_for(lambda: orig.status_path.exists(), "the status file")
-    await wait_for(lambda: not is_alive(orig.pid, orig.create_time), "the wrapper to end")
+    await until(lambda: orig.status_path.exists(), what="the status file")
+    await until(lambda: not is_alive(orig.pid, orig.create_time), what="the wrapper to end")
     assert await asyncio.wait_for(wait_exit(orig), TIMEOUT) == ExitStatus(9, None)
 
 
@@ -465,8 +457,8 @@ async def test_kill_tree_leaves_nothing_of_the_tree(tmp_path: Path) -> None:
     waiter = asyncio.ensure_future(wait_exit(launched))
     # The second sleep starts once the shell has reaped the daemon's launcher (run in the
     # foreground): from then on nothing links the daemon to the job's tree.
-    await wait_for(lambda: len(read_pids(pids)) == 2, "the job's two sleeps")
-    await wait_for(lambda: len(read_pids(daemon)) == 1, "the daemon's pid")
+    await until(lambda: len(read_pids(pids)) == 2, what="the job's two sleeps")
+    await until(lambda: len(read_pids(daemon)) == 1, what="the daemon's pid")
     daemon_pid = read_pids(daemon)[0]
     all_pids = {*read_pids(pids), daemon_pid} | process_tree(launched.pid)
     assert daemon_pid not in process_tree(launched.pid)  # it left the tree
@@ -481,7 +473,7 @@ async def test_kill_tree_leaves_nothing_of_the_tree(tmp_path: Path) -> None:
 async def test_kill_tree_sigterm_is_enough_for_a_polite_job(tmp_path: Path) -> None:
     launched = launch(make_req(tmp_path, "sleep 100"))
     waiter = asyncio.ensure_future(wait_exit(launched))
-    await wait_for(lambda: len(process_tree(launched.pid)) == 2, "the job")
+    await until(lambda: len(process_tree(launched.pid)) == 2, what="the job")
     await asyncio.wait_for(kill_tree(launched.pid, 30.0), TIMEOUT)  # grace not waited out
     assert await asyncio.wait_for(waiter, TIMEOUT) == ExitStatus(None, 15)
 
@@ -489,7 +481,7 @@ async def test_kill_tree_sigterm_is_enough_for_a_polite_job(tmp_path: Path) -> N
 async def test_kill_tree_of_a_suspended_job(tmp_path: Path) -> None:
     launched = launch(make_req(tmp_path, "sleep 100"))
     waiter = asyncio.ensure_future(wait_exit(launched))
-    await wait_for(lambda: len(process_tree(launched.pid)) == 2, "the job")
+    await until(lambda: len(process_tree(launched.pid)) == 2, what="the job")
     suspend(launched.pid)
     await asyncio.wait_for(kill_tree(launched.pid, 30.0), TIMEOUT)
     assert await asyncio.wait_for(waiter, TIMEOUT) == ExitStatus(None, 15)
@@ -516,7 +508,7 @@ async def test_reused_pid_is_never_signalled(tmp_path: Path) -> None:
         await asyncio.wait_for(kill_tree(victim.pid, 0.1, create_time=ct - 50), TIMEOUT)
         assert victim.poll() is None
         (tmp_path / "ping").touch()
-        await wait_for(lambda: (tmp_path / "pong").exists(), "the victim to answer (not stopped)")
+        await until(lambda: (tmp_path / "pong").exists(), what="the victim to answer (not stopped)")
         assert victim.poll() is None
         await asyncio.wait_for(kill_tree(victim.pid, 0.1, create_time=ct), TIMEOUT)
         assert victim.wait(TIMEOUT) == -15
@@ -536,7 +528,7 @@ async def test_suspend_and_resume(tmp_path: Path) -> None:
     cmd = f"sleep 100 & echo $! > '{pids}'; while [ ! -e '{go}' ]; do sleep 0.02; done; exit 4"
     launched = launch(make_req(tmp_path, cmd))
     waiter = asyncio.ensure_future(wait_exit(launched))
-    await wait_for(lambda: len(read_pids(pids)) == 1, "the job")
+    await until(lambda: len(read_pids(pids)) == 1, what="the job")
     sleeper = read_pids(pids)[0]
 
     def states() -> set[str]:
@@ -550,14 +542,14 @@ async def test_suspend_and_resume(tmp_path: Path) -> None:
         return found - {psutil.STATUS_ZOMBIE}
 
     suspend(launched.pid)
-    await wait_for(lambda: states() == {psutil.STATUS_STOPPED}, "the job to stop")
+    await until(lambda: states() == {psutil.STATUS_STOPPED}, what="the job to stop")
     assert sleeper in process_tree(launched.pid)
     go.touch()
     # Every process of the job is stopped (by the kernel's word): none can see the file.
     assert states() == {psutil.STATUS_STOPPED}
     assert not waiter.done()
     resume(launched.pid)
-    await wait_for(lambda: psutil.STATUS_STOPPED not in states(), "the job to continue")
+    await until(lambda: psutil.STATUS_STOPPED not in states(), what="the job to continue")
     assert await asyncio.wait_for(waiter, TIMEOUT) == ExitStatus(4, None)
     await kill_tree(launched.pid, 0.1)  # the background sleep, left in the group
     assert gone(sleeper)
@@ -581,7 +573,7 @@ async def test_is_alive_checks_create_time_and_zombies(tmp_path: Path) -> None:
 async def test_process_tree(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     launched = launch(make_req(tmp_path, f"sleep 100 & echo $! > '{pids}'; sleep 100"))
-    await wait_for(lambda: len(read_pids(pids)) == 1, "the job")
+    await until(lambda: len(read_pids(pids)) == 1, what="the job")
     tree = process_tree(launched.pid)
     assert {launched.pid, read_pids(pids)[0]} <= tree
     assert len(tree) >= 3  # wrapper, job shell, two sleeps (the job shell may exec one)

@@ -16,9 +16,9 @@ import pytest
 
 from gtui.core.queue.placeholders import placeholders_used
 from gtui.core.queue.queuefile import load_queue
-from tests.conftest import gtui
+from tests.conftest import REPO, gtui
 
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_queues"
+SAMPLES = REPO / "sample_queues"
 QUEUES = sorted(SAMPLES.glob("*.toml"))
 # Jobs meant to fail on their first attempt, and what their stderr says.
 EXPECTED_FAILURES = {

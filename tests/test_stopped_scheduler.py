@@ -31,44 +31,9 @@ from gtui.core.errors import EXIT_LOCKED, EXIT_UNKNOWN
 from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths
 from gtui.core.procstat import stopped_state
 from gtui.core.queue.writeback import append_job
+from tests.cli_helpers import Procs, gtui, live_state, long_then_next, records, release
 from tests.conftest import write_queue
-from tests.test_cli_support import (
-    Procs,
-    cleaned_procs,
-    final_state,
-    gate,
-    gtui,
-    live_state,
-    release,
-)
 from tests.waiting import wait_for
-
-
-@pytest.fixture(name="procs")
-def _procs() -> Iterator[Procs]:
-    yield from cleaned_procs()
-
-
-def queue(tmp: Path) -> Path:
-    return write_queue(
-        tmp,
-        f"""
-        [settings]
-        poll = "0.2s"
-        kill_grace = "1s"
-
-        [[jobs]]
-        name = "long"
-        gpus = 0
-        cmd = "echo hello-long; {gate("long")}"
-
-        [[jobs]]
-        name = "next"
-        gpus = 0
-        after = ["long"]
-        cmd = "true"
-        """,
-    )
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -88,6 +53,13 @@ def stopped(pid: int) -> Iterator[None]:
         os.kill(pid, signal.SIGCONT)
 
 
+def saved_state(q: Path, name: str) -> str | None:
+    """A job's state as the store has it: it outlasts a scheduler that exits once every job
+    has ended, maybe before a look over the socket asks it."""
+    rec = records(q).get(name)
+    return rec.state.value if rec is not None else None
+
+
 def names_in_file(q: Path) -> list[str]:
     return [ln.split('"')[1] for ln in q.read_text().splitlines() if ln.startswith("name = ")]
 
@@ -95,7 +67,7 @@ def names_in_file(q: Path) -> list[str]:
 def test_commands_say_at_once_that_the_scheduler_is_stopped_and_do_nothing_late(
     tmp_path: Path, procs: Procs
 ) -> None:
-    q = queue(tmp_path)
+    q = long_then_next(tmp_path)
     sched = procs.scheduler(q)
     pid = sched.proc.pid
     wait_for(lambda: live_state(q, "long") == "running", what="long running")
@@ -145,7 +117,7 @@ def test_commands_say_at_once_that_the_scheduler_is_stopped_and_do_nothing_late(
     assert names_in_file(q) == ["long", "next", "extra"]
     wait_for(lambda: live_state(q, "extra") == "done", what="extra done")
     release(q, "long")
-    wait_for(lambda: final_state(q, "next") == "done", what="next done")
+    wait_for(lambda: saved_state(q, "next") == "done", what="next done")
 
 
 def test_a_watcher_reads_the_saved_state_of_a_stopped_scheduler_at_once(
@@ -153,7 +125,7 @@ def test_a_watcher_reads_the_saved_state_of_a_stopped_scheduler_at_once(
 ) -> None:
     """`gtui follow / wait / events` and an attached dashboard watch the scheduler's events:
     a stopped one would send its hello only when continued, so the saved state is read."""
-    q = queue(tmp_path)
+    q = long_then_next(tmp_path)
     sched = procs.scheduler(q)
     wait_for(lambda: live_state(q, "long") == "running", what="long running")
 
@@ -166,7 +138,7 @@ def test_a_watcher_reads_the_saved_state_of_a_stopped_scheduler_at_once(
     assert not now.live
     assert {n: j["state"] for n, j in now.jobs.items()} == {"long": "running", "next": "queued"}
     release(q, "long")
-    wait_for(lambda: final_state(q, "next") == "done", what="next done")
+    wait_for(lambda: saved_state(q, "next") == "done", what="next done")
 
 
 def send(paths: QueuePaths, request: dict[str, Any]) -> socket.socket:
@@ -188,7 +160,7 @@ def reply(s: socket.socket) -> dict[str, Any]:
 def test_a_request_that_reaches_the_scheduler_after_its_deadline_is_refused(
     tmp_path: Path, procs: Procs
 ) -> None:
-    q = queue(tmp_path)
+    q = long_then_next(tmp_path)
     paths = queue_paths(q)
     sched = procs.scheduler(q)
     wait_for(lambda: live_state(q, "long") == "running", what="long running")
@@ -209,7 +181,7 @@ def test_a_request_that_reaches_the_scheduler_after_its_deadline_is_refused(
     assert live_state(q, "next") == "queued" and live_state(q, "long") == "running"
     assert names_in_file(q) == ["long", "next"]
     release(q, "long")
-    wait_for(lambda: final_state(q, "next") == "done", what="next done")
+    wait_for(lambda: saved_state(q, "next") == "done", what="next done")
 
 
 # -- the client's wait, against sockets whose other end does not answer ----------------------

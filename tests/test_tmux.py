@@ -5,15 +5,8 @@ Every test gets its own tmux server (TMUX_TMPDIR), so nothing touches the user's
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import shutil
-import subprocess
-import sys
-import tempfile
-import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -22,128 +15,25 @@ import pytest
 from gtui.core import tmux
 from gtui.core.paths import queue_paths
 from tests.conftest import gtui, write_queue
+from tests.tmux_helpers import (
+    PY,
+    capture,
+    job_processes,
+    job_state,
+    keys,
+    outer,
+    sh,
+    status,
+    wait_field,
+    wait_screen,
+    wait_screen_match,
+)
+from tests.waiting import wait_for
 
 pytestmark = [
     pytest.mark.tmux,
     pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux"),
 ]
-
-PY = sys.executable
-
-
-@pytest.fixture
-def tmux_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A private tmux server for this test (short socket path), killed afterwards."""
-    d = Path(tempfile.mkdtemp(prefix="gtmux", dir="/tmp"))
-    monkeypatch.setenv("TMUX_TMPDIR", str(d))
-    monkeypatch.delenv("TMUX", raising=False)
-    monkeypatch.delenv("TMUX_PANE", raising=False)
-    yield d
-    subprocess.run(["tmux", "kill-server"], capture_output=True)
-    subprocess.run([*tmux.server_argv(), "kill-server"], capture_output=True)
-    shutil.rmtree(d, ignore_errors=True)
-
-
-def sh(*args: str) -> subprocess.CompletedProcess[str]:
-    """``tmux ARGS`` on the server of its target: gtui's own (``tmux -L gtui``) for a session
-    gtui made (``gtui-...``), else the default one, where the tests' terminals run."""
-    target = args[args.index("-t") + 1] if "-t" in args[:-1] else ""
-    own = target.lstrip("=").startswith(tmux.PREFIX)
-    argv = [*tmux.server_argv(), *args] if own else ["tmux", *args]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=15)
-
-
-def capture(target: str) -> str:
-    return sh("capture-pane", "-p", "-t", target).stdout
-
-
-def wait(cond: Callable[[], object], timeout: float = 20.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or cond}")
-        time.sleep(0.1)
-
-
-def wait_screen(target: str, text: str, timeout: float = 20.0) -> str:
-    seen = ""
-
-    def shows() -> bool:
-        nonlocal seen
-        seen = capture(target)
-        return text in seen
-
-    try:
-        wait(shows, timeout, what=f"{text!r} on screen")
-    except AssertionError:
-        raise AssertionError(f"{text!r} never showed; the screen:\n{seen}") from None
-    return seen
-
-
-def keys(target: str, *k: str, literal: bool = False) -> None:
-    """Type into the pane. No pause after: the caller waits for what the keys cause."""
-    r = sh("send-keys", "-t", target, *(["-l"] if literal else []), *k)
-    assert r.returncode == 0, r.stderr
-
-
-def wait_screen_match(target: str, pattern: str, timeout: float = 20.0) -> str:
-    """Like wait_screen, for a regular expression (a form field and its value on one line)."""
-    seen = ""
-
-    def shows() -> bool:
-        nonlocal seen
-        seen = capture(target)
-        return re.search(pattern, seen) is not None
-
-    try:
-        wait(shows, timeout, what=f"{pattern!r} on screen")
-    except AssertionError:
-        raise AssertionError(f"{pattern!r} never showed; the screen:\n{seen}") from None
-    return seen
-
-
-def field_at_cursor(target: str) -> str | None:
-    """The job form's field the cursor is in: Textual puts the terminal's cursor in the focused
-    input, and the field's label starts the line, just inside the dialog's border."""
-    row = sh("display-message", "-p", "-t", target, "#{cursor_y}").stdout.strip()
-    lines = capture(target).splitlines()
-    if not row.isdigit() or int(row) >= len(lines):
-        return None
-    m = re.search(r"█\s+(\w+)\s", lines[int(row)])
-    return m.group(1) if m else None
-
-
-def wait_field(target: str, field: str) -> None:
-    """Wait until the cursor is in ``field``: keys typed after Tab go to the field that has
-    the focus when they arrive, and Tab moves it only once the app has handled it."""
-    wait(lambda: field_at_cursor(target) == field, what=f"the cursor in the form's {field}")
-
-
-def status(queue: Path) -> dict:  # type: ignore[type-arg]
-    r = gtui("status", str(queue), "--json")
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)  # type: ignore[no-any-return]
-
-
-def job_processes(queue: Path, name: str) -> list[psutil.Process]:
-    """Our job's processes, found by the environment the engine gives them."""
-    out = []
-    for p in psutil.process_iter():
-        try:
-            env = p.environ()
-        except (psutil.Error, OSError):
-            continue
-        if env.get("GTUI_JOB") == name and env.get("GTUI_QUEUE") == str(queue.resolve()):
-            out.append(p)
-    return out
-
-
-def job_state(queue: Path, name: str) -> str | None:
-    for job in status(queue)["jobs"]:
-        if job["name"] == name:
-            return str(job["state"])
-    return None
-
 
 # -- helpers on a real tmux -----------------------------------------------------------------
 
@@ -182,8 +72,8 @@ def test_launcher_script_keeps_the_environment_and_the_directory(
     script = tmp_path / "launch.sh"
     script.write_text(tmux.launcher_script(argv, work, os.environ))
     tmux.new_session("gtui-env", script, cwd=tmp_path, queue=tmp_path / "q.toml")
-    wait(out.exists, what="the launcher's output")
-    wait(lambda: out.read_text().strip() != "")
+    wait_for(out.exists, what="the launcher's output")
+    wait_for(lambda: out.read_text().strip() != "")
     assert out.read_text().strip() == f"it's kept; $HOME too|{work}"
     assert not script.exists()  # it removes itself: the environment is not left on disk
 
@@ -227,31 +117,12 @@ after = ["long"]
 """
 
 
-def outer(
-    tmp_path: Path, session: str, command: str, size: tuple[int, int] = (120, 30)
-) -> None:
-    """A terminal outside tmux ($TMUX unset) in which the user types ``command``."""
-    sh(
-        "new-session",
-        "-d",
-        "-x",
-        str(size[0]),
-        "-y",
-        str(size[1]),
-        "-s",
-        session,
-        "-c",
-        str(tmp_path),
-        f"env -u TMUX {command}; echo rc=$?; sleep 60",
-    )
-
-
 @pytest.mark.slow
 def test_gtui_starts_a_tmux_session_and_every_key_acts(tmux_server: Path, tmp_path: Path) -> None:
     queue = write_queue(tmp_path, QUEUE)
     name = queue_paths(queue).tmux_session  # gtui-q-<hash of the queue's folder>
     outer(tmp_path, "term", f"{PY} -m gtui q.toml --fake-gpus 2x80G")
-    wait(lambda: tmux.has_session(name), what=f"the {name} session")
+    wait_for(lambda: tmux.has_session(name), what=f"the {name} session")
     target = f"={name}:"
     screen = wait_screen(target, "long")
     assert "SIMULATED GPUs" in screen
@@ -265,7 +136,7 @@ def test_gtui_starts_a_tmux_session_and_every_key_acts(tmux_server: Path, tmp_pa
     cmdline = me[0].cmdline()
     assert cmdline[cmdline.index("--fake-gpus") + 1] == "2x80G"
     assert Path(me[0].cwd()) == tmp_path
-    wait(lambda: job_state(queue, "long") == "running")
+    wait_for(lambda: job_state(queue, "long") == "running")
     wait_screen(target, "running")
 
     # a: add a job through the form
@@ -287,7 +158,7 @@ def test_gtui_starts_a_tmux_session_and_every_key_acts(tmux_server: Path, tmp_pa
     keys(target, "hello", literal=True)
     wait_screen_match(target, r"name\s+hello\b")
     keys(target, "C-s")  # (enter would move to the next field)
-    wait(lambda: job_state(queue, "hello") == "done", what="the added job to run")
+    wait_for(lambda: job_state(queue, "hello") == "done", what="the added job to run")
     assert 'name = "hello"' in queue.read_text()
 
     # x: kill asks, then kills
@@ -296,17 +167,17 @@ def test_gtui_starts_a_tmux_session_and_every_key_acts(tmux_server: Path, tmp_pa
     keys(target, "x")
     wait_screen(target, "Kill long?")
     keys(target, "y")
-    wait(lambda: job_state(queue, "long") == "killed", what="long killed")
+    wait_for(lambda: job_state(queue, "long") == "killed", what="long killed")
     wait_screen(target, "killed")
 
     # P: pause the whole queue
     keys(target, "P")
     wait_screen(target, "PAUSED")
-    wait(lambda: status(queue).get("paused") is True, what="paused in the state")
+    wait_for(lambda: status(queue).get("paused") is True, what="paused in the state")
 
     # q: nothing runs, so it quits at once and the session ends with it
     keys(target, "q")
-    wait(lambda: not tmux.has_session(name), what="the session to end")
+    wait_for(lambda: not tmux.has_session(name), what="the session to end")
     wait_screen("=term:", "rc=0")
 
 
@@ -315,10 +186,10 @@ def test_a_second_gtui_reattaches_and_leaving_keeps_jobs(tmux_server: Path, tmp_
     queue = write_queue(tmp_path, QUEUE)
     name = queue_paths(queue).tmux_session
     outer(tmp_path, "term1", f"{PY} -m gtui --fake-gpus 2x80G q.toml")
-    wait(lambda: tmux.has_session(name))
-    wait(lambda: job_state(queue, "long") == "running")
+    wait_for(lambda: tmux.has_session(name))
+    wait_for(lambda: job_state(queue, "long") == "running")
     outer(tmp_path, "term2", f"{PY} -m gtui --fake-gpus 2x80G q.toml")
-    wait(
+    wait_for(
         lambda: len(sh("list-clients", "-t", f"={name}").stdout.splitlines()) == 2,
         what=f"two clients on {name}",
     )
@@ -334,7 +205,7 @@ def test_a_second_gtui_reattaches_and_leaving_keeps_jobs(tmux_server: Path, tmp_
     procs = job_processes(queue, "long")
     assert procs
     keys(f"={name}:", "l")
-    wait(lambda: not tmux.has_session(name))
+    wait_for(lambda: not tmux.has_session(name))
     try:
         assert all(p.is_running() for p in procs) and job_state(queue, "long") == "running"
     finally:
@@ -343,8 +214,6 @@ def test_a_second_gtui_reattaches_and_leaving_keeps_jobs(tmux_server: Path, tmp_
 
 
 @pytest.mark.slow
-
-
 # A queue run by a headless scheduler outside tmux: `gtui QUEUE.toml` opens the dashboard on
 # it over its socket (tests/test_remote_dashboard.py, in tmux too).
 
@@ -375,7 +244,7 @@ def test_no_terminal_is_a_plain_error(tmp_path: Path) -> None:
     assert r.returncode == 2 and "no such queue file" in r.stderr
 
 
-# -- the job detail view, the zoomed log and the pager, in a real 80x24 terminal ---------------
+# -- the job detail view, the zoomed log and the pager, in a real 80x24 terminal ------
 
 FAILING = """
 [settings]
@@ -411,7 +280,7 @@ def test_detail_view_zoomed_log_and_pager_at_80x24(tmux_server: Path, tmp_path: 
         size=(80, 24),
     )
     target = "=term:"
-    wait(lambda: job_state(queue, "train") == "failed", what="train to fail")
+    wait_for(lambda: job_state(queue, "train") == "failed", what="train to fail")
     wait_screen(target, "✗ train")
     keys(target, "Enter")
     screen = wait_screen(target, "gtui · job train")
@@ -424,7 +293,10 @@ def test_detail_view_zoomed_log_and_pager_at_80x24(tmux_server: Path, tmp_path: 
     assert "site-packages/torch/nn/modules/module.py" in screen
     text = " ".join(screen.replace("│", " ").split())
     assert "line 1736, in _wrapped_call_impl" in text
-    assert "Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.20 GiB is free." in text
+    assert (
+        "Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.20 GiB is free."
+        in text
+    )
     # o: the whole log in less; q in less comes back to the zoomed log.
     keys(target, "o")
     screen = wait_screen(target, "(END)")
@@ -459,7 +331,7 @@ def test_a_long_queue_shows_its_screen_while_the_file_is_read(
         seen.append(capture(target))
         return "gtui ·" in seen[-1]
 
-    wait(painted, 60, what="the dashboard's first frame")
+    wait_for(painted, 60, what="the dashboard's first frame")
     first = seen[-1]
     assert "reading q.toml" in first, first  # the frame before the start, not after it
     assert "train-000000" not in first

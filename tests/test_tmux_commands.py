@@ -16,14 +16,8 @@ import pytest
 from gtui.core import tmux
 from gtui.core.paths import queue_paths
 from tests.conftest import gtui, write_queue
-from tests.test_tmux import (
-    PY,
-    job_state,
-    outer,
-    tmux_server,  # noqa: F401  (the fixture: a private tmux server)
-    wait,
-    wait_screen_match,
-)
+from tests.tmux_helpers import PY, job_state, outer, wait_screen_match
+from tests.waiting import wait_for
 
 pytestmark = [
     pytest.mark.tmux,
@@ -61,9 +55,9 @@ def test_add_and_kill_from_another_shell_show_on_the_dashboard(tmp_path: Path) -
     outer(tmp_path, "term", f"{PY} -m gtui q.toml --fake-gpus 2x80G")
     try:
         name = queue_paths(queue).tmux_session
-        wait(lambda: tmux.has_session(name), what=f"the {name} session")
+        wait_for(lambda: tmux.has_session(name), what=f"the {name} session")
         target = f"={name}:"
-        wait(lambda: job_state(queue, "long") == "running", what="long running")
+        wait_for(lambda: job_state(queue, "long") == "running", what="long running")
         wait_screen_match(target, r"long\s+running")
 
         t0 = time.monotonic()
@@ -81,7 +75,7 @@ def test_add_and_kill_from_another_shell_show_on_the_dashboard(tmp_path: Path) -
         killed_s = shown_within(target, r"long\s+killed", t0)
 
         # Still following after both: the added job's end shows too.
-        wait(lambda: job_state(queue, "added") == "running", what="added running")
+        wait_for(lambda: job_state(queue, "added") == "running", what="added running")
         t0 = time.monotonic()
         (tmp_path / "release").touch()
         # Done, it folds (E shows it): the title counts it, the header too.

@@ -1,7 +1,7 @@
 """The dashboard's daily use in a real tmux: session names per folder, the prefix key tmux really uses, typing a
 whole form in one ``send-keys``, and ``gtui stop`` ending a dashboard's process.
 
-Each test runs on its own tmux server (the ``tmux_server`` fixture of tests/test_tmux.py).
+Each test runs on its own tmux server (the ``tmux_server`` fixture of tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -16,18 +16,8 @@ from gtui.core import tmux
 from gtui.core.paths import queue_paths
 from gtui.core.state.lock import QueueLock
 from tests.conftest import gtui, write_queue
-from tests.test_tmux import (
-    PY,
-    capture,
-    job_state,
-    keys,
-    outer,
-    sh,
-    status,
-    tmux_server,  # noqa: F401  (the fixture: a private tmux server)
-    wait,
-    wait_screen,
-)
+from tests.tmux_helpers import PY, capture, job_state, keys, outer, sh, status, wait_screen
+from tests.waiting import wait_for
 
 pytestmark = [
     pytest.mark.tmux,
@@ -93,10 +83,10 @@ cmd = "while [ ! -e release ]; do sleep 0.05; done"
             f"{PY} -m gtui --fake-gpus 1x80G q.toml; echo rc=$?; sleep 60",
         )  # fmt: skip
         sh("set-option", "-g", "prefix", "C-a")
-        wait(lambda: job_state(queue, "other") == "running", what="other running")
+        wait_for(lambda: job_state(queue, "other") == "running", what="other running")
         r = gtui("pause", str(queue), "other")
         assert r.returncode == 0, r.stderr
-        wait(lambda: job_state(queue, "other") == "suspended", what="other suspended")
+        wait_for(lambda: job_state(queue, "other") == "suspended", what="other suspended")
         wait_screen("=term:", "suspended")
         keys("=term:", "q")
         screen = wait_screen("=term:", "Quit gtui?")
@@ -129,12 +119,12 @@ def test_two_queue_toml_in_two_folders_get_two_sessions_and_ls_shows_each_folder
     assert name_a.startswith("gtui-queue-") and name_b.startswith("gtui-queue-")
     try:
         outer(a, "term-a", f"{PY} -m gtui --fake-gpus 1x80G queue.toml")
-        wait(lambda: tmux.has_session(name_a), what=f"the session {name_a}")
+        wait_for(lambda: tmux.has_session(name_a), what=f"the session {name_a}")
         outer(b, "term-b", f"{PY} -m gtui --fake-gpus 1x80G queue.toml")
         # Not an attach to a's session: its own, and b's queue runs.
-        wait(lambda: tmux.has_session(name_b), what=f"the session {name_b}")
-        wait(lambda: job_state(qb, "long") == "running", what="b's job running")
-        wait(lambda: job_state(qa, "long") == "running", what="a's job running")
+        wait_for(lambda: tmux.has_session(name_b), what=f"the session {name_b}")
+        wait_for(lambda: job_state(qb, "long") == "running", what="b's job running")
+        wait_for(lambda: job_state(qa, "long") == "running", what="a's job running")
         assert tmux.session_queue(name_a) == str(qa.resolve())
         assert tmux.session_queue(name_b) == str(qb.resolve())
         r = gtui("ls")
@@ -144,12 +134,11 @@ def test_two_queue_toml_in_two_folders_get_two_sessions_and_ls_shows_each_folder
     finally:
         (a / "release").touch()
         (b / "release").touch()
-    wait(lambda: status(qa)["jobs"][0]["state"] == "done", what="a's job done")
-    wait(lambda: status(qb)["jobs"][0]["state"] == "done", what="b's job done")
+    wait_for(lambda: status(qa)["jobs"][0]["state"] == "done", what="a's job done")
+    wait_for(lambda: status(qb)["jobs"][0]["state"] == "done", what="b's job done")
     for name in (name_a, name_b):
         keys(f"={name}:", "q")
-        wait(lambda n=name: not tmux.has_session(n), what=f"{name} to end")  # type: ignore[misc]
-
+        wait_for(lambda n=name: not tmux.has_session(n), what=f"{name} to end")  # type: ignore[misc]
 
 
 @pytest.mark.slow
@@ -159,7 +148,7 @@ def test_gtui_stop_ends_a_dashboards_scheduler_and_the_dashboard_quits(tmp_path:
     queue = write_queue(tmp_path, LONG)
     try:
         outer(tmp_path, "term", f"{PY} -m gtui --no-tmux --fake-gpus 1x80G q.toml")
-        wait(lambda: job_state(queue, "long") == "running", what="long running")
+        wait_for(lambda: job_state(queue, "long") == "running", what="long running")
         wait_screen("=term:", "running")
         dashboard = [
             p
@@ -185,7 +174,7 @@ def test_a_whole_form_sent_in_one_send_keys_lands_in_the_right_fields(tmp_path: 
     queue = write_queue(tmp_path, LONG)
     try:
         outer(tmp_path, "term", f"{PY} -m gtui --no-tmux --fake-gpus 1x80G q.toml", (100, 30))
-        wait(lambda: job_state(queue, "long") == "running", what="long running")
+        wait_for(lambda: job_state(queue, "long") == "running", what="long running")
         wait_screen("=term:", "running")
         keys(
             "=term:",
@@ -201,7 +190,7 @@ def test_a_whole_form_sent_in_one_send_keys_lands_in_the_right_fields(tmp_path: 
             "SEED=7 MODE=x", "C-s",           # env, then save
         )  # fmt: skip
         try:
-            wait(lambda: "typed-fast" in queue.read_text(), what="the job written to the file")
+            wait_for(lambda: "typed-fast" in queue.read_text(), what="the job written to the file")
         except AssertionError:
             raise AssertionError(sh("capture-pane", "-p", "-t", "=term:").stdout) from None
         jobs = {j["name"]: j for j in status(queue)["jobs"]}
@@ -253,11 +242,11 @@ def test_a_filter_typed_in_one_send_keys_filters_and_runs_no_key_of_its_own(
     queue = write_queue(tmp_path, FILTERED)
     try:
         outer(tmp_path, "term", f"{PY} -m gtui --no-tmux --fake-gpus 1x80G q.toml", (100, 30))
-        wait(lambda: job_state(queue, "long") == "running", what="long running")
+        wait_for(lambda: job_state(queue, "long") == "running", what="long running")
         wait_screen("=term:", "running")
         keys("=term:", "/", "vit-s", "Enter", "p")
         try:
-            wait(lambda: job_state(queue, "vit-small") == "held", what="the job shown held")
+            wait_for(lambda: job_state(queue, "vit-small") == "held", what="the job shown held")
             wait_screen("=term:", "name~vit-s")
         except AssertionError:
             raise AssertionError(sh("capture-pane", "-p", "-t", "=term:").stdout) from None
@@ -298,11 +287,11 @@ def test_gtui_in_another_window_of_the_dashboards_own_session_opens_a_client_the
             "new-session", "-d", "-x", "100", "-y", "30", "-s", "work", "-c", str(tmp_path),
             f"{PY} -m gtui --no-tmux --fake-gpus 1x80G q.toml; echo rc=$?; sleep 60",
         )  # fmt: skip
-        wait(lambda: job_state(queue, "long") == "running", what="long running")
+        wait_for(lambda: job_state(queue, "long") == "running", what="long running")
         wait_screen(first, "running")
         if viewer:  # a terminal that shows `work`
             outer(tmp_path, "viewer", "tmux attach-session -t =work")
-            wait(lambda: sh("list-clients", "-t", "=work").stdout.strip(), what="a client")
+            wait_for(lambda: sh("list-clients", "-t", "=work").stdout.strip(), what="a client")
         holder = QueueLock(queue_paths(queue)).holder()
         second = _window(
             "new-window", "-d", "-t", "=work:", "-c", str(tmp_path),
@@ -318,7 +307,9 @@ def test_gtui_in_another_window_of_the_dashboards_own_session_opens_a_client_the
         assert not tmux.has_session(queue_paths(queue).tmux_session)  # no session was made
         # An action in the client reaches the scheduler of the first window.
         keys(second, "P")
-        wait(lambda: status(queue).get("paused") is True, what="the queue paused from the client")
+        wait_for(
+            lambda: status(queue).get("paused") is True, what="the queue paused from the client"
+        )
         wait_screen(first, "PAUSED")
         keys(second, "q")
         assert "rc=0" in wait_screen(second, "rc=")
@@ -340,7 +331,7 @@ def test_gtui_outside_tmux_opens_a_client_of_a_queue_run_in_the_users_own_sessio
             "new-session", "-d", "-x", "100", "-y", "30", "-s", "work", "-c", str(tmp_path),
             f"{PY} -m gtui --no-tmux --fake-gpus 1x80G q.toml; echo rc=$?; sleep 60",
         )  # fmt: skip
-        wait(lambda: job_state(queue, "long") == "running", what="long running")
+        wait_for(lambda: job_state(queue, "long") == "running", what="long running")
         outer(tmp_path, "term", f"{PY} -m gtui --fake-gpus 1x80G q.toml", (100, 30))
         wait_screen("=term:", "attached to the")
         wait_screen("=term:", "running")
@@ -361,11 +352,11 @@ def test_gtui_in_the_users_tmux_opens_a_client_of_the_queues_gtui_session(tmp_pa
     name = queue_paths(queue).tmux_session
     try:
         outer(tmp_path, "term", f"{PY} -m gtui --fake-gpus 1x80G q.toml", (100, 30))
-        wait(lambda: tmux.has_session(name), what=f"the session {name}")
-        wait(lambda: job_state(queue, "long") == "running", what="long running")
+        wait_for(lambda: tmux.has_session(name), what=f"the session {name}")
+        wait_for(lambda: job_state(queue, "long") == "running", what="long running")
         # The terminal goes (its `tmux attach` with it): the session runs on, with no client.
         sh("kill-session", "-t", "=term")
-        wait(lambda: sh("list-clients").stdout.strip() == "", what="no client left")
+        wait_for(lambda: sh("list-clients").stdout.strip() == "", what="no client left")
         sh(
             "new-session", "-d", "-x", "100", "-y", "30", "-s", "work", "-c", str(tmp_path),
             f"{PY} -m gtui --fake-gpus 1x80G q.toml; echo rc=$?; sleep 60",

@@ -20,18 +20,8 @@ import pytest
 from gtui.core import tmux
 from gtui.core.paths import queue_paths
 from tests.conftest import write_queue
-from tests.test_tmux import (
-    PY,
-    job_state,
-    keys,
-    outer,
-    sh,
-    status,
-    tmux_server,  # noqa: F401  (the fixture: a private tmux server)
-    wait,
-    wait_field,
-    wait_screen,
-)
+from tests.tmux_helpers import PY, job_state, keys, outer, sh, status, wait_field, wait_screen
+from tests.waiting import wait_for
 
 pytestmark = [
     pytest.mark.tmux,
@@ -64,13 +54,13 @@ def test_esc_then_a_key_a_tenth_of_a_second_later_acts_and_the_users_tmux_keeps_
     theirs = sh("show-options", "-s", "-v", "escape-time").stdout.strip()
     try:
         outer(tmp_path, "term", f"{PY} -m gtui --fake-gpus 1x80G q.toml", (100, 30))
-        wait(lambda: tmux.has_session(name), what=f"the session {name}")
-        wait(lambda: job_state(queue, "long") == "running", what="long running")
+        wait_for(lambda: tmux.has_session(name), what=f"the session {name}")
+        wait_for(lambda: job_state(queue, "long") == "running", what="long running")
         wait_screen("=term:", "running")
         keys("=term:", "Escape")  # on the table: it unmarks, or clears a filter
         time.sleep(KEY_AFTER_ESC_S)
         keys("=term:", "P")
-        wait(lambda: status(queue).get("paused") is True, what="P after Esc to pause the queue")
+        wait_for(lambda: status(queue).get("paused") is True, what="P after Esc to pause the queue")
         wait_screen("=term:", "PAUSED")
         # gtui's server took the short escape time; the user's server kept theirs.
         assert sh("show-options", "-s", "-v", "escape-time").stdout.strip() == theirs
@@ -89,7 +79,7 @@ def test_the_add_form_is_typed_in_the_order_it_shows_and_enter_on_the_last_field
     queue = write_queue(tmp_path, QUEUE)
     try:
         outer(tmp_path, "term", f"{PY} -m gtui --no-tmux --fake-gpus 1x80G q.toml", (100, 30))
-        wait(lambda: job_state(queue, "long") == "running", what="long running")
+        wait_for(lambda: job_state(queue, "long") == "running", what="long running")
         wait_screen("=term:", "running")
         keys("=term:", "a")
         shown = wait_screen("=term:", "Add a job to q.toml")
@@ -107,7 +97,7 @@ def test_the_add_form_is_typed_in_the_order_it_shows_and_enter_on_the_last_field
             keys("=term:", "Enter")
             wait_field("=term:", field)
         keys("=term:", "Enter")  # on the last field: adds
-        wait(lambda: job_state(queue, "hello") == "done", what="the added job to run")
+        wait_for(lambda: job_state(queue, "hello") == "done", what="the added job to run")
         text = queue.read_text()
         assert 'name = "hello"' in text and 'cmd = "echo hi"' in text and "gpus = 0" in text
     finally:

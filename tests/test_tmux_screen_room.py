@@ -1,7 +1,7 @@
 """In a real tmux at 80x24: with many done jobs before them, the running and waiting jobs are on
 the screen (the done ones folded, E shows them), and sweep members read their parameters.
 
-Each test runs on its own tmux server (the ``tmux_server`` fixture of tests/test_tmux.py).
+Each test runs on its own tmux server (the ``tmux_server`` fixture of tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -13,16 +13,8 @@ import psutil
 import pytest
 
 from tests.conftest import write_queue
-from tests.test_tmux import (
-    PY,
-    capture,
-    job_state,
-    keys,
-    outer,
-    tmux_server,  # noqa: F401  (the fixture: a private tmux server)
-    wait,
-    wait_screen,
-)
+from tests.tmux_helpers import PY, capture, job_state, keys, outer, wait_screen
+from tests.waiting import wait_for
 
 pytestmark = [
     pytest.mark.tmux,
@@ -67,8 +59,8 @@ def test_at_80x24_the_running_jobs_are_in_view_with_many_done_jobs(tmp_path: Pat
     try:
         outer(tmp_path, "term", f"{PY} -m gtui --no-tmux --fake-gpus 1x80G q.toml", size=(80, 24))
         target = "=term:"
-        wait(lambda: all(job_state(queue, n) == "done" for n in DONE), what="the done jobs")
-        wait(
+        wait_for(lambda: all(job_state(queue, n) == "done" for n in DONE), what="the done jobs")
+        wait_for(
             lambda: job_state(queue, "sweep-resnet50-imagenet-lr0.01-bs32") == "running",
             what="the sweep running",
         )
@@ -85,7 +77,7 @@ def test_at_80x24_the_running_jobs_are_in_view_with_many_done_jobs(tmp_path: Pat
 
         # As it opens, no key pressed: what runs and waits is on screen (the job under the
         # cursor, done meanwhile, may stay above them: its log is the one shown).
-        wait(lambda: live_in_view(capture(target)), what="the running and waiting jobs")
+        wait_for(lambda: live_in_view(capture(target)), what="the running and waiting jobs")
         keys(target, "End")  # the cursor off the done job it started on: that one folds too
         screen = wait_screen(target, "18 done folded (E shows)")
         assert live_in_view(screen), screen

@@ -10,7 +10,8 @@ import pytest
 from gtui.core.model import JobState
 from gtui.ui.alerts import Alerts, osc9
 from tests.conftest import write_queue
-from tests.test_ui_app import dashboard, until
+from tests.dashboard_helpers import dashboard
+from tests.waiting import pilot_until as until
 
 JOBS = """
 [settings]

@@ -9,15 +9,12 @@ import asyncio
 import os
 import re
 import signal
-import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
 
 import psutil
 import pytest
 from textual.command import Command, CommandList, CommandPalette
-from textual.pilot import Pilot
 from textual.widgets import Input
 
 from gtui.core.errors import GtuiError
@@ -33,6 +30,18 @@ from gtui.ui.widgets.job_table import JobTable
 from gtui.ui.widgets.keybar import KeyBar
 from gtui.ui.widgets.log_view import LogView
 from tests.conftest import write_queue
+from tests.dashboard_helpers import (
+    commands_under_way,
+    dashboard,
+    main_screen_caught_up,
+    order,
+    screen_text,
+    select,
+    shows_toast,
+    state,
+    toasts,
+)
+from tests.waiting import pilot_until as until
 
 QUEUE = """
 [settings]
@@ -68,96 +77,6 @@ cmd = "echo three"
 gpus = 1
 after = ["long"]
 """
-
-
-async def until(
-    pilot: Pilot[int], cond: Callable[[], object], timeout: float = 15.0, what: str = ""
-) -> None:
-    """Wait (generously) for something to happen; never a timing assertion."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or cond}")
-        await pilot.pause(0.05)
-
-
-def screen_text(app: GtuiApp) -> str:
-    """What the active screen shows, as plain text lines."""
-    strips = app.screen._compositor.render_strips()
-    return "\n".join("".join(seg.text for seg in strip) for strip in strips)
-
-
-def toasts(app: GtuiApp) -> list[tuple[str, str]]:
-    """The notifications painted on the active screen now, as (severity, text): what the user
-    reads, not what the app meant to say."""
-    out = []
-    for toast in app.screen.query("Toast"):
-        if not toast.display or toast.region.area == 0:
-            continue
-        severity = next(
-            (c[1:] for c in toast.classes if c in ("-information", "-warning", "-error")), "?"
-        )
-        out.append((severity, " ".join(str(toast.render()).split())))
-    return out
-
-
-def shows_toast(app: GtuiApp, severity: str, *parts: str) -> bool:
-    """A toast of ``severity`` is on screen, saying every one of ``parts``."""
-    return any(sev == severity and all(p in text for p in parts) for sev, text in toasts(app))
-
-
-def commands_under_way(app: GtuiApp) -> list[str]:
-    """The engine commands the main screen has started and not finished (kill, remove, ...)."""
-    return [w.name for w in app.workers if w.group == "commands" and not w.is_finished]
-
-
-async def main_screen_caught_up(pilot: Pilot[int], app: GtuiApp) -> None:
-    """Wait until every callback queued on the main screen so far has run (a dialog's answer is
-    delivered with call_next; a marker queued after it runs after it)."""
-    done: list[bool] = []
-    app.main.call_next(lambda: done.append(True))
-    await until(pilot, lambda: done, what="the main screen's queued callbacks")
-
-
-def state(engine: Engine, name: str) -> JobState:
-    return engine.view(name).record.state
-
-
-def order(engine: Engine) -> list[str]:
-    return [v.spec.name for v in engine.jobs()]
-
-
-@asynccontextmanager
-async def dashboard(
-    path: Path, size: tuple[int, int] = (120, 30), fake: str = "2x80G", kill_at_end: bool = True
-) -> AsyncIterator[tuple[GtuiApp, Pilot[int], Engine]]:
-    engine = Engine(path, fake_gpus=fake)
-    app = GtuiApp(engine, host="testhost")
-    try:
-        # notifications=True: toasts are painted as for a user (run_test leaves them out).
-        async with app.run_test(size=size, notifications=True) as pilot:
-            await until(pilot, lambda: app.main.ready and len(app.main.table) > 0, what="start")
-            yield app, pilot, engine
-    finally:
-        # Not suppressed: a shutdown that fails is a bug the test must show.
-        await engine.shutdown(kill_jobs=kill_at_end)
-
-
-async def select(pilot: Pilot[int], app: GtuiApp, name: str) -> None:
-    """Select ``name`` and wait until the screen has taken it in (its log panel names it), so
-    the next key acts on it."""
-    await until(pilot, lambda: app.main.table.select(name), what=f"row {name}")
-    await until(
-        pilot,
-        lambda: app.main.table.selected == name
-        and str(app.main.log_view.border_title).startswith(f"Log · {name}"),
-        what=f"{name} selected, its log shown",
-    )
-
-
-@pytest.fixture
-def queue(tmp_path: Path) -> Path:
-    return write_queue(tmp_path, QUEUE)
 
 
 async def test_shows_the_queue_in_order_with_running_and_failed_jobs(queue: Path) -> None:
@@ -310,7 +229,9 @@ async def test_edit_refuses_a_running_job_in_the_cores_words(queue: Path) -> Non
         said = why_not_edit(engine.view("long").record)
         assert said is not None and said.startswith("long is running: ")
         await until(pilot, lambda: shows_toast(app, "warning", said), what="the refusal")
-        with pytest.raises(GtuiError, match=re.escape(said)):  # the engine refuses it in the same words
+        with pytest.raises(
+            GtuiError, match=re.escape(said)
+        ):  # the engine refuses it in the same words
             await engine.edit("long", {"priority": 3})
         assert not isinstance(app.screen, JobForm)
         assert queue.read_text() == before and state(engine, "long") == JobState.RUNNING
@@ -436,8 +357,10 @@ async def test_a_queue_opened_again_with_every_job_ended_says_how_to_run_it_agai
         assert "queued ok again" in r.stdout and "queued bad again" in r.stdout, r.stdout
         await until(
             pilot,
-            lambda: all(engine.view(n).record.attempt > a for n, a in attempts.items())
-            and all(engine.view(n).record.final for n in attempts),
+            lambda: (
+                all(engine.view(n).record.attempt > a for n, a in attempts.items())
+                and all(engine.view(n).record.final for n in attempts)
+            ),
             what="both run again",
         )
     r = gtui("retry", str(q))
@@ -720,9 +643,11 @@ async def test_a_broken_edit_of_the_queue_file_is_shown_and_the_last_good_queue_
         banner = app.main.query_one("#file-banner")
         await until(
             pilot,
-            lambda: banner.display
-            and "queue file not reloaded, last good version kept" in screen_text(app)
-            and "gpus: expected an integer" in screen_text(app),
+            lambda: (
+                banner.display
+                and "queue file not reloaded, last good version kept" in screen_text(app)
+                and "gpus: expected an integer" in screen_text(app)
+            ),
             what="the broken edit reported on screen",
         )
         assert not shows_toast(app, "error", "queue file not reloaded")

@@ -15,7 +15,8 @@ from gtui.core.model import JobState
 from gtui.core.sched.engine import Engine
 from gtui.ui.app import GtuiApp
 from tests.conftest import gtui, write_queue
-from tests.test_ui_app import screen_text, state, until
+from tests.dashboard_helpers import screen_text, state
+from tests.waiting import pilot_until as until
 
 QUEUE = """
 [settings]

@@ -28,7 +28,8 @@ from gtui.ui.widgets.diagnosis import DiagnosisPanel
 from gtui.ui.widgets.log_search import LogSearch
 from gtui.ui.widgets.log_view import CURRENT_MATCH_STYLE, MATCH_STYLE, LogView
 from tests.conftest import write_queue
-from tests.test_ui_app import dashboard, screen_text, select, shows_toast, state, until
+from tests.dashboard_helpers import dashboard, screen_text, select, shows_toast, state
+from tests.waiting import pilot_until as until
 
 OOM = (
     "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB "
@@ -79,9 +80,10 @@ cmd = "echo started; sleep 60"
 
 
 @pytest.fixture
-def queue(tmp_path: Path) -> Path:
-    (tmp_path / "work").mkdir()
-    return write_queue(tmp_path, QUEUE)
+def queue(queue: Path) -> Path:
+    """The shared queue, with the work folder its jobs run in."""
+    (queue.parent / "work").mkdir()
+    return queue
 
 
 _FRAME = re.compile(r"[│╭╮╰╯─\u2580-\u259f]")  # borders, and the block glyphs of scrollbars

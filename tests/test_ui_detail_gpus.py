@@ -26,8 +26,9 @@ from gtui.core.units import format_mib
 from gtui.ui.detail import detail_renderable, gtui_env, how_it_ended, when
 from gtui.ui.format import display_path, kind_label
 from tests.conftest import write_queue
-from tests.test_ui_app import dashboard, screen_text, state, until
+from tests.dashboard_helpers import dashboard, screen_text, state
 from tests.test_ui_detail import flat, open_detail
+from tests.waiting import pilot_until as until
 
 S = NODE_GPU_STRIDE  # node 1's first GPU in the pool: pool GPU S + 3 is node2's GPU 3
 G = 1024

@@ -14,7 +14,7 @@ from gtui.core.state.book import JobBook
 from gtui.ui.app import GtuiApp
 from gtui.ui.events import EventBuffer
 from tests.conftest import write_queue
-from tests.test_ui_app import until
+from tests.waiting import pilot_until as until
 
 
 async def test_the_first_screen_makes_every_jobs_view_once(

@@ -10,7 +10,8 @@ import pytest
 from gtui.core.model import JobState
 from gtui.ui.screens.detail import DetailScreen
 from tests.conftest import write_queue
-from tests.test_ui_app import dashboard, screen_text, select, state, until
+from tests.dashboard_helpers import dashboard, screen_text, select, state
+from tests.waiting import pilot_until as until
 
 
 @pytest.mark.parametrize(("size", "column"), [((200, 30), True), ((80, 30), False)])

@@ -21,7 +21,8 @@ from gtui.ui.screens.detail import DetailScreen
 from gtui.ui.screens.help import help_text
 from gtui.ui.widgets.diagnosis import DiagnosisPanel
 from tests.conftest import write_queue
-from tests.test_ui_app import dashboard, screen_text, select, state, until
+from tests.dashboard_helpers import dashboard, screen_text, select, state
+from tests.waiting import pilot_until as until
 
 LR01 = "sweep-resnet50-imagenet-lr0.1-bs32"
 LR001 = "sweep-resnet50-imagenet-lr0.01-bs32"

@@ -40,7 +40,8 @@ from gtui.ui.screens.detail import DetailScreen
 from gtui.ui.screens.help import HelpScreen
 from gtui.ui.widgets.log_view import LogView
 from tests.conftest import write_queue
-from tests.test_ui_app import dashboard, screen_text, select, state, until
+from tests.dashboard_helpers import dashboard, screen_text, select, state
+from tests.waiting import pilot_until as until
 
 QUEUE = """
 [settings]

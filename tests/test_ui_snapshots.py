@@ -9,6 +9,8 @@ shown relative to the working directory, the fake GPUs are fixed. Update the pic
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -390,7 +392,11 @@ async def _prepare_detail(path: Path) -> None:
 
 
 @pytest.fixture
-def make_detail_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], SnapApp]]:
+def make_detail_app(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], SnapApp]]:
+    # The detail view shows the job's absolute paths, wrapped: a folder whose path has the same
+    # length wherever the test runs (pytest's tmp_path grows with its run number, and more under
+    # a pytest-xdist worker), so the picture does not change with it.
+    tmp_path = Path(tempfile.mkdtemp(prefix="gtui-snapshot-", dir="/tmp"))
     (tmp_path / "train.sh").write_text(TRAIN_SH)
     path = write_queue(tmp_path, DETAIL_QUEUE)
     asyncio.run(_prepare_detail(path))
@@ -405,6 +411,7 @@ def make_detail_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
     yield make
     monkeypatch.undo()
     time.tzset()
+    shutil.rmtree(tmp_path, ignore_errors=True)
 
 
 def _detail_steady(app: GtuiApp) -> bool:

@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from gtui.ui.widgets.gpu_sparks import MIN_ROWS, GpuSparks, bucket, sparkline
-from tests.conftest import write_queue
-from tests.test_ui_app import dashboard, screen_text, until
+from tests.conftest import REPO, write_queue
+from tests.dashboard_helpers import dashboard, screen_text
+from tests.waiting import pilot_until as until
 
 
 def test_sparkline_blocks_and_blanks() -> None:
@@ -106,7 +107,7 @@ async def test_the_panel_keys_are_in_the_help_the_palette_and_the_readme(tmp_pat
 
     assert {k.shown for k in PANEL_KEYS} == {"h", "s"}
     # The keys table lives in the dashboard's reference page (the README links to it).
-    keys_doc = (Path(__file__).parent.parent / "docs" / "dashboard.md").read_text()
+    keys_doc = (REPO / "docs" / "dashboard.md").read_text()
     section = keys_doc.split("\n## Keys\n", 1)[1]
     (keys_table,) = [b for b in section.split("\n\n") if b.startswith("| key |")][:1]
     for k in PANEL_KEYS:

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import write_queue
-from tests.test_ui_app import QUEUE, dashboard, until
+from tests.dashboard_helpers import dashboard
+from tests.test_ui_app import QUEUE
+from tests.waiting import pilot_until as until
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from gtui.core.errors import QueueFileError
 from gtui.core.queue import parse, placeholders, queuefile
 from gtui.core.queue.plaintoml import parse_plain
 from gtui.core.queue.tomlscan import Scan, scan
+from tests.conftest import REPO
 
 # Generated examples per property: enough for CI's few seconds; GTUI_PLAIN_EXAMPLES=20000 for a
 # deeper run (a change to plaintoml.py deserves one).
@@ -564,7 +565,6 @@ def test_deep_nesting_is_refused_alike_whichever_reader(
     assert refused == (above + depth > queuefile.MAX_NESTING), fast
 
 
-REPO = Path(__file__).resolve().parent.parent
 FIXTURES = sorted(
     [*REPO.glob("sample_queues/*.toml"), *REPO.glob("tests/**/*.toml")],
     key=lambda p: str(p.relative_to(REPO)),

@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 
 from gtui.cli import main as cli_main
 from gtui.core.queue.queuefile import JOB_KEYS, SETTINGS_KEYS
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parent.parent.parent
 SAMPLES = sorted((REPO / "sample_queues").glob("*.toml"))
 
 

@@ -35,7 +35,8 @@ from gtui.core.model import JobState
 from gtui.core.paths import queue_paths
 from gtui.core.sched.engine import Engine
 from gtui.core.state import store as store_mod
-from tests.conftest import gtui, write_queue
+from tests import waiting
+from tests.conftest import TESTS, gtui, write_queue
 from tests.reliability.helpers import (
     finish,
     remount,
@@ -47,7 +48,7 @@ from tests.reliability.helpers import (
 )
 from tests.reliability.mixed import check_no_orphans, kill_queue_processes, queue_processes
 
-FAKE_NVML = Path(__file__).parent.parent / "fake_pynvml" / "pynvml" / "__init__.py"
+FAKE_NVML = TESTS / "fake_pynvml" / "pynvml" / "__init__.py"
 
 
 def _load_fake_nvml() -> ModuleType:
@@ -159,18 +160,8 @@ async def engine_on_nvml(queue: Path) -> AsyncIterator[tuple[Engine, list[Event]
 
 
 async def until(cond: Callable[[], object], timeout: float = 20.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not _holds(cond):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or cond}")
-        await asyncio.sleep(0.02)
-
-
-def _holds(cond: Callable[[], object]) -> bool:
-    try:
-        return bool(cond())
-    except GtuiError:  # the engine has not loaded its queue yet
-        return False
+    """The shared wait, reading the engine's GtuiError (its queue not loaded yet) as "not yet"."""
+    await waiting.until(cond, timeout, what, ignoring=(GtuiError,))
 
 
 def notices(events: list[Event]) -> list[str]:
@@ -579,7 +570,9 @@ def test_state_dir_disk_full(tmp_path: Path) -> None:
             text = gtui("status", str(queue))
             assert text.returncode == 0, text.stderr
             problem = next(ln for ln in text.stdout.splitlines() if ln.startswith("problem: "))
-            assert "cannot save the job states" in problem and "the disk is full" in problem, problem
+            assert "cannot save the job states" in problem and "the disk is full" in problem, (
+                problem
+            )
             log.unlink()  # free the space
             out = run.finish()
             jobs = status(queue)

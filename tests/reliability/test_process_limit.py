@@ -4,7 +4,7 @@ spent, no permanent failure) and start once processes are freed; ``gtui kill`` r
 ``gtui run`` ends without a traceback.
 
 Root ignores RLIMIT_NPROC, so the scheduler runs as a real second Unix user (made with
-``useradd`` as tests/reliability/test_security.py does), under ``prlimit --nproc``. The fork
+``useradd``, tests/reliability/users.py), under ``prlimit --nproc``. The fork
 bomb is bounded (a cap on its forks, each child sleeps a bounded time) and whatever that user
 still runs is killed at teardown.
 """
@@ -27,8 +27,8 @@ import pytest
 from gtui.core.exec.runner import WRAPPER, read_status_file
 from tests.reliability.helpers import wait_for
 from tests.reliability.mixed import load_records
+from tests.reliability.users import SYSTEM_PY, second_user
 
-SYSTEM_PY = "/usr/bin/python3"
 NPROC = 120  # the scheduler's limit; the bomb fills what its threads and the jobs leave
 BOMB_CAP = 400  # the bomb never forks more than this, limit or not
 WAITERS = 10
@@ -80,27 +80,10 @@ def _queue_text(py: str) -> str:
 
 @pytest.fixture(scope="module")
 def user() -> Iterator[pwd.struct_passwd]:
-    """A throwaway Unix user (root ignores RLIMIT_NPROC), removed after the tests."""
-    if os.geteuid() != 0:
-        pytest.skip("RLIMIT_NPROC needs an unprivileged user; creating one needs root")
-    for tool in ("useradd", "setpriv", "prlimit"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"needs {tool}")
-    if not os.path.exists(SYSTEM_PY):
-        pytest.skip(f"needs {SYSTEM_PY} to run gtui as the second user")
-    name = f"gtuinp{os.getpid() % 100000}"
-    made = subprocess.run(
-        ["useradd", "--no-create-home", "--shell", "/bin/sh", "--user-group", name],
-        capture_output=True,
-        text=True,
-    )
-    if made.returncode != 0:
-        pytest.skip(f"useradd failed here: {made.stderr.strip()}")
-    try:
-        yield pwd.getpwnam(name)
-    finally:
-        _kill_all_of(pwd.getpwnam(name).pw_uid)
-        subprocess.run(["userdel", name], capture_output=True)
+    """A throwaway Unix user (root ignores RLIMIT_NPROC), removed after the tests with every
+    process it still runs."""
+    with second_user("gtuinp", ("setpriv", "prlimit"), cleanup=_kill_all_of) as made:
+        yield made
 
 
 def _processes_of(uid: int) -> list[psutil.Process]:

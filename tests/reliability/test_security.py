@@ -27,8 +27,7 @@ from tests.conftest import gtui, write_queue
 from tests.reliability.helpers import finish, start_run, state_of, status, wait_for
 from tests.reliability.live import LiveOutput
 from tests.reliability.mixed import kill_queue_processes, load_records
-
-SYSTEM_PY = "/usr/bin/python3"
+from tests.reliability.users import SYSTEM_PY, second_user
 
 
 def mode(path: Path) -> int:
@@ -51,22 +50,8 @@ def shared(tmp_path: Path) -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def other_user() -> Iterator[pwd.struct_passwd]:
     """A throwaway Unix user, removed after the tests."""
-    if os.geteuid() != 0:
-        pytest.skip("creating a second user needs root")
-    if not (shutil.which("useradd") and shutil.which("setpriv") and os.path.exists(SYSTEM_PY)):
-        pytest.skip("needs useradd, setpriv and /usr/bin/python3")
-    name = f"gtuirel{os.getpid() % 100000}"
-    made = subprocess.run(
-        ["useradd", "--no-create-home", "--shell", "/bin/sh", "--user-group", name],
-        capture_output=True,
-        text=True,
-    )
-    if made.returncode != 0:
-        pytest.skip(f"useradd failed here: {made.stderr.strip()}")
-    try:
-        yield pwd.getpwnam(name)
-    finally:
-        subprocess.run(["userdel", name], capture_output=True)
+    with second_user("gtuirel", ("setpriv",)) as user:
+        yield user
 
 
 def as_user(user: pwd.struct_passwd, *argv: str, **kw: Any) -> subprocess.CompletedProcess[str]:

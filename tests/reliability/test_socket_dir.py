@@ -6,7 +6,9 @@ command line still reaches the scheduler there."""
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,15 +21,17 @@ OTHER_UID = 65534  # nobody: a real uid that is not ours
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a directory owned by another uid needs root")
 def test_a_socket_directory_planted_by_another_user_is_not_used(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     tmp = tmp_path / "tmp"
     planted = tmp / f"gtui-{os.getuid()}"
     planted.mkdir(parents=True, mode=0o777)
     os.chmod(planted, 0o777)
     os.chown(planted, OTHER_UID, OTHER_UID)
-    home = tmp_path / "home"
-    home.mkdir()
+    # A short home: the socket's path must fit a Unix socket's 108 bytes, and tmp_path is long
+    # (more so under a pytest-xdist worker's folder).
+    home = Path(tempfile.mkdtemp(prefix="gsd", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(home, ignore_errors=True))
     monkeypatch.delenv("XDG_RUNTIME_DIR")
     for key, value in dict(TMPDIR=tmp, HOME=home, XDG_CACHE_HOME=home / ".cache").items():
         monkeypatch.setenv(key, str(value))

@@ -17,7 +17,6 @@ import pytest
 from gtui.core.exec.runner import status_path_for
 from gtui.core.paths import queue_paths
 from gtui.core.state.history import attempts
-from tests.conftest import write_queue
 from tests.reliability.helpers import finish, start_run, state_of, wait_for
 from tests.reliability.mixed import kill_queue_processes
 
@@ -47,10 +46,10 @@ retries = 2
 
 
 @pytest.fixture
-def queue(tmp_path: Path) -> Iterator[Path]:
-    q = write_queue(tmp_path, QUEUE)
-    yield q
-    kill_queue_processes(q)
+def queue(queue: Path) -> Iterator[Path]:
+    """The shared queue; what its jobs left running is killed after the test."""
+    yield queue
+    kill_queue_processes(queue)
 
 
 def _started(log_dir: Path, name: str) -> bool:

@@ -2,7 +2,7 @@
 stop, status --state/--watch, events) share: a real headless scheduler in a subprocess, the
 commands as real subprocesses, and a cleanup that leaves no process behind.
 
-No test here; the helpers are imported by tests/test_cli_*.py.
+The ``procs`` fixture (tests/conftest.py) gives a test its Procs.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from gtui.core.model import JobRecord
 from gtui.core.paths import queue_paths
 from gtui.core.state.lock import QueueLock
 from gtui.core.state.store import Store
+from tests.conftest import gtui as gtui  # the command tests import it from here too
+from tests.conftest import write_queue
 from tests.reliability.live import LiveOutput, start_live
 from tests.waiting import wait_for
 
@@ -83,21 +85,6 @@ def live_order(q: Path) -> list[str]:
 
 def lock_free(q: Path) -> bool:
     return QueueLock(queue_paths(q)).holder() is None
-
-
-def gtui(
-    *args: str, timeout: float = 60, env: dict[str, str] | None = None, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    """The real command line, as a subprocess, its output captured."""
-    return subprocess.run(
-        [sys.executable, "-m", "gtui", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        env=env,
-        cwd=cwd,
-    )
 
 
 class Scheduler:
@@ -179,7 +166,7 @@ class Procs:
 
 
 def cleaned_procs() -> Iterator[Procs]:
-    """The body of each test file's ``procs`` fixture: a Procs, closed after the test."""
+    """The body of the ``procs`` fixture (tests/conftest.py): a Procs, closed after the test."""
     p = Procs()
     try:
         yield p
@@ -225,3 +212,27 @@ def in_pty(*args: str, until: str | None = None, timeout: float = 30.0) -> tuple
             proc.kill()
             proc.wait(10)
         os.close(master)
+
+
+def long_then_next(tmp: Path) -> Path:
+    """The queue most command tests start from: ``long`` prints hello-long, counts its starts in
+    long.runs and runs until released; ``next`` waits for it."""
+    return write_queue(
+        tmp,
+        f"""
+        [settings]
+        poll = "0.2s"
+        kill_grace = "1s"
+
+        [[jobs]]
+        name = "long"
+        gpus = 0
+        cmd = "echo hello-long; echo run >> long.runs; {gate("long")}"
+
+        [[jobs]]
+        name = "next"
+        gpus = 0
+        after = ["long"]
+        cmd = "true"
+        """,
+    )

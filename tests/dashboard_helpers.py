@@ -1,0 +1,93 @@
+"""What the dashboard's tests in Pilot share: a GtuiApp over a real Engine on fake GPUs, the
+screen's text and toasts as the user sees them, and a row selected before a key acts on it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from textual.pilot import Pilot
+
+from gtui.core.model import JobState
+from gtui.core.sched.engine import Engine
+from gtui.ui.app import GtuiApp
+from tests.waiting import pilot_until
+
+
+def screen_text(app: GtuiApp) -> str:
+    """What the active screen shows, as plain text lines."""
+    strips = app.screen._compositor.render_strips()
+    return "\n".join("".join(seg.text for seg in strip) for strip in strips)
+
+
+def toasts(app: GtuiApp) -> list[tuple[str, str]]:
+    """The notifications painted on the active screen now, as (severity, text): what the user
+    reads, not what the app meant to say."""
+    out = []
+    for toast in app.screen.query("Toast"):
+        if not toast.display or toast.region.area == 0:
+            continue
+        severity = next(
+            (c[1:] for c in toast.classes if c in ("-information", "-warning", "-error")), "?"
+        )
+        out.append((severity, " ".join(str(toast.render()).split())))
+    return out
+
+
+def shows_toast(app: GtuiApp, severity: str, *parts: str) -> bool:
+    """A toast of ``severity`` is on screen, saying every one of ``parts``."""
+    return any(sev == severity and all(p in text for p in parts) for sev, text in toasts(app))
+
+
+def commands_under_way(app: GtuiApp) -> list[str]:
+    """The engine commands the main screen has started and not finished (kill, remove, ...)."""
+    return [w.name for w in app.workers if w.group == "commands" and not w.is_finished]
+
+
+async def main_screen_caught_up(pilot: Pilot[int], app: GtuiApp) -> None:
+    """Wait until every callback queued on the main screen so far has run (a dialog's answer is
+    delivered with call_next; a marker queued after it runs after it)."""
+    done: list[bool] = []
+    app.main.call_next(lambda: done.append(True))
+    await pilot_until(pilot, lambda: done, what="the main screen's queued callbacks")
+
+
+def state(engine: Engine, name: str) -> JobState:
+    return engine.view(name).record.state
+
+
+def order(engine: Engine) -> list[str]:
+    return [v.spec.name for v in engine.jobs()]
+
+
+@asynccontextmanager
+async def dashboard(
+    path: Path, size: tuple[int, int] = (120, 30), fake: str = "2x80G", kill_at_end: bool = True
+) -> AsyncIterator[tuple[GtuiApp, Pilot[int], Engine]]:
+    engine = Engine(path, fake_gpus=fake)
+    app = GtuiApp(engine, host="testhost")
+    try:
+        # notifications=True: toasts are painted as for a user (run_test leaves them out).
+        async with app.run_test(size=size, notifications=True) as pilot:
+            await pilot_until(
+                pilot, lambda: app.main.ready and len(app.main.table) > 0, what="start"
+            )
+            yield app, pilot, engine
+    finally:
+        # Not suppressed: a shutdown that fails is a bug the test must show.
+        await engine.shutdown(kill_jobs=kill_at_end)
+
+
+async def select(pilot: Pilot[int], app: GtuiApp, name: str) -> None:
+    """Select ``name`` and wait until the screen has taken it in (its log panel names it), so
+    the next key acts on it."""
+    await pilot_until(pilot, lambda: app.main.table.select(name), what=f"row {name}")
+    await pilot_until(
+        pilot,
+        lambda: (
+            app.main.table.selected == name
+            and str(app.main.log_view.border_title).startswith(f"Log · {name}")
+        ),
+        what=f"{name} selected, its log shown",
+    )
