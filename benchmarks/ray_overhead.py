@@ -13,7 +13,7 @@ Two figures, each a median (and p90) over ``--jobs`` jobs, on the same machine i
   poll, the GPU read of the cluster and the next launch) costs.
 
 The cluster is ``ray.cluster_utils.Cluster`` with two nodes on this machine (simulated GPUs),
-as in tests/test_ray_cluster.py: Ray's calls cross processes, not a network, so a real
+as in tests/core/exec/test_ray_cluster.py: Ray's calls cross processes, not a network, so a real
 cluster adds its network round trips to the Ray figures. Needs the ray extra.
 """
 

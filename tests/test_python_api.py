@@ -44,8 +44,8 @@ from gtui.core.control.protocol import (
 from gtui.core.errors import GtuiError
 from gtui.core.paths import queue_paths
 from gtui.core.queue.queuefile import load_queue
+from tests.cli_helpers import Procs, cleaned_procs, gate, live_state, lock_free, release
 from tests.conftest import REPO, write_queue
-from tests.test_cli_support import Procs, cleaned_procs, gate, live_state, lock_free, release
 
 EXAMPLE = REPO / "examples" / "api.py"
 NOTEBOOK = REPO / "examples" / "api.ipynb"

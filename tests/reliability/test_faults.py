@@ -1,7 +1,7 @@
 """Faults: for each, what the user sees, and that nothing else breaks.
 
 Real processes, real files, real signals, real mounts where the machine allows them; only NVML
-is faked (tests/fake_pynvml, driven between reads as tests/test_gpus_nvml.py does).
+is faked (tests/fake_pynvml, driven between reads as tests/core/gpus/test_gpus_nvml.py does).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ FAKE_NVML = TESTS / "fake_pynvml" / "pynvml" / "__init__.py"
 
 
 def _load_fake_nvml() -> ModuleType:
-    """The fake pynvml under its own name (shared with tests/test_gpus_nvml.py)."""
+    """The fake pynvml under its own name (shared with tests/core/gpus/test_gpus_nvml.py)."""
     name = "gtui_tests_fake_pynvml"
     if name in sys.modules:
         return sys.modules[name]

@@ -9,7 +9,7 @@ the real second Unix user these need (tests run as root, whom ``chmod 000`` does
   (the first user's private ``logs/`` is not theirs to write).
 
 gtui and its dependencies are copied where the other user can read them and run by a Python
-of the same version (tests/test_claims_users.py); skipped, with the reason, where no second
+of the same version (tests/core/gpus/test_claims_users.py); skipped, with the reason, where no second
 user can be made.
 """
 
@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.core.gpus.test_claims_users import _build_tree, _popen_as, _python_for, bob
 from tests.reliability.live import LiveOutput
 from tests.reliability.mixed import kill_queue_processes
-from tests.test_claims_users import _build_tree, _popen_as, _python_for, bob
 
 __all__ = ["bob"]  # the second user, a fixture
 

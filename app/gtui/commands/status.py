@@ -191,7 +191,7 @@ def watch(ns: argparse.Namespace, states: frozenset[str] | None) -> int:
         sys.stdout.write("\x1b[2J\x1b[?25l")  # a clear screen, no cursor blinking over it
     # Ctrl-C must end it wherever it lands. Under the default handler, asyncio.run (inside
     # get_status) takes SIGINT over, and one that arrives as its work finishes is lost: the
-    # loop redrew on (seen under load in tests/test_cli_events.py).
+    # loop redrew on (seen under load in tests/commands/test_cli_events.py).
     interrupted = False
 
     def on_interrupt(signum: int, frame: object) -> None:

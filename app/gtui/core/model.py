@@ -265,7 +265,7 @@ class JobSpec:
         frozen ``__init__`` sets each field through ``object.__setattr__`` and runs
         ``__post_init__``, twice the time of this loop over a 100,000-job file (measured:
         constructor 2.0 s, this 1.3 s, per 100k under load). Equal to the constructor's
-        (tests/test_shared_defaults.py)."""
+        (tests/core/sched/test_shared_defaults.py)."""
         spec = object.__new__(cls)
         values = (
             name, cmd, gpus, mem_mib, priority, after, mem_auto, retries,

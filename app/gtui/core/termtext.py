@@ -16,7 +16,7 @@ import re
 # (a line cut at max_line, a log still being written) is dropped too. The ESC-led forms are
 # also compiled on bytes (the log search's prefilter); the 8-bit C1 forms only on text, since
 # in UTF-8 bytes 0x80-0x9f are parts of ordinary characters. This is gtui's only escape
-# pattern (tests/test_one_stripper.py checks no other module spells one).
+# pattern (tests/core/test_one_stripper.py checks no other module spells one).
 _ESC_FORMS = (
     r"\x1b\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"  # CSI: SGR is kept, cursor moves etc. not
     r"|\x1b[\]PX^_][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC, DCS, SOS, PM, APC up to BEL or ST

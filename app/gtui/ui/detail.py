@@ -2,7 +2,7 @@
 
 Everything ``gtui status --json`` knows about a job is here (state, GPUs and node, memory,
 attempt, exit status, times, log, waiting reason and since when, diagnosis, warnings, estimates,
-what it used; tests/test_ui_detail_gpus.py checks each key), and what the table has no room
+what it used; tests/ui/test_ui_detail_gpus.py checks each key), and what the table has no room
 for: the command after its placeholders, the working directory, the environment gtui sets (by
 the engine's own rule, gtui.core.sched.jobenv), every attempt (from the attempts history,
 gtui.core.state.history), the jobs it runs after and the jobs that wait on it. Values wrap;

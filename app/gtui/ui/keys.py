@@ -195,7 +195,7 @@ LOG_KEYS: tuple[tuple[str, str], ...] = (
 )
 
 # The add / edit form's keys (gtui.ui.screens.job_form): its own, then the text field's editing
-# keys (Textual's Input: tests/test_ui_app.py types each one into a field and checks it).
+# keys (Textual's Input: tests/ui/test_ui_app.py types each one into a field and checks it).
 FORM_KEYS: tuple[tuple[str, str], ...] = (
     ("enter", "the next field; on the last one (env) add / save"),
     ("ctrl+s", "add / save from any field"),

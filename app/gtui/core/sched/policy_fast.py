@@ -1,7 +1,7 @@
 """The column walk: the placement pass of policy.py, fast enough for 100k waiting jobs.
 
 ``policy.walk`` asks every job in turn. This walk gives the same Decision (starts, reasons,
-available memory, reserved GPUs, the starving job; tests/test_policy_fast.py holds it to
+available memory, reserved GPUs, the starving job; tests/core/sched/test_policy_fast.py holds it to
 ``walk`` on random queues and GPU states) while it looks only at the jobs that can change
 something: the first job of each request shape since the GPUs last changed, and the ones that
 start. Resources only shrink within a pass, so every later job of a shape that failed gets that

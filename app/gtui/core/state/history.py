@@ -133,7 +133,7 @@ def record_attempt(store: Store, rec: JobRecord) -> None:
         a.gpu_hours,
     )
     # AttributeError too: the store's lock and connection are its internals; should they
-    # change, history stops (tests/test_history.py says so) but the scheduler does not.
+    # change, history stops (tests/core/state/test_history.py says so) but the scheduler does not.
     with contextlib.suppress(sqlite3.Error, GtuiError, AttributeError), store._lock:
         conn = store.conn
         if store not in _ready:
