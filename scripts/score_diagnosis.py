@@ -7,7 +7,8 @@
 
 A log is right when diagnose() gives its expected kind with a non-empty hint. Per kind the
 table gives recall (its logs it gets right) and precision: how many logs of other kinds it
-wrongly claims. tests/core/diagnosis/test_diagnosis_corpus.py asserts the scores with the same functions.
+wrongly claims. tests/core/diagnosis/test_diagnosis_corpus.py asserts the scores with the same
+functions.
 """
 
 from __future__ import annotations
