@@ -46,9 +46,10 @@ The terms (applied in policy_state.py):
   fits with ``Placement.BEST_FIT``; ``Placement.AUTO`` is best fit in pack mode.
 
 Speed: ``walk`` asks every job in turn. From ``FAST_FROM`` waiting jobs ``place`` uses
-``policy_fast.walk_columns`` instead, which gives the same answer (tests/core/sched/test_policy_fast.py
-holds it to ``walk``) while looking only at the first job of each request shape since the GPUs
-last changed: one pass over 100k waiting jobs on 8 GPUs within about 50 ms.
+``policy_fast.walk_columns`` instead, which gives the same answer
+(tests/core/sched/test_policy_fast.py holds it to ``walk``) while looking only at the first job
+of each request shape since the GPUs last changed: one pass over 100k waiting jobs on 8 GPUs
+within about 50 ms.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ document again. Most jobs of a long sweep have never run, and their documents di
 values only (name, state, memory, waiting reason and when it was given, and the start
 estimate), so those are written into one text template; every other job still goes through
 ``job_dict``. The template is made *from* ``job_dict`` at import, so the one definition of a
-job's document stays there, and tests/core/sched/test_status_text.py checks that both give the same text
-for every kind of record.
+job's document stays there, and tests/core/sched/test_status_text.py checks that both give the
+same text for every kind of record.
 """
 
 from __future__ import annotations
