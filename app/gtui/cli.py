@@ -1,8 +1,8 @@
-"""The ``gtui`` command line (DESIGN.md 2).
+"""The ``gtui`` command line.
 
 Global options may stand anywhere on the line, before or after the subcommand and the file, up to
 a ``--`` (after which everything is the job's command, for ``gtui add``). Shell completion
-(issue 22.5) is argcomplete's: the shell runs ``gtui`` itself with ``_ARGCOMPLETE`` set, and the
+is argcomplete's: the shell runs ``gtui`` itself with ``_ARGCOMPLETE`` set, and the
 parser below, with the completers of ``gtui.commands.completion``, answers; argcomplete is
 imported only then, or by ``gtui completion``.
 

@@ -1,6 +1,7 @@
 """The README and the reference in docs/ hold together: every relative link lands on a file that
 exists and, where it names a heading (``page.md#anchor``), on a heading of that page; the README
-stays short enough to read on arrival; and no page cites a document outside the repository."""
+stays short enough to read on arrival; and no page, nor any comment or string of the package,
+cites a document outside the repository."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import PACKAGE_DIR, REPO
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 README_MAX_LINES = 250
@@ -139,4 +140,76 @@ def test_no_page_cites_the_design_contract_or_issue_numbers() -> None:
         for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
             if re.search(r"DESIGN(\.md)?\b|\b[Ii]ssues? \d|\bseeds? 0\d\d\b", line):
                 cited.append(f"{page.relative_to(REPO)}:{n}: {line.strip()[:80]}")
+    assert cited == [], "\n".join(cited)
+
+
+# What a reader of the package cannot open: a ticket number ("issue 14", "issues 19.2", "#14"),
+# the design contract ("DESIGN.md 4.5"), the seed documents ("seed 004", "the seed's rule", "the
+# seeds") and round labels ("stop 27", "round 3").
+_CITATION = re.compile(
+    r"\b[Ii]ssues? #?\d|(?<![\w&#])#\d+\b|\bDESIGN\b|\b[Ss]eeds? \d|\b[Ss]eed's\b"
+    r"|\b[Tt]he seeds\b|\b[Ss]top \d+\b|\b[Rr]ound \d+\b"
+)
+# Text that matches and is not a citation: the terminal's own escape ``ESC #8`` (DECALN) and a
+# six-digit colour such as ``#123456``.
+_NOT_A_CITATION = re.compile(r"ESC #\d|#[0-9a-fA-F]{6}\b")
+
+
+def citations(text: str) -> list[str]:
+    """The lines of ``text`` that cite something outside the repository, numbered from 1.
+
+    A random seed, the ``reserve_rule = "seed"`` setting and a variable named ``seeds`` are
+    words about the code, so they do not match; an allowed span is blanked before the search."""
+    found = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if _CITATION.search(_NOT_A_CITATION.sub("", line)):
+            found.append(f"{n}: {line.strip()[:80]}")
+    return found
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "# Issue 19.2, additive: name -> type.",
+        '"""Deliver notifications (issue 19.4): the command."""',
+        "(issue 7, item 1)",
+        "see #14 for why",
+        "the peak (DESIGN.md 4.5) of the attempt",
+        "names the GPU gtui gave it (seed 004).",
+        "most free memory first (the seed's rule)",
+        "as the seeds ask",
+        "fixed in stop 27",
+    ],
+)
+def test_the_citation_check_catches_a_planted_citation(line: str) -> None:
+    """The checker is not vacuous: each kind of citation, planted among plain lines, is found."""
+    text = f"x = 1\n{line}\ny = 2\n"
+    assert citations(text) == [f"2: {line.strip()}"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'reserve_rule: Literal["strict", "seed"] = "strict"',
+        "seeds = {q for q, p in procs.items()}",
+        "the same seed and settings diverges the same way",
+        "``ESC c`` resets it, ``ESC #8`` fills it with E's",
+        'env = "SEED=1 WANDB_MODE=disabled"',
+        'style = "#1e1e2e"',
+        'background = "#202020"',
+    ],
+)
+def test_the_citation_check_passes_words_about_the_code(line: str) -> None:
+    """The explicit exceptions stay allowed: a random seed, the ``seed`` reserve rule, a
+    terminal escape and a colour are not citations."""
+    assert citations(line) == []
+
+
+def test_no_package_file_cites_an_issue_design_or_seed() -> None:
+    """Comments, docstrings and messages in app/ say what and why in their own words: a reader
+    of the repository can open everything they point at."""
+    cited = []
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        for hit in citations(path.read_text(encoding="utf-8")):
+            cited.append(f"{path.relative_to(REPO)}:{hit}")
     assert cited == [], "\n".join(cited)

@@ -1,4 +1,4 @@
-"""``gtui attach [QUEUE.toml]``: back to a dashboard left running in tmux (DESIGN.md 2)."""
+"""``gtui attach [QUEUE.toml]``: back to a dashboard left running in tmux."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``gtui completion bash|zsh|fish``, and the answers to the shell's TAB (issue 22.5).
+"""``gtui completion bash|zsh|fish``, and the answers to the shell's TAB.
 
 Completion is argcomplete's: the script printed here makes the shell run ``gtui`` with
 ``_ARGCOMPLETE`` set at each TAB, and ``gtui.cli.main`` hands its parser to :func:`complete`.

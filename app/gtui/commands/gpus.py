@@ -1,6 +1,6 @@
 """``gtui gpus [--json]``: the GPUs, their memory, utilization and processes (gflow's ginfo), who
-holds each GPU's memory (issue 19.1: user, command, running time, stale or not), and the claims
-every user's gtui schedulers publish on them (issue 20): what each running job was promised and
+holds each GPU's memory (user, command, running time, stale or not), and the claims
+every user's gtui schedulers publish on them: what each running job was promised and
 has not allocated yet, and whether placement counts it.
 
 A GPU is read once here, so how long it has idled is not known from this reading alone: where
@@ -188,7 +188,7 @@ def format_claims(judged: list[Judged], notes: list[str], directory: Path) -> li
 
 def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     """Read the GPUs once and print them; no GPU is not an error (exit 0)."""
-    if opts.backend == "ray":  # every node's GPUs (issue 23), at $RAY_ADDRESS or "auto"
+    if opts.backend == "ray":  # every node's GPUs, at $RAY_ADDRESS or "auto"
         from gtui.core.exec.ray import open_cluster
 
         backend: GpuBackend = open_cluster(os.environ.get("RAY_ADDRESS") or "auto")[1]

@@ -16,7 +16,7 @@ from gtui.core.paths import QueuePaths, queue_paths
 class GlobalOptions:
     fake_gpus: str | None
     no_tmux: bool
-    backend: str | None = None  # --backend local|ray (issue 23): over the file's [cluster]
+    backend: str | None = None  # --backend local|ray: over the file's [cluster]
 
 
 def queue_file(arg: str) -> QueuePaths:

@@ -1,5 +1,5 @@
-"""``gtui report QUEUE.toml [--json]``: what a queue's jobs cost and what they waited for
-(issue 19.5), from the saved state and the attempts history: no scheduler needs to run, none is
+"""``gtui report QUEUE.toml [--json]``: what a queue's jobs cost and what they waited for,
+from the saved state and the attempts history: no scheduler needs to run, none is
 asked. The figures and what they mean: gtui.core.state.report."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Errors meant for a person: one or two lines, no traceback, with an exit code (DESIGN.md 2)."""
+"""Errors meant for a person: one or two lines, no traceback, with an exit code."""
 
 from __future__ import annotations
 

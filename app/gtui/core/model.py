@@ -45,9 +45,9 @@ class Placement(StrEnum):
     """Which eligible GPU a job takes (the placement order of sched/policy.py).
 
     ``AUTO`` (the default): best fit in pack mode, most available memory first otherwise (the
-    seed's rule). benchmarks/simulate.py measured pack mode: best fit halves the GPU-hours the
-    sample sweep holds, and on a mixed workload with other users it shortened the makespan in
-    9 of 10 runs (median -3.4 %); see BENCHMARKS.md.
+    bash queue script's rule). benchmarks/simulate.py measured pack mode: best fit halves the
+    GPU-hours the sample sweep holds, and on a mixed workload with other users it shortened the
+    makespan in 9 of 10 runs (median -3.4 %); see docs/benchmarks.md.
     """
 
     AUTO = "auto"

@@ -1,4 +1,4 @@
-"""Text written by a job, made safe to put on the user's terminal (issue 14.10).
+"""Text written by a job, made safe to put on the user's terminal.
 
 A log is written by a program gtui does not control. Passed to a terminal as is, its escape
 sequences act on that terminal: ``ESC c`` resets it, ``ESC #8`` fills it with E's, OSC 0/2 set

@@ -1,4 +1,4 @@
-"""tmux helpers for ``gtui QUEUE.toml``, ``gtui attach`` and ``gtui ls`` (DESIGN.md 2 and 5).
+"""tmux helpers for ``gtui QUEUE.toml``, ``gtui attach`` and ``gtui ls``.
 
 The dashboard runs inside a tmux session named ``gtui-<queue stem>-<hash>`` so an SSH drop loses
 nothing. Each session records the queue it runs in the session option ``@gtui_queue``, which is

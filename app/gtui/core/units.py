@@ -9,7 +9,7 @@ import re
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 _SIZE_UNITS_MIB: dict[str, float] = {
-    "": 1024.0,  # a bare number is GiB (the seed script's "| 35 |")
+    "": 1024.0,  # a bare number is GiB (the bash queue script's "| 35 |")
     "g": 1024.0,
     "gb": 1024.0,
     "gib": 1024.0,

@@ -1,4 +1,4 @@
-"""The dashboard's own notifications (issue 19.4): the terminal bell and an OSC 9 desktop
+"""The dashboard's own notifications: the terminal bell and an OSC 9 desktop
 notification, for the events ``[notify] on`` names, when ``bell`` / ``desktop`` is on (both off
 by default: a dashboard that beeps unasked is closed for good).
 

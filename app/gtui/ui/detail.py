@@ -150,8 +150,8 @@ def usage_text(
     hours: float | None,
     node: str | None = None,
 ) -> str:
-    """`` · peaks GPU0 12G, GPU1 9.5G · host 3.1G · 0.42 GPU-h``: what an attempt really used
-    (issue 19.2); "" where nothing was measured. On a cluster node: ``peaks node2:0 12G, ...``."""
+    """`` · peaks GPU0 12G, GPU1 9.5G · host 3.1G · 0.42 GPU-h``: what an attempt really used;
+    "" where nothing was measured. On a cluster node: ``peaks node2:0 12G, ...``."""
     out = ""
     if len(gpus) > 1 and len(peaks) == len(gpus) and any(peaks):
         pairs = zip(gpus, peaks, strict=True)
@@ -275,7 +275,7 @@ def detail_renderable(
     if rec.waiting:
         _row(grid, "queued", f"since {when(rec.queued_since, now)}", "dim")
     live = rec.active or rec.waiting  # an estimate made before the job ended is old
-    for label, text in detail_lines(estimate if live else None, now):  # issue 19.3
+    for label, text in detail_lines(estimate if live else None, now):  # estimates
         _row(grid, label, text)
     if backfill:  # it went ahead of a multi-GPU job waiting before it (the table's note)
         _row(grid, "ran ahead", backfill, "cyan")
@@ -314,7 +314,7 @@ def detail_renderable(
         if not isolated(spec, settings):
             asked.append(" · unisolated (isolate = false): it sees every GPU", style="yellow")
     _row(grid, "gpus", asked)
-    if started and rec.node:  # a cluster (issue 23): where it runs, or ran last
+    if started and rec.node:  # on a cluster: where it runs, or ran last
         _row(grid, "node", Text(rec.node).append("" if rec.active else "  (its last run)", "dim"))
     if spec.gpus:
         mem = Text("asked " + (f"{format_mib(spec.mem_mib)} per GPU" if spec.mem_mib else "whole"))

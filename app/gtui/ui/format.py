@@ -157,7 +157,7 @@ def mem_request(view: JobView) -> str:
 
 def gpus_label(gpus: Iterable[int], node: str | None = None) -> str:
     """GPUs as people name them: ``0,1``, ``0:1`` for MIG instance 1 of GPU 0, and on a
-    cluster (issue 23) the node once, then each GPU as its node numbers it: ``node2:0,1`` for
+    cluster the node once, then each GPU as its node numbers it: ``node2:0,1`` for
     pool GPUs 1000000 and 1000001."""
     prefix = f"{node}:" if node else ""
     return prefix + ",".join(gpu_label(g % NODE_GPU_STRIDE) for g in gpus)
@@ -312,8 +312,8 @@ def note_cell(view: JobView) -> Text:
 
 
 def used_note(view: JobView, now: float | None = None) -> str:
-    """``peak 9.5G of 12G · host 3G · 0.42 GPU-h``: what a running job really used
-    (issue 19.2), where it says more than its request: the peak when it differs from the
+    """``peak 9.5G of 12G · host 3G · 0.42 GPU-h``: what a running job really used,
+    where it says more than its request: the peak when it differs from the
     request, host memory and GPU-hours once the job has held GPUs for 0.01 GPU-h (36 s)."""
     rec = view.record
     parts = []
@@ -355,7 +355,7 @@ class GpuMarks:
     excluded: bool = False
     in_pool: bool = True
     reserved: bool = False
-    quarantined: bool = False  # a hardware fault: out until cleared (issue 21)
+    quarantined: bool = False  # a hardware fault: out until cleared
 
 
 def memory_bar(total: int, others: int, ours: int, width: int) -> Text:
@@ -432,7 +432,7 @@ def gpu_line(
     wide = width >= 110
     name_w = 14 if wide else 10
     line = Text(no_wrap=True, overflow="ellipsis")
-    # On a cluster the bars sit under their node's name, numbered as on the node (issue 23).
+    # On a cluster the bars sit under their node's name, numbered as on the node.
     label = gpu.label if gpu.node is None else gpu_label(gpu.index % NODE_GPU_STRIDE)
     line.append(f"{label:>2} ", style="bold")
     line.append(_fit(short_gpu_name(gpu.name, compact=not wide), name_w) + " ")

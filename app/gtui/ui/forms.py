@@ -94,7 +94,7 @@ def _mem_text(mib: int) -> str:
 
 
 def _mem_field(spec: JobSpec) -> str:
-    """``auto`` stays ``auto`` (issue 19.2), a size its text, none empty (whole GPUs)."""
+    """``auto`` stays ``auto``, a size its text, none empty (whole GPUs)."""
     if spec.mem_auto:
         return "auto"
     return _mem_text(spec.mem_mib) if spec.mem_mib is not None else ""

@@ -1,4 +1,4 @@
-"""The dashboard's keys (DESIGN.md 6), defined once for the bindings, the footer, the ``?`` help
+"""The dashboard's keys, defined once for the bindings, the footer, the ``?`` help
 screen and the command palette, so the four can never disagree."""
 
 from __future__ import annotations
@@ -145,8 +145,8 @@ KEYS: tuple[Key, ...] = (
 )
 
 # Keys of the GPU panel: what it shows, not something done to the queue. Bound on the main
-# screen, in the help screen, the command palette and the README's table, not in the footer
-# (its two lines at 80 columns are full).
+# screen, in the help screen, the command palette and the keys table of docs/dashboard.md, not
+# in the footer (its two lines at 80 columns are full).
 PANEL_KEYS: tuple[Key, ...] = (
     Key(
         "h",

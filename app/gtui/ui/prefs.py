@@ -1,4 +1,4 @@
-"""The dashboard's own settings, kept between runs: for now its theme (issue 22.6).
+"""The dashboard's own settings, kept between runs: for now its theme.
 
 They live in ``config_dir()/config.toml`` (``$XDG_CONFIG_HOME/gtui/config.toml``), a file the
 user may also edit by hand. A new file is written from nothing with tomli-w; an existing one is

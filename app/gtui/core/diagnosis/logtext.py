@@ -1,4 +1,4 @@
-"""The structure of a job's log as diagnosis reads it (issue 21): who wrote each line, which
+"""The structure of a job's log as diagnosis reads it: who wrote each line, which
 lines are warnings, messages wrapped over several lines, and the last Python traceback.
 
 A log as a job prints it is not one clean traceback. Launchers prefix each line with its rank

@@ -1,6 +1,6 @@
 """CUDA out-of-memory messages: their numbers (what the job wanted) and what a retry asks for.
 
-DESIGN.md 4.5: after a CUDA OOM a retry asks ``max(mem * oom_grow, peak * 1.1)``; the peak comes
+After a CUDA OOM a retry asks ``max(mem * oom_grow, peak * 1.1)``; the peak comes
 from the message itself (PyTorch 1.x and 2.x, JAX and TensorFlow word it differently).
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 
 def oom_context(lines: Sequence[str], index: int) -> str:
-    """The OOM line with the continuation lines some tools wrap it into (seed 000, 14.4)."""
+    """The OOM line with the continuation lines some tools wrap it into."""
     text = lines[index]
     if re.search(r"total capac|GPU \d+ has|\(GPU \d+;", text, re.I):
         return text
@@ -122,7 +122,7 @@ def oom_peak_mib(line: str) -> int | None:
 def oom_retry_mem(
     mem_mib: int | None, oom_grow: float, peak_mib: int | None, gpu_total_mib: int | None
 ) -> int | None:
-    """The memory a retry asks for after a CUDA OOM (DESIGN.md 4.5), in MiB.
+    """The memory a retry asks for after a CUDA OOM, in MiB.
 
     ``max(mem * oom_grow, peak * 1.1)``, rounded up to a whole GiB (above 1 GiB) so the
     request reads well, capped at the GPU's total. A job without ``mem`` already has whole

@@ -1,4 +1,4 @@
-"""User diagnosis patterns, matched in a worker process killed at a deadline (issue 14.17).
+"""User diagnosis patterns, matched in a worker process killed at a deadline.
 
 A ``[[diagnose]]`` pattern is a regex from the queue file, and Python's ``re`` backtracks:
 ``(a+)+b`` on a line of a few thousand ``a``s runs for longer than anyone waits. Cutting the

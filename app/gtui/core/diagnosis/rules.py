@@ -1,6 +1,6 @@
 """gtui's diagnosis table: each kind of failure, the log text that shows it, and its hint.
 
-Data, not logic (issue 21): :mod:`gtui.core.diagnosis.diagnose` applies the tiers in order and
+Data, not logic: :mod:`gtui.core.diagnosis.diagnose` applies the tiers in order and
 :mod:`gtui.core.diagnosis.hints` makes a hint specific with what the matched line says. A user's
 ``[[diagnose]]`` rules come before all of these and can add kinds or override any of them.
 
@@ -96,7 +96,7 @@ NO_CUDA_DEVICE_HINT = (
 )
 LIBUV_HINT = (
     "This PyTorch was built without libuv but torchrun / TCPStore asked for it: set "
-    'env USE_LIBUV = "0" for the job (seed 002 also sets '
+    'env USE_LIBUV = "0" for the job (some launch scripts also set '
     'TORCHELASTIC_USE_AGENT_STORE = "0").'
 )
 ADDRESS_IN_USE_HINT = (
@@ -594,4 +594,4 @@ HINTS: dict[str, str] = {}
 for _rule in DEFAULT_RULES:
     HINTS.setdefault(_rule.kind, _rule.hint)
 HINTS["host_oom"] = HOST_OOM_HINT
-"""Each kind's base hint (the README's table lists them)."""
+"""Each kind's base hint (docs/diagnosis.md lists them)."""

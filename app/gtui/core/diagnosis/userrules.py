@@ -1,5 +1,5 @@
 """The user's [[diagnose]] rules as a scheduler runs them: in a worker process killed at a
-deadline, and a rule that ran over switched off until the scheduler ends (issue 14.17)."""
+deadline, and a rule that ran over switched off until the scheduler ends."""
 
 from __future__ import annotations
 

@@ -117,7 +117,7 @@ class LocalExecutor:
         return out
 
     def host_memory_mib(self, handles: Mapping[str, Handle]) -> dict[str, int]:
-        """Resident host memory of each job's process tree now, MiB (issue 19.2)."""
+        """Resident host memory of each job's process tree now, MiB."""
         return runner.trees_rss_mib({name: h.pid for name, h in handles.items() if h.pid})
 
     def log_size(self, path: str) -> int | None:

@@ -1,4 +1,4 @@
-"""Deliver notifications (issue 19.4): the ``[notify]`` command and Apprise URLs.
+"""Deliver notifications: the ``[notify]`` command and Apprise URLs.
 
 Every delivery is a child process with a deadline (``timeout``), run one after another by a
 worker task: a command that hangs or fails, an Apprise URL that cannot be reached, costs the

@@ -1,4 +1,4 @@
-"""Choose the GPU backend: fake GPUs when a spec is given, NVML otherwise (DESIGN.md 7, 8)."""
+"""Choose the GPU backend: fake GPUs when a spec is given, NVML otherwise."""
 
 from __future__ import annotations
 

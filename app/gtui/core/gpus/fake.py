@@ -1,14 +1,14 @@
-"""Simulated GPUs (DESIGN.md 7): for tests, demos and machines without a GPU.
+"""Simulated GPUs: for tests, demos and machines without a GPU.
 
 A spec is comma-separated entries ``[Nx]TOTAL[:USED_BY_OTHERS][@UTIL][HOLDERS]`` (``4x80G``,
 ``80G:16G@35,24G``), or ``@FILE``: a file holding such a spec (one entry per line allowed, ``#``
 comments), read again at every poll so a test can make other users come and go.
 
-``/SIZE+SIZE...`` after TOTAL splits the GPU into MIG instances of those sizes (issue 19.6):
+``/SIZE+SIZE...`` after TOTAL splits the GPU into MIG instances of those sizes:
 ``80G/40G+20G+10G`` shows as three GPUs, ``0:0`` to ``0:2`` (indices 1000 to 1002), each with its
 own memory and a ``MIG-...`` UUID; jobs are placed on them as on GPUs, one job per instance.
 
-``HOLDERS`` declares other users' processes on the GPU (issue 19.1), in square brackets,
+``HOLDERS`` declares other users' processes on the GPU, in square brackets,
 separated by ``;``: ``USER MEM AGE [zombie] [orphan] COMMAND``, e.g.
 ``80G@0[alice 61G 3h python train.py; bob 2G 20m orphan jupyter-lab]``. Their memory counts as
 used by others (``USED_BY_OTHERS``, when given, must hold at least their sum). They get pids
@@ -23,7 +23,7 @@ How the simulation behaves, so that everything above it runs unchanged:
   memory, or, when it declared none, all the memory left on that GPU. A job says what it really
   uses per GPU with ``GTUI_FAKE_USE`` in its ``env`` (or ``[settings] env``), a size such as
   ``"12G"`` (``FAKE_USE_ENV``): it then uses that, whatever it asked for, so its recorded peak,
-  ``mem = "auto"`` and the notes on a ``mem`` far from use can be seen (issue 19.2); NVML
+  ``mem = "auto"`` and the notes on a ``mem`` far from use can be seen; NVML
   ignores it. Memory is capped at what the GPU has left (a real job would hit CUDA OOM
   instead), so ``used`` never exceeds ``total``.
 - A GPU with a running job of ours shows at least 90 % utilization; a suspended job keeps its

@@ -1,4 +1,4 @@
-"""Who holds each GPU's memory (issue 19.1): the processes NVML lists, named from the process
+"""Who holds each GPU's memory: the processes NVML lists, named from the process
 table (user, short command, running time, gtui job), and whether a holder looks stale.
 
 A holder looks stale when it is a zombie (it died and its parent never reaped it: the driver

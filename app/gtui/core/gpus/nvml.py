@@ -1,4 +1,4 @@
-"""Real GPUs through NVML (the ``pynvml`` module of nvidia-ml-py), DESIGN.md 8.
+"""Real GPUs through NVML (the ``pynvml`` module of nvidia-ml-py).
 
 NVML is initialised once and its handles and static facts (name, UUID) are kept. Drivers differ,
 so every call that may be missing has a fallback and every field that may be unsupported becomes
@@ -10,11 +10,11 @@ None (shown as n/a). Nothing here raises out of ``read``:
   ``lost`` with the reason, and its handle is acquired afresh at a later read.
 
 Memory: with memory info v2, ``used`` leaves out what the driver reserves for itself, so an idle
-GPU reads about 0 used (DESIGN.md 4.1's "used under 3 %" idle test needs that) and the reported
+GPU reads about 0 used (the idle test, "used under 3 %", needs that) and the reported
 total is ``used + free`` (the memory jobs can have; a little less than the marketing size).
 Without v2, NVML's v1 ``total`` and ``used`` are used as they are. In both, total - used = free.
 
-MIG (issue 19.6): a GPU in MIG mode shows as its instances, each with its own memory, processes
+MIG: a GPU in MIG mode shows as its instances, each with its own memory, processes
 and ``MIG-...`` UUID (index ``mig_index(gpu, slot)``, shown ``gpu:slot``); NVML gives no
 utilization or temperature per instance (n/a). The mode is read when the GPU's handle is taken
 (changing it needs a GPU reset, after which the handle is taken again).

@@ -26,7 +26,7 @@ class GpuReader:
         self._lost: dict[int, str] = {}  # GPU index -> why it is lost, as last told
         self._in_flight: asyncio.Future[GpuSnapshot] | None = None
         self._slow = False
-        self._holders = HolderReader()  # names who holds each GPU (issue 19.1)
+        self._holders = HolderReader()  # names who holds each GPU
         self._ours: dict[int, str] = {}  # our jobs' root pids -> job names (last usage)
 
     @property

@@ -8,7 +8,7 @@ from typing import Literal, Protocol
 
 from gtui.core.model import Settings
 
-# On a cluster the pool numbers node k's GPU i as k * NODE_GPU_STRIDE + i (issue 23), so an
+# On a cluster the pool numbers node k's GPU i as k * NODE_GPU_STRIDE + i, so an
 # index alone, as records keep it, still says which GPU of its node it is. The stride is far
 # above MIG's numbers (MIG_INDEX_BASE below), so a node's MIG instances nest inside it.
 NODE_GPU_STRIDE = 1_000_000
@@ -18,7 +18,7 @@ NODE_GPU_STRIDE = 1_000_000
 class GpuProcess:
     """A process seen on a GPU; ``mem_mib`` is None where the driver does not say.
 
-    The rest says who holds the memory (issue 19.1), filled by ``gtui.core.gpus.holders`` from
+    The rest says who holds the memory, filled by ``gtui.core.gpus.holders`` from
     the process table (or declared by the fake layer): None where it cannot be read (another
     pid namespace, a process gone between two calls). ``job`` is the gtui job it belongs to
     (its ``GTUI_JOB``), None for anyone else's.
@@ -34,7 +34,7 @@ class GpuProcess:
     job: str | None = None
 
     def to_json(self) -> dict[str, object]:
-        """What is known of it; who it is only where it could be read (issue 19.1)."""
+        """What is known of it; who it is only where it could be read."""
         doc: dict[str, object] = {"pid": self.pid, "mem_mib": self.mem_mib}
         if self.user is not None or self.command is not None or self.started is not None:
             doc.update(
@@ -85,12 +85,12 @@ class GpuInfo:
     lost: bool = False  # the GPU fell off the bus / stopped answering; never placed on
     error: str | None = None  # why some field is missing, in words
     # Since when its utilization has read 0 % without a break, as far as the reader knows
-    # (None: busy, or not known yet): how long a holder has sat idle on it (issue 19.1).
+    # (None: busy, or not known yet): how long a holder has sat idle on it.
     idle_since: float | None = None
-    # A MIG instance (issue 19.6): the physical GPU it is part of; its ``uuid`` is ``MIG-...``
+    # A MIG instance: the physical GPU it is part of; its ``uuid`` is ``MIG-...``
     # (what CUDA_VISIBLE_DEVICES takes) and its ``index`` is mig_index(parent, slot).
     mig_parent: int | None = None
-    # On a cluster (issue 23): the node the GPU is on and its index there. ``index`` stays the
+    # On a cluster: the node the GPU is on and its index there. ``index`` stays the
     # pool's unique number; CUDA_VISIBLE_DEVICES and {gpu} get ``node_index``.
     node: str | None = None
     node_index: int | None = None

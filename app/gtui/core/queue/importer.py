@@ -2,7 +2,7 @@
 
 Two inputs are understood:
 
-- a bash script with the seed's settings (``TARGET_GPUS``, ``RESERVED_GPUS``,
+- a bash queue script with its settings (``TARGET_GPUS``, ``RESERVED_GPUS``,
   ``MAX_RETRY_TIMES``, ``EXTREME_MODE``, ``ALLOW_SHARED_GPU``, ``LOG_DIR``, ``CHECK_INTERVAL``)
   and a ``COMMANDS=( "cmd | mem_GB | n_gpus" ... )`` array (``COMMANDS+=(...)`` appends). Only
   those lines are read; the rest of the script is ignored. Settings it does not write take the
@@ -20,7 +20,7 @@ job's GPUs from 0); the others stay isolated (a job that names no GPU would
 spread over every GPU of the box). ``reserve_rule = "seed"`` keeps the script's reserve rule.
 Jobs get explicit names made from their commands.
 
-Size: one translator from the seed script's queue format; its sections follow that format's.
+Size: one translator from the bash queue script's format; its sections follow that format's.
 """
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ def _bash_words(
 
 
 def to_gtui_cmd(cmd: str) -> str:
-    """The seed's placeholders in gtui's syntax, and every brace gtui would read escaped, so
+    """The bash script's placeholders in gtui's syntax, and every brace gtui would read escaped, so
     the command runs exactly as the script ran it."""
 
     def repl(m: re.Match[str]) -> str:

@@ -6,12 +6,13 @@ safe: ``awk '{print $1}'``, ``${HOME}``, ``find . -exec rm {} +`` are left exact
 - ``{gpu}`` the assigned physical indices joined by commas (empty for a CPU job), ``{gpu0}``,
   ``{gpu1}``... one index each, ``{n_gpus}``, ``{port}`` (a free TCP port, allocated by the engine
   only when the command uses it), ``{name}``, ``{attempt}``, and the job's ``matrix`` keys;
-- the seed script's ``${available_gpu}`` (= ``{gpu}``) and ``${available_gpu_N}`` (= ``{gpuN}``),
-  also in the escaped form ``\\${...}`` that commands copied out of its bash array carry;
+- the bash queue script's ``${available_gpu}`` (= ``{gpu}``) and ``${available_gpu_N}``
+  (= ``{gpuN}``), also in the escaped form ``\\${...}`` that commands copied out of its bash
+  array carry;
 - ``{{`` and ``}}`` are always escapes for one literal brace (as in Python's ``str.format``), so a
   literal ``{{`` (docker's ``--format '{{.Names}}'``) is written ``{{{{``;
 - any other ``{...}`` or ``${...}`` is left alone. A ``${...}`` is bash's, never ours (except the
-  seed's two names), so ``${port}`` stays a shell variable.
+  bash script's two names), so ``${port}`` stays a shell variable.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ the names other modules import, gathered from the modules that each do one part.
   :class:`QueueReader` whose owner keeps the last parse for a second load of the same text;
 - :mod:`~gtui.core.queue.tojson`: ``gtui validate --json``.
 
-Choices the file format leaves open (also in the README): ``after`` may be a single string, or
-name a matrix entry by its ``name`` as written (``"sweep-lr{lr}"``: all its jobs);
+Choices the file format leaves open (also in docs/queue-file.md): ``after`` may be a single
+string, or name a matrix entry by its ``name`` as written (``"sweep-lr{lr}"``: all its jobs);
 ``settings.gpus`` may also be a string of indices (``"0 1 2"``, as the shell script's
 TARGET_GPUS was).
 """

@@ -194,7 +194,7 @@ def parse_settings(
         elif key == "reserve_rule":
             kw["reserve_rule"] = choice_value(w, key, value, ["strict", "seed"])
         elif key == "mode":
-            extra = " (the seed's EXTREME_MODE is `pack`)" if value == "extreme" else ""
+            extra = " (the bash script's EXTREME_MODE is `pack`)" if value == "extreme" else ""
             kw["mode"] = Mode(choice_value(w, key, value, [m.value for m in Mode], extra))
         elif key == "placement":
             # "auto" (the default: best fit in pack mode, most available otherwise) may be

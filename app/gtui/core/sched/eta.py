@@ -1,4 +1,4 @@
-"""When a running job will finish and when a waiting one will start: estimates (issue 19.3).
+"""When a running job will finish and when a waiting one will start: estimates.
 
 Pure: progress readings, job views and past runtimes in, times out. The engine (for
 ``gtui status --json``) and the dashboard (for its table and detail view) run the same code.

@@ -117,8 +117,8 @@ class Forecast:
 
 
 def estimate_json(job: dict[str, Any], e: Estimate, now: float) -> None:
-    """The ``status --json`` fields of an estimate (see README, "Progress, notifications and
-    reports"): every time in them is an estimate, ``estimated`` says so."""
+    """The ``status --json`` fields of an estimate (see docs/progress.md,
+    "How far, and when"): every time in them is an estimate, ``estimated`` says so."""
     if e.progress is not None:
         job["progress"] = round(e.progress.fraction, 4)
         job["progress_text"] = e.progress.text

@@ -3,8 +3,8 @@ for it: the one rule the engine launches by (gtui.core.sched.runs) and the job d
 (gtui.ui.detail), so the two never disagree.
 
 Pure functions of the queue's values and a GPU snapshot: a cluster's pool numbers node k's GPU
-i as ``k * NODE_GPU_STRIDE + i`` and the job sees ``i`` (issue 23); a MIG instance is named by its
-``MIG-...`` UUID, the only way CUDA takes it (issue 19.6).
+i as ``k * NODE_GPU_STRIDE + i`` and the job sees ``i``; a MIG instance is named by its
+``MIG-...`` UUID, the only way CUDA takes it.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def job_env(
     env["GTUI_QUEUE"] = str(queue_path)
     env["GTUI_TOKEN"] = str(rec.token)
     # Always: CUDA then numbers GPUs as NVML and nvidia-smi do, so `--gpu 1` in an
-    # unisolated job names the GPU gtui gave it (seed 004).
+    # unisolated job names the GPU gtui gave it.
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     if isolated(spec, settings):
         env["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices(gpus, infos)

@@ -65,7 +65,7 @@ def open_ray(
             "warning",
             f"simulated GPUs {fake!r} (fake_gpus, --fake-gpus) are for this machine only "
             "and not used on a Ray cluster: a node's GPUs are simulated by the "
-            "GTUI_FAKE_GPUS of its own `ray start` (README: Several servers)",
+            "GTUI_FAKE_GPUS of its own `ray start` (docs/cluster.md)",
         )
     return executor, backend or gpus
 

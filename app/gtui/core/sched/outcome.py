@@ -103,7 +103,7 @@ def conclude(
         rec.quick_fails, rec.retry_at = 0, None
         return
     if status.lost is not None:
-        # Its node was declared dead (issue 23): failed with that reason, never done; retried
+        # Its node was declared dead: failed with that reason, never done; retried
         # elsewhere when it has retries left.
         rec.state = JobState.FAILED
         rec.diagnosis = Diagnosis(

@@ -1,4 +1,4 @@
-"""GPUs taken out of placement after a hardware fault (issue 21): an uncorrectable ECC error,
+"""GPUs taken out of placement after a hardware fault: an uncorrectable ECC error,
 an Xid, a GPU fallen off the bus. A job that hit one fails with the kind ``gpu_fault``; the GPU
 it names (or the job's own, when it names none) gets no new job until a person clears it
 (`gtui quarantine QUEUE --clear N`, or the dashboard). The job, if it has retries left, is

@@ -1,4 +1,4 @@
-"""The part of a waiting reason a person acts on (issue 17.5): ``needs 40G, best GPU has 31G
+"""The part of a waiting reason a person acts on: ``needs 40G, best GPU has 31G
 free`` for the placement policy's ``needs 1 GPU with 40G: none eligible (GPU0 31G < 40G, ...)``.
 The dashboard's table and the queue's summary line lead with it; the full reason stays in the
 job's details and in ``gtui status``. Beside the scheduler, as it reads the policy's words

@@ -1,5 +1,5 @@
 """After a restart: which recorded jobs still run, which ended meanwhile, and which never
-started. Never a job started twice (DESIGN.md 5).
+started. Never a job started twice.
 
 The answer comes from the executor (is the handle alive, what exit status did it leave, which
 process carries the launch token); this module only reads records and says what to do.

@@ -8,7 +8,7 @@ machine and user), so no reader ever needs the scheduler.
 
 The table is created on the first write (``CREATE TABLE IF NOT EXISTS``), not by a schema
 migration: an older gtui opening the db ignores a table it does not know, and a db with no
-table yet reads as no history. Columns added since (issue 19.2: the peak on each GPU, the host
+table yet reads as no history. Columns added since (the peak on each GPU, the host
 memory peak, GPU-hours) are added to an older table at the first write (``ALTER TABLE ADD
 COLUMN``: older gtuis name their columns, so they read on), and a reader of a table without
 them reads None. History is secondary: a write that fails (a full disk, a locked
@@ -48,7 +48,7 @@ _DDL = (
     " log TEXT,"
     " PRIMARY KEY (name, attempt))"
 )
-# Issue 19.2, additive: name -> type. A table made before them gets them at the first write.
+# Columns added since, additive: name -> type. An older table gets them at the first write.
 _ADDED = {"peak_gpu_mib": "TEXT", "host_peak_mib": "INTEGER", "gpu_hours": "REAL"}
 _BASE_COLUMNS = (
     "name, attempt, state, started_at, ended_at, exit_code, signal, diag_kind, diag_line, "
@@ -216,7 +216,7 @@ def _q(n: int) -> str:
     return ", ".join("?" * n)
 
 
-# -- the whole history (issue 19: estimates and `gtui report`) -----------------------------------
+# -- the whole history (estimates and `gtui report`) --------------------------------------------
 
 def open_readonly(db: Path) -> sqlite3.Connection:
     """A read-only connection to the state db, as every reader of the history opens one (a

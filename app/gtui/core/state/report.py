@@ -1,4 +1,4 @@
-"""``gtui report``'s figures (issue 19.5), from the saved job records and the attempts history
+"""``gtui report``'s figures, from the saved job records and the attempts history
 alone: no scheduler, no GPU, no process is needed. Pure: records, attempts and specs in.
 
 What each figure means, as the report prints it:

@@ -40,7 +40,7 @@ def job_dict(view: JobView) -> dict[str, Any]:
         "reason_at": rec.reason_at if rec.waiting else None,
         "diagnosis": {"kind": d.kind, "line": d.line, "hint": d.hint} if d else None,
         "warnings": list(rec.warnings),
-        # Issue 19.3, estimates: filled by a running scheduler (sched/forecast.py), else None.
+        # Estimates: filled by a running scheduler (sched/forecast.py), else None.
         "progress": None,
         "progress_text": None,
         "eta_s": None,
@@ -48,7 +48,7 @@ def job_dict(view: JobView) -> dict[str, Any]:
         "estimate_basis": None,
         "starts_at": None,
         "starts_in_s": None,
-        # Issue 19.2: what the attempt really used (a running one: so far).
+        # What the attempt really used (a running one: so far).
         "peak_mib": rec.peak_mib,
         "peak_gpu_mib": {str(g): m for g, m in zip(rec.gpus, rec.peak_gpu_mib, strict=False)},
         "host_peak_mib": rec.host_peak_mib,
@@ -57,7 +57,7 @@ def job_dict(view: JobView) -> dict[str, Any]:
                 len(rec.gpus), rec.started_at, rec.ended_at or (time.time() if rec.active else None)
             )
         ),
-        "node": rec.node,  # the cluster node it runs / ran on (issue 23); null on one server
+        "node": rec.node,  # the cluster node it runs / ran on; null on one server
     }
 
 

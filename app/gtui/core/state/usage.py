@@ -1,4 +1,4 @@
-"""What jobs really used, turned into requests (issue 19.2): ``mem = "auto"`` and the notes on
+"""What jobs really used, turned into requests: ``mem = "auto"`` and the notes on
 a ``mem`` far from what a job's last runs used.
 
 ``mem = "auto"`` asks for the highest peak of the job's recorded runs plus a margin

@@ -1,10 +1,10 @@
 """One row per GPU: the three-part memory bar, utilization, temperature and our jobs on it.
 
-Other users' gtui claims (issue 20): memory promised to their running jobs and not yet
+Other users' gtui claims: memory promised to their running jobs and not yet
 allocated is shown apart from used memory, as ``▒`` taken from the bar's free part, and a line
 under the row names whose it is.
 
-Who holds each GPU (issue 19.1): under a GPU that other processes use, one line names the
+Who holds each GPU: under a GPU that other processes use, one line names the
 largest holder and says how many there are and whether any looks stale; ``h`` (the main
 screen's binding, ``toggle_holders``) expands it to one line per holder: pid, user, memory,
 running time, command, and why it looks stale (or, dimmed, that its parent is gone while its

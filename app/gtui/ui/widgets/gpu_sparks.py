@@ -1,4 +1,4 @@
-"""A sparkline per GPU of its memory use and utilization over the last minutes (issue 19.5).
+"""A sparkline per GPU of its memory use and utilization over the last minutes.
 
 Its own widget under the GPU rows (the rows stay as they are; another line per GPU can go
 under each row for its holders). One line per GPU: ``  0 mem ▁▂▅▇█▇ 62G  util ▁▁▅█▇ 71%``.

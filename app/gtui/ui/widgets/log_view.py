@@ -5,7 +5,7 @@ that fit on screen through LogTail; it never holds the file. tqdm's carriage ret
 colours are resolved per line (LogTail cleans, Rich decodes the colours).
 
 Every read goes through aiofiles (LogTail's ``*_async`` readers) in a worker, never on the event
-loop: a log on a network disk that stops answering stalls one read, not the screen (issue 22.2).
+loop: a log on a network disk that stops answering stalls one read, not the screen.
 While a read is under way, more requests (a poll, a key that scrolls) are folded into one more
 read when it ends, so a stuck file holds one executor thread, not one per poll; showing another
 file drops the stuck read and reads the new one at once.

@@ -1,4 +1,4 @@
-"""Jobs on a Ray cluster (issue 23): a node agent per server, the scheduler's policy deciding.
+"""Jobs on a Ray cluster: a node agent per server, the scheduler's policy deciding.
 
 Nothing here imports Ray at import time: ``gtui[ray]`` is optional, and the single-server path
 never loads it (tests/core/exec/test_ray_lazy.py). :func:`open_cluster` connects and is the

@@ -1,11 +1,11 @@
-"""The node agent: one long-lived Ray actor per node that runs that node's jobs (issue 23).
+"""The node agent: one long-lived Ray actor per node that runs that node's jobs.
 
 The class here is plain Python; :mod:`gtui.core.exec.ray.cluster` makes it a detached, named
 actor pinned to its node (hard node affinity) asking Ray for no GPUs and no CPUs, with enough
 threads that a slow log read never holds up a launch. It imports nothing of Ray, so the
 single-server path never pays for it.
 
-What was learned the hard way (the issue's list), and where it is done here:
+What was learned the hard way (running jobs on Ray clusters), and where it is done here:
 
 - Jobs start detached from the agent (``setsid -f``: the wrapper is a grandchild in its own
   session), never as its children: when an agent exits or restarts, Ray kills its children.
@@ -41,7 +41,7 @@ from gtui.core.exec import runner
 from gtui.core.exec.local import LocalExecutor
 from gtui.core.paths import ensure_private_dir
 
-# Variables a Ray worker has that a job under the local executor would not (issue 23).
+# Variables a Ray worker has that a job under the local executor would not.
 STRIPPED = ("OMP_NUM_THREADS", "PYTHONBREAKPOINT")
 STRIPPED_PREFIXES = ("RAY_",)
 NODE_NAME_VAR = "GTUI_NODE_NAME"  # a node's name in gtui (default: its host name)

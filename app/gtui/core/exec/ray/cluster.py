@@ -1,4 +1,4 @@
-"""The Ray executor and the cluster's GPUs: the scheduler's side of issue 23.
+"""The Ray executor and the cluster's GPUs: how the scheduler runs jobs on Ray.
 
 ``connect`` joins the cluster (Ray imported here, lazily: 0.3-0.5 s and ~260 MB), restoring
 what ``ray.init`` changes in the process (the SIGTERM handler, ``PYTHONBREAKPOINT``). ``Cluster``
@@ -143,7 +143,7 @@ def _check_token(ray: Any, target: str) -> None:
         raise ClusterError(
             f"the Ray cluster at {target} refused this gtui: it uses token authentication "
             f"and {_token_words()}; copy the head's ~/.ray/auth_token to the same place here "
-            "(chmod 600) (README: Several servers)"
+            "(chmod 600) (docs/cluster.md)"
         ) from None
     except Exception:
         return
@@ -190,7 +190,7 @@ def connect(address: str) -> Any:
         raise ClusterError(
             f"cannot join the Ray cluster at {address!r}: {said}; "
             "is it running (`ray start --head`)? Token authentication must match the head's: "
-            f"{_token_words()} (README: Several servers)"
+            f"{_token_words()} (docs/cluster.md)"
         ) from e
     finally:
         with contextlib.suppress(ValueError, TypeError):
@@ -587,7 +587,7 @@ class RayExecutor:
         return {}
 
     def log_size(self, path: str) -> int | None:
-        """On the shared file system the README asks for, a stat here (the engine asks for
+        """On the shared file system docs/cluster.md asks for, a stat here (the engine asks for
         every running job's log twice a second: a remote call each would hold the loop);
         else the node that holds it."""
         local = file_size(path)

@@ -1,4 +1,4 @@
-"""Node names and GPU numbers that outlive a scheduler (issue 23). No Ray here.
+"""Node names and GPU numbers that outlive a scheduler. No Ray here.
 
 The pool numbers node k's GPU i as ``k * NODE_GPU_STRIDE + i``, and job records (and the
 quarantine) keep those numbers. A scheduler started after a node joined or died must give every
