@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from textual import events
 from textual.command import Command, CommandList, CommandPalette
 from textual.widgets import Input
 
@@ -458,6 +459,25 @@ async def test_filter_by_state_and_name(queue: Path) -> None:
         await until(pilot, lambda: app.main.query_one("#filter-bar").has_focus)
         await pilot.press("ctrl+u", "w", "enter")  # ctrl+u: the line emptied, then "w"
         await until(pilot, lambda: app.main.table.visible_names == ["w1", "w2", "w3"])
+
+
+async def test_keys_read_at_once_after_the_filter_line_opened_go_where_a_person_expects(
+    queue: Path,
+) -> None:
+    """The rest of a filter and the key after it, read from the terminal in one go while the
+    line has the focus (the terminal reader posts them all before the line handles any): the
+    letters land in the line, enter keeps the filter, and the `p` after it pauses the match
+    instead of landing in the line (the enter's close moves the focus only later)."""
+    async with dashboard(queue) as (app, pilot, engine):
+        await until(pilot, lambda: app.main.table.view("w2") is not None)
+        await pilot.press("slash")
+        bar = app.main.query_one("#filter-bar", Input)
+        await until(pilot, lambda: bar.has_focus)
+        for name, char in [*((c, c) for c in "w2"), ("enter", "\r"), ("p", "p")]:
+            app.post_message(events.Key(name, char))  # one read: no wait between them
+        await until(pilot, lambda: state(engine, "w2") == JobState.HELD)
+        assert bar.value == "w2" and app.main.table.visible_names == ["w2"]
+        assert app.focused is app.main.table
 
 
 async def test_help_screen_lists_every_key(queue: Path) -> None:
