@@ -150,7 +150,7 @@ class GtuiApp(App[int]):
         # The loop (its first placement pass: ~1.4 s over 100,000 waiting jobs, then the
         # never-run records saved a chunk at a time) starts once the filled table is on
         # screen, not before: started here, it ran ahead of the first frame and the user
-        # looked at an empty screen for all of it (issue 16).
+        # looked at an empty screen for all of it.
         self.main.table.after_paint(self._start_loop)
         self.set_timer(LOOP_AFTER_S, self._start_loop)  # a table never painted (hidden)
         if self.startup_notice:
