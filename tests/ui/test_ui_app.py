@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from textual import events
 from textual.command import Command, CommandList, CommandPalette
 from textual.widgets import Input
 
@@ -460,6 +461,25 @@ async def test_filter_by_state_and_name(queue: Path) -> None:
         await until(pilot, lambda: app.main.table.visible_names == ["w1", "w2", "w3"])
 
 
+async def test_keys_read_at_once_after_the_filter_line_opened_go_where_a_person_expects(
+    queue: Path,
+) -> None:
+    """The rest of a filter and the key after it, read from the terminal in one go while the
+    line has the focus (the terminal reader posts them all before the line handles any): the
+    letters land in the line, enter keeps the filter, and the `p` after it pauses the match
+    instead of landing in the line (the enter's close moves the focus only later)."""
+    async with dashboard(queue) as (app, pilot, engine):
+        await until(pilot, lambda: app.main.table.view("w2") is not None)
+        await pilot.press("slash")
+        bar = app.main.query_one("#filter-bar", Input)
+        await until(pilot, lambda: bar.has_focus)
+        for name, char in [*((c, c) for c in "w2"), ("enter", "\r"), ("p", "p")]:
+            app.post_message(events.Key(name, char))  # one read: no wait between them
+        await until(pilot, lambda: state(engine, "w2") == JobState.HELD)
+        assert bar.value == "w2" and app.main.table.visible_names == ["w2"]
+        assert app.focused is app.main.table
+
+
 async def test_help_screen_lists_every_key(queue: Path) -> None:
     async with dashboard(queue) as (app, pilot, _):
         await pilot.press("question_mark")
@@ -539,6 +559,25 @@ async def test_quit_without_running_jobs_leaves_at_once(tmp_path: Path) -> None:
         await pilot.press("q")
         await until(pilot, lambda: app.return_code is not None or not app.is_running)
         assert not isinstance(app.screen, ConfirmScreen)
+
+
+async def test_the_quit_question_names_what_the_engine_holds_without_a_view_per_job(
+    queue: Path,
+) -> None:
+    """The quit question asks the engine for names and states only (a view of every job held
+    the screen for seconds at 100,000 jobs): the same jobs, in the same order, as its views
+    say, an ended one (its record in the store only) among them left out; the question
+    names them."""
+    async with dashboard(queue) as (app, pilot, engine):
+        await until(pilot, lambda: state(engine, "long") == JobState.RUNNING)
+        await until(pilot, lambda: state(engine, "bad") == JobState.FAILED)
+        wanted = (JobState.RUNNING, JobState.SUSPENDED, JobState.QUEUED, JobState.FAILED)
+        views = [(v.spec.name, v.record.state) for v in engine.jobs() if v.record.state in wanted]
+        assert engine.names_in(*wanted) == views and ("bad", JobState.FAILED) in views
+        await pilot.press("q")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        body = str(app.screen.query_one(".dialog-body").render())
+        assert "long" in body and "1 running" in body and "bad" not in body
 
 
 async def test_quit_while_jobs_run_asks_and_leaves_them_running(queue: Path) -> None:

@@ -46,6 +46,9 @@ from gtui.ui.screens.main import MainScreen
 from gtui.ui.widgets.filter_bar import FilterBar
 
 TYPEAHEAD_MAX_S = 2.0  # a form's key that opened no form by then gives its kept keys back
+# A filter line that got enter / esc and still has the focus by then (it never closes: no
+# known way) gives the keys read after it back; its close moves the focus well before.
+FILTER_CLOSE_MAX_S = 30.0
 FLUSH_S = 0.05  # coalescing window for engine events (20 repaints a second at most)
 LOOP_AFTER_S = 1.0  # the engine's loop starts by then even if the table was not painted
 
@@ -257,6 +260,10 @@ class GtuiApp(App[int]):
                 return
             if len(self.screen_stack) == 1 and self.main.opens_filter(event.key):
                 self._hold_for_filter()
+            if len(self.screen_stack) == 1 and self.main.closes_filter(event.key):
+                await super().on_event(event)  # the line's, behind the letters it has yet
+                self._hold_for_table()
+                return
             if len(self.screen_stack) == 1 and self.main.opens_form(event.key):
                 self._typeahead = []
                 self._typeahead_round += 1
@@ -268,16 +275,25 @@ class GtuiApp(App[int]):
         self._held, self._held_for, self._held_since = [], "bar", time.monotonic()
         self._held_timer = self.set_interval(0.02, self._feed_held)
 
+    def _hold_for_table(self) -> None:
+        """Enter / esc went to the focused filter line, which closes it only once the line
+        has handled it (a message later): the keys read with it wait for the table."""
+        self._held, self._held_for, self._held_since = [], "table", time.monotonic()
+        self._held_timer = self.set_interval(0.02, self._feed_held)
+
     def _feed_held(self) -> None:
         """Give the keys typed after ``/`` to the filter line once it has the focus; after an
         enter or esc there, the rest to the table once it has the focus back. Past
-        TYPEAHEAD_MAX_S (a line that never opened) they go where they would have gone."""
+        TYPEAHEAD_MAX_S (a line that never opened) they go where they would have gone; the
+        wait for the table is not cut short by load (only past FILTER_CLOSE_MAX_S)."""
         held = self._held
         if held is None:
             return
         main = self.main
         bar = main.query_one(FilterBar)
-        late = time.monotonic() - self._held_since > TYPEAHEAD_MAX_S
+        waited = time.monotonic() - self._held_since
+        late = waited > TYPEAHEAD_MAX_S
+        closing_late = waited > FILTER_CLOSE_MAX_S
         if self._held_for == "bar" and bar.has_focus:
             while held:
                 key = held.pop(0)
@@ -285,7 +301,8 @@ class GtuiApp(App[int]):
                     held.insert(0, key)  # not the line's: the screen's, in order
                     break
                 if key.key in ("enter", "escape"):
-                    self._held_for = "table"  # the line closes; the table takes what follows
+                    # the line closes; the table takes what follows, however long that takes
+                    self._held_for, self._held_since = "table", time.monotonic()
                     break
             if not held and self._held_for == "bar":
                 self._stop_holding([])  # the line has the focus: keys reach it as usual
@@ -293,10 +310,10 @@ class GtuiApp(App[int]):
             if held and self._held_for == "bar":
                 self._stop_holding(held)
                 return
-        if self._held_for == "table" and (not bar.has_focus or late):
+        if self._held_for == "table" and (not bar.has_focus or closing_late):
             self._stop_holding(held)
             return
-        if late:
+        if self._held_for == "bar" and late:
             self._stop_holding(held)
 
     def _stop_holding(self, rest: list[events.Key]) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from gtui.core.api import Event, GpusRead, JobView
 from gtui.core.control.handle import Operations
-from gtui.core.model import Settings
+from gtui.core.model import JobState, Settings
 
 if TYPE_CHECKING:
     from gtui.core.sched.handover import Successor
@@ -33,6 +33,7 @@ class EnginePort(Operations, Protocol):
     def subscribe(self, sink: Callable[[Event], None]) -> Callable[[], None]: ...
     def jobs(self) -> list[JobView]: ...
     def view(self, name: str) -> JobView: ...
+    def names_in(self, *states: JobState) -> list[tuple[str, JobState]]: ...
 
     @property
     def paused(self) -> bool: ...

@@ -81,7 +81,7 @@ from gtui.core.control.rpc import (
 )
 from gtui.core.control.wire import REPLAYED, Hello, WireError, decode_event, from_json
 from gtui.core.errors import EXIT_LOCKED, GtuiError
-from gtui.core.model import Settings
+from gtui.core.model import JobState, Settings
 from gtui.core.paths import QueuePaths, queue_paths
 from gtui.core.procstat import stopped_state
 
@@ -175,6 +175,11 @@ class RemoteEngine:
     def jobs(self) -> list[JobView]:
         """The jobs in queue order, as the scheduler last said."""
         return sorted(self._jobs.values(), key=lambda v: v.order)
+
+    def names_in(self, *states: JobState) -> list[tuple[str, JobState]]:
+        """The jobs in one of ``states``, by name and state in queue order, as the scheduler
+        last said."""
+        return [(v.spec.name, v.record.state) for v in self.jobs() if v.record.state in states]
 
     def view(self, name: str) -> JobView:
         try:

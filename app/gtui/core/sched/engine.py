@@ -193,6 +193,11 @@ class Engine:
         book.require(name)
         return book.view(name)
 
+    def names_in(self, *states: JobState) -> list[tuple[str, JobState]]:
+        """The jobs in one of ``states``, by name and state in queue order (the quit
+        question's: ``jobs`` would make a view of every job)."""
+        return self._book.names_in(states) if self._book is not None else []
+
     def counts(self) -> dict[str, int]:
         return _started(self._book, self.queue_path).counts()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from gtui.core.model import JobState
+from gtui.core.model import ACTIVE_STATES, JobState
 from gtui.core.sched.handover import HANDOVER_STAY
 from gtui.core.units import plural
 from gtui.ui.rooms.view import MainView
@@ -18,13 +18,12 @@ def ask_quit(screen: MainView) -> None:
     engine = screen.engine
     if getattr(app, "engine_stopped", False):
         return  # leaving already (the queue is being handed over)
-    # The engine's truth, not the table's (which may be one flush behind).
-    views = engine.jobs()
-    active = [v.spec.name for v in views if v.record.active]
+    # The engine's truth, not the table's (which may be one flush behind); names and states
+    # only, not a view of every job, which held the screen for seconds at 100,000 jobs.
+    jobs = engine.names_in(JobState.RUNNING, JobState.SUSPENDED, JobState.QUEUED)
+    active = [name for name, st in jobs if st in ACTIVE_STATES]
     # Jobs that would start without a person: not held, not in a paused queue.
-    waiting = (
-        [] if engine.paused else [v.spec.name for v in views if v.record.state == JobState.QUEUED]
-    )
+    waiting = [] if engine.paused else [name for name, st in jobs if st == JobState.QUEUED]
     quit_ = getattr(app, "shutdown_and_exit", None)
     if quit_ is None:  # pragma: no cover - always a GtuiApp
         app.exit()
@@ -34,8 +33,8 @@ def ask_quit(screen: MainView) -> None:
         # this screen leaves it and its jobs running; there is nothing of ours to stop.
         quit_(kill_jobs=False)
         return
-    running = [v for v in views if v.record.state == JobState.RUNNING]
-    suspended = [v for v in views if v.record.state == JobState.SUSPENDED]
+    running = [name for name, st in jobs if st == JobState.RUNNING]
+    suspended = [name for name, st in jobs if st == JobState.SUSPENDED]
     n = len(active)
     q = engine.queue_path.name
     what = ", ".join(

@@ -267,6 +267,11 @@ class MainScreen(MainView):
         focused log it searches the log instead)."""
         return key == "slash" and isinstance(self.focused, JobTable)
 
+    def closes_filter(self, key: str) -> bool:
+        """Whether ``key``, pressed now, ends the typing in the filter line (enter or esc
+        while the line has the focus)."""
+        return key in ("enter", "escape") and isinstance(self.focused, FilterBar)
+
     def opens_form(self, key: str) -> bool:
         """Whether ``key``, pressed now, opens the add / edit form (GtuiApp keeps the keys typed
         after it for the form)."""
