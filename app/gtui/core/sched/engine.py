@@ -219,14 +219,10 @@ class Engine:
     def status_json(self) -> dict[str, Any]:
         return document(self._moment())
 
-    def status_text(self) -> str:
-        """``status_json`` as compact JSON text (sched/statustext.py)."""
-        return "".join(self.status_chunks())
-
     def status_chunks(self) -> Iterator[str]:
-        """``status_text`` in pieces, made as they are taken: what the control socket sends,
-        a piece at a time, letting the loop run between them. Every job's document is one
-        moment's; the jobs and their order are those of the moment it began."""
+        """``status_json`` as compact JSON text (sched/statustext.py), in pieces made as they are
+        taken: the control socket sends a piece at a time, letting the loop run between them.
+        Every job's document is one moment's; the jobs and their order are its start's."""
         yield from pieces(self._moment())
 
     async def status(self) -> dict[str, Any]:
