@@ -143,7 +143,7 @@ async def test_a_running_engine_says_the_same_in_both_forms(tmp_path: Path) -> N
             what="done, failed, running and waiting jobs",
         )
         # Taken in one turn of the loop, so nothing changes between the two.
-        doc, text = engine.status_json(), engine.status_text()
+        doc, text = engine.status_json(), "".join(engine.status_chunks())
         assert text == dumps(doc)
         assert {j["state"] for j in doc["jobs"]} >= {"done", "failed", "running", "queued"}
     finally:
