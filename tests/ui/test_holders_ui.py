@@ -31,7 +31,8 @@ async def test_holders_under_the_gpu_bar_and_h_expands_them(tmp_path: Path) -> N
             panel = app.main.query_one(GpuPanel)
             summary = "held by alice's python train.py 61G +1 more  2 stale  (h: details)"
             await until(pilot, lambda: summary in panel.render().plain, what=summary)
-            assert summary in screen_text(app)
+            # The panel has the line; the screen paints it at its next refresh.
+            await until(pilot, lambda: summary in screen_text(app), what=f"{summary} on screen")
             assert "held by" not in panel.render().plain.split("\n", 2)[-1]  # GPU 1: ours only
             await pilot.press("h")
             await until(pilot, lambda: "stale: parent gone" in panel.render().plain)
