@@ -31,7 +31,14 @@ from gtui.core.errors import EXIT_LOCKED, EXIT_UNKNOWN
 from gtui.core.paths import QueuePaths, ensure_private_dir, queue_paths
 from gtui.core.procstat import stopped_state
 from gtui.core.queue.writeback import append_job
-from tests.cli_helpers import Procs, gtui, live_state, long_then_next, records, release
+from tests.cli_helpers import (
+    Procs,
+    final_state,
+    gtui,
+    live_state,
+    long_then_next,
+    release,
+)
 from tests.conftest import write_queue
 from tests.waiting import wait_for
 
@@ -51,13 +58,6 @@ def stopped(pid: int) -> Iterator[None]:
         yield
     finally:
         os.kill(pid, signal.SIGCONT)
-
-
-def saved_state(q: Path, name: str) -> str | None:
-    """A job's state as the store has it: it outlasts a scheduler that exits once every job
-    has ended, maybe before a look over the socket asks it."""
-    rec = records(q).get(name)
-    return rec.state.value if rec is not None else None
 
 
 def names_in_file(q: Path) -> list[str]:
@@ -117,7 +117,7 @@ def test_commands_say_at_once_that_the_scheduler_is_stopped_and_do_nothing_late(
     assert names_in_file(q) == ["long", "next", "extra"]
     wait_for(lambda: live_state(q, "extra") == "done", what="extra done")
     release(q, "long")
-    wait_for(lambda: saved_state(q, "next") == "done", what="next done")
+    wait_for(lambda: final_state(q, "next") == "done", what="next done")
 
 
 def test_a_watcher_reads_the_saved_state_of_a_stopped_scheduler_at_once(
@@ -138,7 +138,7 @@ def test_a_watcher_reads_the_saved_state_of_a_stopped_scheduler_at_once(
     assert not now.live
     assert {n: j["state"] for n, j in now.jobs.items()} == {"long": "running", "next": "queued"}
     release(q, "long")
-    wait_for(lambda: saved_state(q, "next") == "done", what="next done")
+    wait_for(lambda: final_state(q, "next") == "done", what="next done")
 
 
 def send(paths: QueuePaths, request: dict[str, Any]) -> socket.socket:
@@ -181,7 +181,7 @@ def test_a_request_that_reaches_the_scheduler_after_its_deadline_is_refused(
     assert live_state(q, "next") == "queued" and live_state(q, "long") == "running"
     assert names_in_file(q) == ["long", "next"]
     release(q, "long")
-    wait_for(lambda: saved_state(q, "next") == "done", what="next done")
+    wait_for(lambda: final_state(q, "next") == "done", what="next done")
 
 
 # -- the client's wait, against sockets whose other end does not answer ----------------------
