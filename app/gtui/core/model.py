@@ -137,6 +137,14 @@ class Settings:
     starve_after_s: float = 600.0
     multi_gpu_first: bool = False
     fake_gpus: str | None = None
+    # Host resources (gtui.core.gpus.host): the defaults of each job's ``cpus`` / ``ram``
+    # (None: a job asks nothing and is not counted), a simulated host "16c/64G", and whether
+    # each job is also limited to what it asked (cgroup v2 through systemd-run).
+    cpus: int | None = None
+    ram_mib: int | None = None
+    ram_auto: bool = False
+    fake_host: str | None = None
+    enforce: bool = False
     diagnose: tuple[DiagnosisRule, ...] = ()
     # Publish this queue's claims and count other users' (gpus/claims.py).
     neighbours: bool = True
@@ -235,6 +243,11 @@ class JobSpec:
     isolate: bool | None = None  # None: the queue's `isolate` setting
     line: int = 0  # where it was declared in the queue file (for messages)
     entry: int = 0  # index of its [[jobs]] table in the file (a matrix entry yields several jobs)
+    # Host cores and memory it asks (None: nothing, not counted); ram = "auto": from its runs'
+    # recorded host peaks, as mem = "auto" is from its GPU peaks.
+    cpus: int | None = None
+    ram_mib: int | None = None
+    ram_auto: bool = False
 
     def __post_init__(self) -> None:
         if not self.env and self.env is not NO_STRINGS:
@@ -260,6 +273,9 @@ class JobSpec:
         isolate: bool | None,
         line: int,
         entry: int,
+        cpus: int | None = None,
+        ram_mib: int | None = None,
+        ram_auto: bool = False,
     ) -> JobSpec:
         """``JobSpec(...)`` with every field given in order, filled through its slots: the
         frozen ``__init__`` sets each field through ``object.__setattr__`` and runs
@@ -270,6 +286,7 @@ class JobSpec:
         values = (
             name, cmd, gpus, mem_mib, priority, after, mem_auto, retries,
             timeout_s, cwd, env or NO_STRINGS, matrix or NO_STRINGS, isolate, line, entry,
+            cpus, ram_mib, ram_auto,
         )  # fmt: skip
         for set_field, value in zip(_SPEC_SETTERS, values, strict=True):
             set_field(spec, value)

@@ -191,3 +191,28 @@ def pool_totals(settings: Settings, snapshot: GpuSnapshot) -> list[int | None] |
         for i in indices
         if i not in settings.exclude
     ]
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    """The machine's cores and memory at one read, beside the GPU snapshot: what placement
+    counts jobs' ``cpus`` and ``ram`` against (gtui.core.gpus.host reads it).
+
+    ``ram_used_mib`` is what every process holds now (our jobs included); cores are counted
+    by what jobs asked, not by the load of the moment, which swings from one second to the
+    next. ``source``: "fake" for a simulated host (``fake_host``), else "psutil"."""
+
+    cores: int
+    ram_total_mib: int
+    ram_used_mib: int
+    source: Literal["psutil", "fake"] = "psutil"
+    cpu_percent: float | None = None  # the whole machine's load, shown only
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "cores": self.cores,
+            "ram_total_mib": self.ram_total_mib,
+            "ram_used_mib": self.ram_used_mib,
+            "source": self.source,
+            "cpu_percent": self.cpu_percent,
+        }

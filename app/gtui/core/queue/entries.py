@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gtui.core.model import NO_STRINGS, JobSpec, Settings, cmd_too_long
+from gtui.core.queue.hostreq import cpus_value, ram_value
 from gtui.core.queue.names import derive_name, name_problem, name_safe
 from gtui.core.queue.placeholders import (
     gpu_indices_in,
@@ -156,6 +157,10 @@ def expand_entry(
     cwd = str_value(w, "cwd", fields["cwd"]) if "cwd" in fields else "."
     env = env_value(w, "env", fields["env"], seen) if "env" in fields else {}
     isolate = bool_value(w, "isolate", fields["isolate"]) if "isolate" in fields else None
+    cpus = cpus_value(w, fields["cpus"]) if "cpus" in fields else settings.cpus
+    ram_mib, ram_auto = settings.ram_mib, settings.ram_auto
+    if "ram" in fields:
+        ram_mib, ram_auto = ram_value(w, fields["ram"], seen)
 
     used = placeholders_used(cmd)
     if used:
@@ -183,7 +188,7 @@ def expand_entry(
             raise w.error(f"{problem} (got {base!r})", "name" if raw_name is not None else "cmd")
         job = JobSpec.make(  # the constructor's, a quarter of the load faster
             base, cmd, gpus, mem_mib, priority, after_t, mem_auto, retries, timeout_s, cwd,
-            env, NO_STRINGS, isolate, w.line or 0, entry,
+            env, NO_STRINGS, isolate, w.line or 0, entry, cpus, ram_mib, ram_auto,
         )  # fmt: skip
         return Expanded(jobs=[job], template=None, where=w, used=used)
     for combo in combos:
@@ -214,6 +219,9 @@ def expand_entry(
                 isolate=isolate,
                 line=w.line or 0,
                 entry=entry,
+                cpus=cpus,
+                ram_mib=ram_mib,
+                ram_auto=ram_auto,
             )
         )
     notes = _unused_matrix_keys(w, combos[0], used, env, cwd)

@@ -32,6 +32,10 @@ SETTINGS_KEYS = (
     "fake_gpus",
     "diagnose",
     "neighbours",
+    "cpus",
+    "ram",
+    "fake_host",
+    "enforce",
 )
 JOB_KEYS = (
     "name",
@@ -46,6 +50,8 @@ JOB_KEYS = (
     "env",
     "matrix",
     "isolate",
+    "cpus",
+    "ram",
 )
 RULE_KEYS = ("kind", "pattern", "hint", "exit_codes", "signals")
 JOB_KEYSET = frozenset(JOB_KEYS)

@@ -14,6 +14,7 @@ from typing import Any
 
 from gtui.core.errors import QueueFileError
 from gtui.core.model import NOTIFY_EVENTS, DiagnosisRule, Mode, Notify, Placement, Settings
+from gtui.core.queue.hostreq import cpus_value, fake_host_value, ram_value
 from gtui.core.queue.schema import (
     CLUSTER_KEYS,
     JOB_KEYS,
@@ -215,7 +216,13 @@ def parse_settings(
             kw["starve_after_s"] = duration_value(w, key, value)
         elif key == "log_dir":
             kw["log_dir"] = str_value(w, key, value)
-        elif key in ("isolate", "multi_gpu_first", "neighbours"):
+        elif key == "cpus":
+            kw["cpus"] = cpus_value(w, value)
+        elif key == "ram":
+            kw["ram_mib"], kw["ram_auto"] = ram_value(w, value)
+        elif key == "fake_host":
+            kw["fake_host"] = fake_host_value(w, value)
+        elif key in ("isolate", "multi_gpu_first", "neighbours", "enforce"):
             kw[key] = bool_value(w, key, value)
         elif key == "on_failure":
             kw["on_failure"] = choice_value(w, key, value, ["continue", "pause"])

@@ -17,6 +17,10 @@ from gtui.core.model import JobRecord, JobSpec, Settings
 from gtui.core.queue.queuefile import isolated
 
 
+# What OpenMP and MKL size their thread pools by: a job with ``cpus`` gets them set to it.
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 def on_node(gpus: Sequence[int], infos: Sequence[GpuInfo]) -> tuple[str | None, tuple[int, ...]]:
     """The node of a placement and the GPUs' indices there. One server (or GPUs not in
     ``infos``): no node, and each GPU's number within its node's block of the pool, which on one
@@ -51,6 +55,9 @@ def job_env(
     ``infos``), on top of the user's own."""
     env = dict(settings.env)
     env.update(spec.env)
+    if spec.cpus:  # thread pools sized to the cores asked, unless the job or queue says
+        for key in THREAD_VARS:
+            env.setdefault(key, str(spec.cpus))
     env["PYTHONUNBUFFERED"] = "1"
     env["GTUI_JOB"] = spec.name
     env["GTUI_ATTEMPT"] = str(rec.attempt)

@@ -19,13 +19,15 @@ from typing import Any
 from gtui.core.api import JobChanged, QueueChanged, ReasonChanged, WaitingSummary
 from gtui.core.bus import EventBus
 from gtui.core.gpus.claims import NeighbourClaim
-from gtui.core.gpus.snapshot import GpuSnapshot
+from gtui.core.gpus.snapshot import GpuSnapshot, HostInfo
 from gtui.core.model import JobRecord, JobSpec, JobState, Settings
+from gtui.core.sched.hostfit import HostHolder
 from gtui.core.sched.outcome import backoff_group, backoff_reason
 from gtui.core.sched.policy import HELD_REASON, Allocation, Candidate, Decision, Reasons, place
 from gtui.core.sched.reasonkey import reason_key
 from gtui.core.state.book import JobBook
 from gtui.core.state.records import Records
+from gtui.core.state.usage import ram_asked
 
 EXPLAIN_EVERY_S = 0.5  # a walk over every waiting job's reason, at most this often
 BULK_REASONS = 2000  # reasons changed in one walk from which the whole queue is sent instead
@@ -102,6 +104,8 @@ class Planner:
                     after=spec.after,
                     waiting_since=rec.queued_since,
                     held=False,
+                    cpus=spec.cpus,
+                    ram_mib=ram_asked(spec, rec.host_peak_mib),
                 )
                 self._keep(rec, spec, cand)
                 self._cands_list.append(cand)
@@ -121,10 +125,15 @@ class Planner:
         paused: bool,
         now: float,
         claims: Sequence[NeighbourClaim] = (),
+        host: HostInfo | None = None,
+        host_used: Mapping[str, int] | None = None,
+        host_claims: Sequence[HostHolder] = (),
     ) -> Decision:
         """The policy's inputs from the jobs, then one pass. It hands the policy a view of
         the states instead of a copy. ``claims``: neighbours' live claims, other users' gtui
-        jobs (gtui.core.gpus.claims)."""
+        jobs (gtui.core.gpus.claims); ``host``: the host's cores and memory, ``host_used``
+        the host memory each running job is seen to use, ``host_claims`` neighbours' claims
+        of the host."""
         book = self._book
         records = book.records
         candidates = self._waiting_candidates()
@@ -134,13 +143,19 @@ class Planner:
             rec = records[name]
             if rec.active:
                 running += 1
-                if rec.gpus:
+                spec = book.specs.get(name)
+                cpus = spec.cpus if spec is not None else None
+                ram = ram_asked(spec, rec.host_peak_mib) if spec is not None else None
+                if rec.gpus or cpus or ram:
                     allocations.append(
                         Allocation(
                             name=name,
                             gpus=rec.gpus,
                             mem_mib=rec.mem_mib,
                             observed_mib=observed.get(name, {}),
+                            cpus=cpus,
+                            ram_mib=ram,
+                            ram_used_mib=(host_used or {}).get(name, 0),
                         )
                     )
         self.last = place(
@@ -153,6 +168,8 @@ class Planner:
             now=now,
             queue_paused=paused,
             claims=claims,
+            host=host,
+            host_claims=host_claims,
         )
         return self.last
 
@@ -189,6 +206,8 @@ class Planner:
                         and hit.gpus == spec.gpus
                         and hit.priority == spec.priority
                         and hit.after == spec.after
+                        and hit.cpus == spec.cpus
+                        and (hit.ram_mib == spec.ram_mib if not spec.ram_auto else False)
                     ):
                         candidates.append(hit)
                         continue
@@ -199,6 +218,7 @@ class Planner:
                     and hit[3] is state
                     and hit[4].order == index
                     and hit[5] == rec.retry_at
+                    and not spec.ram_auto
                 ):
                     candidates.append(hit[4])
                     continue
@@ -225,6 +245,8 @@ class Planner:
             rec.queued_since,
             # Backing off after quick failures: out of placement until its time comes.
             state is JobState.HELD or (rec.retry_at is not None and rec.retry_at > now),
+            spec.cpus,
+            ram_asked(spec, rec.host_peak_mib),
         )
         self._keep(rec, spec, cand)
         return cand

@@ -25,6 +25,11 @@ randomness. ``walk`` below applies the rules, in this order:
    that failed before it (the reserve does not limit GPUs that hold our jobs): then the
    jobs still waiting are walked again, protecting the same starving job, so nothing that
    could start waits for the next poll.
+10. Host cores and memory (``cpus``, ``ram``; hostfit.py): a job that asks some and that
+   rule 5 or 7 would start starts only if the host has them free now; else it waits, naming
+   the resource and who holds it ("needs 8 cores: 6 free (train-a 16, bob's eval 8)"), or
+   why the host can never run it. A job that asks neither is not counted. Such a wait does
+   not starve (rule 8 keeps GPUs).
 
 The terms (applied in policy_state.py):
 
@@ -49,7 +54,8 @@ Speed: ``walk`` asks every job in turn. From ``FAST_FROM`` waiting jobs ``place`
 ``policy_fast.walk_columns`` instead, which gives the same answer
 (tests/core/sched/test_policy_fast.py holds it to ``walk``) while looking only at the first
 job of each request shape since the GPUs last changed: one pass over 100k waiting jobs on
-8 GPUs within about 50 ms.
+8 GPUs within about 50 ms. A pass with a read host and a job that asks host cores or memory
+takes ``walk`` whatever its length (rule 10 is the readable walk's alone).
 """
 
 from __future__ import annotations
@@ -57,9 +63,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from gtui.core.gpus.claims import NeighbourClaim
-from gtui.core.gpus.snapshot import GpuSnapshot
+from gtui.core.gpus.snapshot import GpuSnapshot, HostInfo
 from gtui.core.gpus.snapshot import pool_totals as snapshot_pool_totals
 from gtui.core.model import Settings
+from gtui.core.sched.hostfit import HostHolder
 from gtui.core.sched.policy_fast import walk_columns
 from gtui.core.sched.policy_reasons import Reasons
 from gtui.core.sched.policy_state import (
@@ -120,11 +127,19 @@ def place(
     now: float,
     queue_paused: bool = False,
     claims: Sequence[NeighbourClaim] = (),
+    host: HostInfo | None = None,
+    host_claims: Sequence[HostHolder] = (),
 ) -> Decision:
     """One placement pass: which candidates start on which GPUs, and why each other one waits.
-    ``claims``: neighbours' live claims on our GPUs."""
-    state = PassState(snapshot, allocations, settings, now, claims=claims)
-    walker = walk_columns if len(candidates) >= FAST_FROM else walk
+    ``claims``: neighbours' live claims on our GPUs; ``host``: the host's cores and memory
+    (None: not read, not counted), ``host_claims``: neighbours' claims of them."""
+    state = PassState(
+        snapshot, allocations, settings, now, claims=claims, host=host, host_claims=host_claims
+    )
+    fast = len(candidates) >= FAST_FROM
+    if fast and host is not None and any(c.asks_host for c in candidates):
+        fast = False  # rule 10 is the readable walk's
+    walker = walk_columns if fast else walk
     return walker(state, candidates, dep_states, running_count, queue_paused)
 
 
@@ -175,7 +190,7 @@ def _sweep(
     running: int,
     first: bool,
 ) -> tuple[list[Start], int | None, bool]:
-    """Rules 3-8 over the jobs at ``waiting`` (rank positions, in order): writes each one's
+    """Rules 3-8 and 10 over the jobs at ``waiting`` (rank positions, in order): writes each one's
     reason into ``texts`` and returns (starts, the least ``mem`` among the jobs that wait for
     GPUs, walk again?). Only the first sweep picks the starving job; a later one protects the
     same job again once it reaches it."""
@@ -203,7 +218,17 @@ def _sweep(
             cut = True
             texts[i] = (state.permanent_reason(n, m) if n > 0 else None) or full_text
             continue
+        host = state.host if c.cpus or c.ram_mib else None
+        if host is not None:  # 10: what can never fit first, then what is short now
+            short = host.never(c.cpus, c.ram_mib)
+            if short is None and (n <= 0 or state.permanent_reason(n, m) is None):
+                short = host.short(c.cpus, c.ram_mib)
+            if short is not None:
+                texts[i] = short
+                continue
         if n <= 0:  # 5
+            if host is not None:
+                host.take(c.name, c.cpus, c.ram_mib)
             starts.append(Start(c.name, ()))
             texts[i] = None
             running += 1
@@ -215,6 +240,8 @@ def _sweep(
             continue
         gpus, room = state.start(n, m)  # 7
         if gpus is not None:
+            if host is not None:
+                host.take(c.name, c.cpus, c.ram_mib)
             starts.append(Start(c.name, gpus))
             texts[i] = None
             running += 1

@@ -18,9 +18,10 @@ from operator import attrgetter
 
 from gtui.core.gpus.claims import NeighbourClaim
 from gtui.core.gpus.holders import held_text, holders
-from gtui.core.gpus.snapshot import NODE_GPU_STRIDE, GpuInfo, GpuSnapshot, gpu_label
+from gtui.core.gpus.snapshot import NODE_GPU_STRIDE, GpuInfo, GpuSnapshot, HostInfo, gpu_label
 from gtui.core.model import Mode, Placement, Settings
 from gtui.core.reserve import reserve_allows
+from gtui.core.sched.hostfit import HostHolder, HostPool
 from gtui.core.sched.policy_types import Allocation, Candidate, Decision, Start
 from gtui.core.units import format_mib
 
@@ -205,6 +206,8 @@ class PassState:
         *,
         shape_cache: bool = True,
         claims: Sequence[NeighbourClaim] = (),
+        host: HostInfo | None = None,
+        host_claims: Sequence[HostHolder] = (),
     ) -> None:
         """``shape_cache=False`` turns off the two shortcuts (requests known to fail, reasons
         shared by equal requests): the plainest pass, which the tests hold the others to."""
@@ -273,6 +276,16 @@ class PassState:
         self.starving_for = ""  # "waiting for X (starving since 12m)"
         self.protected: frozenset[int] = frozenset()
         self.dep_states: Mapping[str, str] = {}
+        # The host's cores and memory (hostfit.py), when read: our jobs that asked some, and
+        # neighbours' claims of them.
+        self.host: HostPool | None = None
+        if host is not None:
+            ours = [
+                HostHolder(a.name, a.cpus or 0, a.ram_mib or 0, a.ram_used_mib)
+                for a in allocations
+                if a.cpus or a.ram_mib
+            ]
+            self.host = HostPool(host, [*ours, *host_claims])
 
     # ---------------------------------------------------------------- eligibility
     def ok(self, g: _Gpu, m: int | None) -> bool:

@@ -25,6 +25,8 @@ class Candidate:
     after: tuple[str, ...] = ()
     waiting_since: float = 0.0
     held: bool = False
+    cpus: int | None = None  # host cores asked (None: not counted)
+    ram_mib: int | None = None  # host memory asked (None: not counted)
     # The request as one int (see shape_key), made once: the column walk (policy_fast.py)
     # reads one column of these per pass instead of three attributes, 100k in a long sweep.
     shape: int = field(init=False, repr=False, compare=False)
@@ -44,9 +46,16 @@ class Candidate:
         after: tuple[str, ...],
         waiting_since: float,
         held: bool,
+        cpus: int | None = None,
+        ram_mib: int | None = None,
     ) -> Candidate:
         """``Candidate(...)`` with every field given in order (the planner's call)."""
-        return cls(name, gpus, mem_mib, priority, order, after, waiting_since, held)
+        return cls(name, gpus, mem_mib, priority, order, after, waiting_since, held, cpus, ram_mib)
+
+    @property
+    def asks_host(self) -> bool:
+        """Whether it asks host cores or memory (then the host is counted for it)."""
+        return bool(self.cpus or self.ram_mib)
 
 
 @lru_cache(maxsize=4096)
@@ -73,6 +82,9 @@ class Allocation:
     gpus: tuple[int, ...]
     mem_mib: int | None  # declared per GPU; None = the whole GPU
     observed_mib: Mapping[int, int] = field(default_factory=dict)  # per GPU, seen in use
+    cpus: int | None = None  # host cores asked
+    ram_mib: int | None = None  # host memory asked
+    ram_used_mib: int = 0  # host memory seen in use by its processes
 
 
 @dataclass(frozen=True)

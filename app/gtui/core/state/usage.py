@@ -218,3 +218,12 @@ def peaks_by_job(db: Path) -> dict[str, list[Attempt]]:
         )
         out.setdefault(name, []).append(row)
     return out
+
+
+def ram_asked(spec: JobSpec, host_peak_mib: int | None) -> int | None:
+    """The host memory ``spec`` asks for its next run: its ``ram``, or with ``ram = "auto"``
+    its last run's recorded host peak with ``auto_mem``'s margin (None before any run: its
+    first run asks nothing and measures the peak)."""
+    if spec.ram_auto:
+        return auto_mem((host_peak_mib,))
+    return spec.ram_mib
