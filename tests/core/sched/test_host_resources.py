@@ -1,0 +1,113 @@
+"""Host cores and memory with real processes on a simulated host (``fake_host``): jobs that
+ask ``cpus`` / ``ram`` run only as many at a time as the host holds, the waiting reason names
+the resource, and a job's thread pools default to its cores."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from gtui.core.model import JobState
+from gtui.core.sched.engine import Engine
+from tests.conftest import write_queue
+from tests.waiting import until as wait_for
+
+
+def most_at_once(engine: Engine) -> int:
+    """The most jobs whose runs (from start to recorded end) overlapped."""
+    edges = []
+    for v in engine.jobs():
+        rec = v.record
+        assert rec.started_at is not None and rec.ended_at is not None
+        edges += [(rec.started_at, 1), (rec.ended_at, -1)]
+    most = now = 0
+    for _, step in sorted(edges):  # an end sorts before a start at the same instant
+        now += step
+        most = max(most, now)
+    return most
+
+
+def gated_jobs(n: int, ask: str) -> str:
+    """``n`` CPU jobs asking ``ask`` each, running until the file ``go`` exists."""
+    return "".join(
+        f'[[jobs]]\nname = "j{i}"\ngpus = 0\n{ask}\n'
+        f'cmd = "while [ ! -e go ]; do sleep 0.05; done"\n\n'
+        for i in range(n)
+    )
+
+
+@pytest.mark.parametrize(
+    ("ask", "reason"),
+    [
+        ("cpus = 2", "needs 2 cores: 0 free (j0 2, j1 2)"),
+        ('ram = "6G"', "needs 6G RAM: 4G free (j0 6G, j1 6G)"),
+    ],
+)
+async def test_eight_jobs_on_a_small_host_run_two_at_a_time(
+    tmp_path: Path, ask: str, reason: str
+) -> None:
+    q = write_queue(
+        tmp_path,
+        '[settings]\npoll = "0.1s"\nkill_grace = "2s"\nfake_host = "4c/16G"\n\n'
+        + gated_jobs(8, ask),
+    )
+    engine = Engine(q, fake_gpus="80G")
+    task = asyncio.create_task(engine.run(exit_when_idle=True))
+    try:
+
+        def two_run_six_wait() -> bool:
+            recs = [v.record for v in engine.jobs()]
+            waiting = [r for r in recs if r.state == JobState.QUEUED]
+            running = [r for r in recs if r.state == JobState.RUNNING]
+            return len(running) == 2 and len(waiting) == 6 and all(r.reason for r in waiting)
+
+        await wait_for(two_run_six_wait, timeout=30, what="two running, six waiting")
+        waiting = {v.record.reason for v in engine.jobs() if v.record.state == JobState.QUEUED}
+        assert waiting == {reason}
+        (tmp_path / "go").touch()
+        assert await asyncio.wait_for(task, 60) == 0
+        assert {v.record.state for v in engine.jobs()} == {JobState.DONE}
+        assert most_at_once(engine) == 2
+    finally:
+        await engine.shutdown(kill_jobs=True)
+        task.cancel()
+
+
+async def test_thread_pools_default_to_the_cores_asked(tmp_path: Path) -> None:
+    q = write_queue(
+        tmp_path,
+        """
+        [settings]
+        poll = "0.1s"
+        fake_host = "8c/16G"
+
+        [[jobs]]
+        name = "asks"
+        gpus = 0
+        cpus = 3
+        cmd = "echo omp=$OMP_NUM_THREADS mkl=$MKL_NUM_THREADS"
+
+        [[jobs]]
+        name = "own"
+        gpus = 0
+        cpus = 3
+        env = { OMP_NUM_THREADS = "1" }
+        cmd = "echo omp=$OMP_NUM_THREADS mkl=$MKL_NUM_THREADS"
+
+        [[jobs]]
+        name = "none"
+        gpus = 0
+        cmd = "echo omp=[$OMP_NUM_THREADS]"
+        """,
+    )
+    engine = Engine(q, fake_gpus="80G")
+    assert await asyncio.wait_for(engine.run(exit_when_idle=True), 30) == 0
+
+    def log(name: str) -> str:
+        return Path(str(engine.view(name).record.log)).read_text()
+
+    assert "omp=3 mkl=3" in log("asks")
+    assert "omp=1 mkl=3" in log("own")
+    assert "omp=[]" in log("none")
