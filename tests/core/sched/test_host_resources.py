@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from gtui.core.exec import limits
 from gtui.core.model import JobState
 from gtui.core.sched.engine import Engine
 from tests.conftest import write_queue
@@ -111,3 +112,36 @@ async def test_thread_pools_default_to_the_cores_asked(tmp_path: Path) -> None:
     assert "omp=3 mkl=3" in log("asks")
     assert "omp=1 mkl=3" in log("own")
     assert "omp=[]" in log("none")
+
+
+CAN_LIMIT, WHY_NOT = limits.probe()
+ENFORCED = """
+[settings]
+poll = "0.1s"
+enforce = true
+
+[[jobs]]
+name = "capped"
+gpus = 0
+cpus = 1
+ram = "256M"
+cmd = "cat /sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup)/memory.max; echo ran"
+"""
+
+
+@pytest.mark.skipif(not CAN_LIMIT, reason=f"jobs cannot be limited on this machine: {WHY_NOT}")
+async def test_enforce_limits_the_job_to_what_it_asked(tmp_path: Path) -> None:
+    engine = Engine(write_queue(tmp_path, ENFORCED), fake_gpus="80G")
+    assert await asyncio.wait_for(engine.run(exit_when_idle=True), 30) == 0
+    log = Path(str(engine.view("capped").record.log)).read_text()
+    assert str(256 * 1024 * 1024) in log and "ran" in log
+
+
+@pytest.mark.skipif(CAN_LIMIT, reason="this machine can limit jobs: nothing to note")
+async def test_enforce_where_the_machine_cannot_says_so_in_the_log(tmp_path: Path) -> None:
+    engine = Engine(write_queue(tmp_path, ENFORCED), fake_gpus="80G")
+    assert await asyncio.wait_for(engine.run(exit_when_idle=True), 30) == 0
+    log = Path(str(engine.view("capped").record.log)).read_text()
+    first, rest = log.split("\n", 1)
+    assert first == f"gtui: enforce = true, but this job runs unlimited here: {WHY_NOT}"
+    assert "ran" in rest

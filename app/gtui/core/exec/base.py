@@ -67,6 +67,10 @@ class LaunchRequest:
     # launches there; the local executor needs neither.
     gpus: tuple[int, ...] = ()
     node: str | None = None
+    # enforce = true: limit the job to these host cores and memory (exec/limits.py), where
+    # the machine allows it; None: no limit of that kind.
+    limit_cpus: int | None = None
+    limit_ram_mib: int | None = None
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,7 @@ import psutil
 
 from gtui.core import procstat
 from gtui.core.errors import GtuiError
+from gtui.core.exec import limits
 from gtui.core.exec.base import (
     TEMPORARY_ERRNOS,
     UNKNOWN,
@@ -268,9 +269,17 @@ def launch(req: LaunchRequest) -> Launched:
             f"job {req.name}: cannot create its log in {req.log_dir}: {_oserr(e)}"
         ) from e
 
+    cmd = req.cmd
+    if req.limit_cpus or req.limit_ram_mib:
+        can, why = limits.probe()
+        if can:
+            cmd = limits.limited_cmd(cmd, bash, req.limit_cpus, req.limit_ram_mib)
+        else:
+            with contextlib.suppress(OSError):
+                os.write(log_fd, limits.unlimited_note(why).encode())
     env = dict(os.environ)
     env.update(req.env)
-    env["GTUI_CMD"] = req.cmd
+    env["GTUI_CMD"] = cmd
     env[RUN_ID_VAR] = uuid.uuid4().hex
     try:
         with _children_lock:

@@ -71,3 +71,12 @@ def job_env(
     if rec.port is not None:
         env["GTUI_PORT"] = str(rec.port)
     return env
+
+
+def launch_limits(spec: JobSpec, settings: Settings) -> tuple[int | None, int | None]:
+    """With ``enforce = true``, the cores and memory the executor limits the job to (its
+    ``cpus`` and ``ram``; ``ram = "auto"`` sets no memory limit: its size is a guess);
+    without, none."""
+    if not settings.enforce:
+        return None, None
+    return spec.cpus, spec.ram_mib

@@ -47,7 +47,7 @@ from gtui.core.queue.queuefile import isolated
 from gtui.core.sched import outcome
 from gtui.core.sched.config import QueueConfig
 from gtui.core.sched.faults import crash_point
-from gtui.core.sched.jobenv import job_env, on_node
+from gtui.core.sched.jobenv import job_env, launch_limits, on_node
 from gtui.core.sched.leftovers import LeftoverCheck
 from gtui.core.sched.planner import Planner
 from gtui.core.sched.quarantine import Quarantine, faulty_gpus
@@ -187,6 +187,7 @@ class JobRunner:
                 book.invalidate()
                 return
             crash_point("after_intent")
+            limit = launch_limits(spec, self._config.settings)
             handle = ex.launch(
                 LaunchRequest(
                     name=name,
@@ -198,6 +199,8 @@ class JobRunner:
                     run_dir=self.paths.run_dir,
                     gpus=tuple(gpus),
                     node=node,
+                    limit_cpus=limit[0],
+                    limit_ram_mib=limit[1],
                 )
             )
         except LaunchDeferred as e:
