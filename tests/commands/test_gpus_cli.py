@@ -193,3 +193,12 @@ def test_lost_gpu_is_shown_not_a_crash(tmp_path: Path) -> None:
     assert "LOST" in row1 and "GPU is lost" in row1
     data = json.loads(gtui_gpus("--json", env=env).stdout)
     assert data[1]["mem_used_mib"] is None and data[0]["mem_used_mib"] == 0
+
+
+def test_the_host_is_listed_under_the_table() -> None:
+    r = gtui_gpus("--fake-gpus", "80G", env={"GTUI_FAKE_HOST": "16c/64G"})
+    assert r.returncode == 0, r.stderr
+    last = r.stdout.splitlines()[-1]
+    assert last == "Host (simulated, GTUI_FAKE_HOST): 16 cores, RAM 0M of 64G used"
+    real = gtui_gpus("--fake-gpus", "80G").stdout.splitlines()[-1]
+    assert real.startswith(f"Host: {os.cpu_count()} cores, RAM ")

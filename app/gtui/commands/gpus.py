@@ -19,8 +19,10 @@ import time
 from pathlib import Path
 
 from gtui.commands.options import GlobalOptions
+from gtui.core.errors import GtuiError
 from gtui.core.gpus.backend import open_backend
 from gtui.core.gpus.claims import ClaimBoard, Judged, gpu_keys, judge, published_idle
+from gtui.core.gpus.host import FAKE_HOST_ENV, read_host
 from gtui.core.gpus.holders import HolderReader, holder_notes, process_json, stale_reasons
 from gtui.core.gpus.snapshot import GpuBackend, GpuInfo, GpuProcess, GpuSnapshot
 from gtui.core.units import format_duration, format_mib
@@ -234,4 +236,19 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
         claims = format_claims(judged, notes, ClaimBoard().directory)
         if claims:
             print("\n".join(claims))
+    if opts.backend != "ray":
+        print(host_line())
     return 0
+
+
+def host_line() -> str:
+    """``Host: 16 cores, RAM 40G of 64G used``: this machine (or ``GTUI_FAKE_HOST``'s), what
+    jobs' ``cpus`` and ``ram`` are counted against."""
+    fake = os.environ.get(FAKE_HOST_ENV)
+    try:
+        host = read_host(fake)
+    except (GtuiError, OSError) as e:
+        return f"Host: not read ({e})"
+    what = f" (simulated, {FAKE_HOST_ENV})" if host.source == "fake" else ""
+    used, total = format_mib(host.ram_used_mib), format_mib(host.ram_total_mib)
+    return f"Host{what}: {host.cores} cores, RAM {used} of {total} used"

@@ -7,7 +7,7 @@ copies, so a subscriber can keep them without racing the engine.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from gtui.core.gpus.snapshot import GpuSnapshot
 from gtui.core.model import NO_ITEMS, JobRecord, JobSpec, copy_record
@@ -69,6 +69,9 @@ class GpusRead:
     neighbours_mib: dict[int, int] = field(default_factory=dict)
     neighbours: dict[int, tuple[str, ...]] = field(default_factory=dict)
     quarantined: tuple[int, ...] = ()  # out of placement after a hardware fault
+    # The host's cores and memory (None: not read) and what jobs asked of them
+    # (sched/hostfit.host_doc: cores, cores_asked, ram_total_mib, ram_used_mib, ...).
+    host: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

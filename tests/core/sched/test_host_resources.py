@@ -12,6 +12,7 @@ import pytest
 from gtui.core.exec import limits
 from gtui.core.model import JobState
 from gtui.core.sched.engine import Engine
+from gtui.ui.widgets.gpu_panel import host_title as title
 from tests.conftest import write_queue
 from tests.waiting import until as wait_for
 
@@ -67,6 +68,17 @@ async def test_eight_jobs_on_a_small_host_run_two_at_a_time(
         await wait_for(two_run_six_wait, timeout=30, what="two running, six waiting")
         waiting = {v.record.reason for v in engine.jobs() if v.record.state == JobState.QUEUED}
         assert waiting == {reason}
+        host = engine.status_json()["host"]  # what `gtui status --json` lists
+        assert host["cores"] == 4 and host["ram_total_mib"] == 16 * 1024
+        assert (host["cores_asked"], host["ram_asked_mib"]) == (
+            (4, 0) if "cpus" in ask else (0, 12 * 1024)
+        )
+        header = (  # the GPU panel's, once a poll has read the host with both running
+            " · host (simulated) 4/4 cores asked · RAM 0M/16G used"
+            if "cpus" in ask
+            else " · host (simulated) 0/4 cores asked · RAM 12G/16G used"
+        )
+        await wait_for(lambda: title(engine.status_json()["host"]) == header, timeout=30)
         (tmp_path / "go").touch()
         assert await asyncio.wait_for(task, 60) == 0
         assert {v.record.state for v in engine.jobs()} == {JobState.DONE}

@@ -212,7 +212,7 @@ class Engine:
                 self.queue_path, running, self._started_at, paused, _snapshot(self._reader)
             ),
             views=book.views(copies=False) if book is not None else [],
-            tail=status_tail(book, self._source, self._quarantine),
+            tail=status_tail(book, self._source, self._quarantine, _host_of(self.parts)),
             forecast=self.parts.forecast if self.parts is not None else None,
         )
 
@@ -499,6 +499,11 @@ def _snapshot(reader: GpuReader | None) -> GpuSnapshot:
     if reader is None:
         return GpuSnapshot(gpus=(), taken_at=0.0, source="none")
     return reader.snapshot
+
+
+def _host_of(parts: Parts | None) -> dict[str, object] | None:
+    """The host's cores and memory for the status (None before the start, or not read)."""
+    return parts.occupancy.host.doc() if parts is not None else None
 
 
 def _started(book: JobBook | None, queue_path: Path) -> JobBook:

@@ -88,3 +88,18 @@ def _holders(held: list[tuple[str, int, str]]) -> str:
     if len(held) > MAX_HOLDERS_SAID:
         said.append(f"{len(held) - MAX_HOLDERS_SAID} more")
     return f" ({', '.join(said)})"
+
+
+def host_doc(host: HostInfo, holders: Sequence[HostHolder]) -> dict[str, object]:
+    """The host as ``gtui status --json``, ``gtui gpus --json`` and the GPU panel show it: the
+    reading, what running jobs asked (ours, and neighbours' claims), and what is left free by
+    the placement's count."""
+    pool = HostPool(host, holders)
+    return {
+        **host.to_json(),
+        "cores_asked": sum(h.cpus for h in holders),
+        "cores_free": max(0, pool.cores_free),
+        "ram_asked_mib": sum(h.ram_mib for h in holders),
+        "ram_free_mib": max(0, pool.ram_free),
+    }
+

@@ -33,19 +33,17 @@ from gtui.core.gpus.claims import (
     own_start,
     queue_id,
 )
-from gtui.core.errors import GtuiError
 from gtui.core.gpus.fake import FAKE_USE_ENV, fake_use_mib
-from gtui.core.gpus.host import FAKE_HOST_ENV, read_host
 from gtui.core.gpus.reader import GpuReader
-from gtui.core.gpus.snapshot import GpuSnapshot, HostInfo, JobUsage
+from gtui.core.gpus.snapshot import GpuSnapshot, JobUsage
 from gtui.core.model import JobRecord, JobState
 from gtui.core.paths import QueuePaths
 from gtui.core.sched.config import QueueConfig
+from gtui.core.sched.hostuse import HostUse
 from gtui.core.sched.planner import Planner
 from gtui.core.sched.policy import Decision, Start
 from gtui.core.sched.quarantine import Quarantine
 from gtui.core.state.book import JobBook
-from gtui.core.state.usage import ram_asked
 
 FAST_POLL_FOR_S = 1.0  # after a job ends on real GPUs, poll fast this long (driver release)
 FAST_POLL_S = 0.2  # and this often
@@ -97,10 +95,7 @@ class Occupancy:
         self._neighbour_claims: tuple[NeighbourClaim, ...] = ()
         self._claim_notes: frozenset[str] = frozenset()
         self._own_start: float | None = None  # this process's start time, for our idle marks
-        # The host's cores and memory (read at each poll), and the host memory each running
-        # job of ours was last seen to use.
-        self.host: HostInfo | None = None
-        self._host_used: dict[str, int] = {}
+        self.host = HostUse(book, bus, config)  # the host's cores and memory, our jobs' use
 
     @property
     def _snapshot(self) -> GpuSnapshot:
@@ -182,7 +177,7 @@ class Occupancy:
         if not handles:
             return
         used = self._executor.host_memory_mib(handles)
-        self._host_used = dict(used)
+        self.host.used = dict(used)
         for name, mib in used.items():
             rec = records[name]
             if mib > (rec.host_peak_mib or 0):
@@ -219,6 +214,7 @@ class Occupancy:
             neighbours_mib=neighbours_mib,
             neighbours={k: tuple(v) for k, v in neighbours.items()},
             quarantined=tuple(sorted(self._quarantine.gpus)),
+            host=self.host.doc(),
         )
         self._bus.publish(self.gpus)
         text = json.dumps([g.to_json() for g in self._snapshot.gpus])
@@ -232,34 +228,8 @@ class Occupancy:
         read."""
         if await self._reader.read(self.usage()):
             self.match_processes()
-        self.read_host()
+        self.host.read()
         self.read_claims()  # other users' gtui claims
-
-    def fake_host(self) -> str | None:
-        """The simulated host, if any: ``GTUI_FAKE_HOST`` over the file's ``fake_host``."""
-        return os.environ.get(FAKE_HOST_ENV) or self._config.settings.fake_host
-
-    def read_host(self) -> None:
-        """The host's cores and memory now. On a simulated host each running job of ours uses
-        the ``ram`` it asked; a host that cannot be read is not counted (None)."""
-        fake = self.fake_host()
-        asked: dict[str, int] = {}
-        if fake:
-            records, specs = self._book.records, self._book.specs
-            for name in self._book.active_names():
-                rec, spec = records[name], specs.get(name)
-                if rec.active and spec is not None:
-                    ram = ram_asked(spec, rec.host_peak_mib)
-                    if ram:
-                        asked[name] = ram
-        try:
-            self.host = read_host(fake, asked.values())
-        except (GtuiError, OSError) as e:
-            if self.host is not None or not self._host_used:  # said once, not at every poll
-                self._bus.notice("warning", f"host not read, cores and memory not counted: {e}")
-            self.host = None
-        if fake:
-            self._host_used = asked
 
     async def read_after_end(self) -> None:
         """A job ended: read the GPUs at once so the freed one is seen by the pass after."""
@@ -271,12 +241,12 @@ class Occupancy:
             # jobs (benchmarks/extreme.py: 5 rounds, not 4).
             reader.read_now(self.usage())
             self.match_processes()
-            self.read_host()
+            self.host.read()
         else:
             # Real GPUs: the driver may take a moment to release memory: poll fast a second.
             if await reader.read(self.usage()):
                 self.match_processes()
-            self.read_host()
+            self.host.read()
             self._fast_until = time.monotonic() + FAST_POLL_FOR_S
 
     # ------------------------------------------------------------------ neighbours' claims
@@ -289,8 +259,8 @@ class Occupancy:
             paused=self._config.paused,
             now=time.time(),
             claims=self._neighbour_claims,
-            host=self.host,
-            host_used=self._host_used,
+            host=self.host.info,
+            host_used=self.host.used,
         )
 
     def _claim_keys(self) -> dict[int, str]:

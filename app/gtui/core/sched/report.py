@@ -45,10 +45,13 @@ def status_head(
 
 
 def status_tail(
-    book: JobBook | None, source: QueueSource, quarantine: Quarantine
+    book: JobBook | None,
+    source: QueueSource,
+    quarantine: Quarantine,
+    host: dict[str, object] | None = None,
 ) -> dict[str, Any]:
-    """What is wrong right now, in words (a full disk, a broken queue file), and the GPUs
-    out of placement."""
+    """What is wrong right now, in words (a full disk, a broken queue file), the GPUs
+    out of placement, and the host's cores and memory when read (``host``)."""
     problems = []
     if book is not None and book.unsaved and book.store_error:
         problems.append(
@@ -58,7 +61,10 @@ def status_tail(
     if source.error and source.problem:
         problems.append(source.problem)
     quarantined = {str(g): why for g, why in sorted(quarantine.gpus.items())}
-    return {"problems": problems, "quarantined": quarantined}
+    tail: dict[str, Any] = {"problems": problems, "quarantined": quarantined}
+    if host is not None:
+        tail["host"] = host
+    return tail
 
 
 def document(m: Moment) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from gtui.ui.screens.detail import DetailScreen
 from gtui.ui.screens.help import HelpScreen
 from gtui.ui.widgets.diagnosis import DiagnosisPanel
 from gtui.ui.widgets.filter_bar import FilterBar
-from gtui.ui.widgets.gpu_panel import GpuPanel
+from gtui.ui.widgets.gpu_panel import GPU_TITLE, GpuPanel, host_title
 from gtui.ui.widgets.gpu_sparks import GpuSparks
 from gtui.ui.widgets.header import HeaderBar
 from gtui.ui.widgets.job_table import JobTable
@@ -127,7 +127,10 @@ class MainScreen(MainView):
         self.call_after_refresh(self._setup)
 
     async def _setup(self) -> None:
-        self.query_one("#gpus-box").border_title = "GPUs  ▓ others █ ours ░ free"
+        gpus = self.query_one(GpuPanel)
+        self.query_one("#gpus-box").border_title = GPU_TITLE + host_title(
+            gpus.read.host if gpus.read else None
+        )
         self.query_one("#diagnosis").display = False
         self.query_one("#filter-line").display = False
         self.query_one("#file-banner").display = False

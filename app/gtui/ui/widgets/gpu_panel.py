@@ -122,6 +122,25 @@ def gpu_marks(
     )
 
 
+GPU_TITLE = "GPUs  ▓ others █ ours ░ free"
+
+
+def host_title(doc: dict[str, object] | None) -> str:
+    """`` · host 6/16 cores asked · RAM 40G/64G used``: the GPU panel header's host part,
+    once a running job asks cores or memory, or on a simulated host."""
+    if not doc or not (doc.get("cores_asked") or doc.get("ram_asked_mib") or doc.get("source") == "fake"):
+        return ""  # nothing asks the host and it is the real one: the header as it always was
+    cores, asked = doc.get("cores"), doc.get("cores_asked")
+    used, total = doc.get("ram_used_mib"), doc.get("ram_total_mib")
+    if not isinstance(cores, int) or not isinstance(used, int) or not isinstance(total, int):
+        return ""
+    fake = " (simulated)" if doc.get("source") == "fake" else ""
+    return (
+        f" · host{fake} {asked}/{cores} cores asked · RAM {format_mib(used)}/"
+        f"{format_mib(total)} used"
+    )
+
+
 class GpuPanel(Widget):
     """Repainted whole on every GPU read: a handful of lines, once per poll."""
 
@@ -144,6 +163,9 @@ class GpuPanel(Widget):
         self.read = read
         new_n = len(read.snapshot.gpus) if read else -1
         self.refresh(layout=old_n != new_n)
+        box = self.parent
+        if isinstance(box, Widget) and box.id == "gpus-box":  # its header says the host's use
+            box.border_title = GPU_TITLE + host_title(read.host if read else None)
 
     def render(self) -> Text:
         width = self.size.width or 120
