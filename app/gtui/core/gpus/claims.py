@@ -54,6 +54,12 @@ session, as for our own jobs, so a claim counts ``max(0, declared - observed)``.
 
 Size: the board (directory, lock, reading, writing) and the trust rules are one contract with
 the other users' gtui; kept in one module, it says in one place all that a claim is and may do.
+
+Host cores and memory: a job asking ``cpus`` / ``ram`` is also published in the file's
+``host`` list (``{"cpus": 8, "ram_mib": 16384, "pid", "start", "job", "since", "queue"}``),
+which an older gtui does not read (a file without it reads as none). Read, an entry is a
+``Claim`` on ``HOST_KEY`` (``mem_mib`` its ram), which no GPU's key equals;
+gtui.core.gpus.hostclaims judges them.
 """
 
 from __future__ import annotations
@@ -70,7 +76,7 @@ import secrets
 import stat
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -93,6 +99,8 @@ LOCK_NAME = ".lock"
 LOCK_WAIT_S = 1.0
 LOCK_BACKOFF_S = 60.0  # after a lock wait ran out, try without waiting for this long
 START_TOLERANCE_S = 0.05  # psutil's create_time has clock-tick resolution
+HOST_KEY = "host"  # the key of a claim of host cores and memory (never a GPU's)
+MAX_CORES = 1 << 16
 _FILE_RE = re.compile(r"(\d{1,10})\.json")
 _MAX_MIB = 1 << 30
 _MAX_PID = 1 << 22
@@ -154,8 +162,19 @@ class Claim:
     since: float
     queue: str = ""
     index: int | None = None  # the GPU's index where it was published (informational)
+    cpus: int = 0  # a claim of the host (gpu HOST_KEY): its cores; mem_mib is then its ram
 
     def to_json(self) -> dict[str, Any]:
+        if self.gpu == HOST_KEY:
+            return {
+                "cpus": self.cpus,
+                "ram_mib": self.mem_mib,
+                "pid": self.pid,
+                "start": self.start,
+                "job": self.job,
+                "since": self.since,
+                "queue": self.queue,
+            }
         return {
             "gpu": self.gpu,
             "index": self.index,
@@ -319,7 +338,7 @@ def _claim(item: object, uid: int, user: str) -> Claim | None:
     if not isinstance(item, dict):
         return None
     gpu, job, queue, index = item.get("gpu"), item.get("job"), item.get("queue", ""), None
-    if not (isinstance(gpu, str) and _is_key(gpu)):
+    if not (isinstance(gpu, str) and _is_key(gpu)) or gpu == HOST_KEY:
         return None
     if not (isinstance(job, str) and job) or not isinstance(queue, str) or len(queue) > 64:
         return None
@@ -349,6 +368,19 @@ def _claim(item: object, uid: int, user: str) -> Claim | None:
     )
 
 
+def _host_claim(item: object, uid: int, user: str) -> Claim | None:
+    """One entry of a file's ``host`` list, as a Claim on HOST_KEY; None if anything is off."""
+    if not isinstance(item, dict):
+        return None
+    cpus, ram = item.get("cpus", 0), item.get("ram_mib", 0)
+    if not (_is_int(cpus, 0, MAX_CORES) and _is_int(ram, 0, _MAX_MIB)) or not (cpus or ram):
+        return None
+    claim = _claim({**item, "gpu": "-", "mem_mib": 1}, uid, user)  # the common fields' checks
+    if claim is None:
+        return None
+    return replace(claim, gpu=HOST_KEY, mem_mib=int(ram), cpus=int(cpus))  # type: ignore[arg-type]
+
+
 def parse_claims(raw: bytes, uid: int, user: str) -> tuple[list[Claim], str | None]:
     """A claims file's bytes -> its claims and a note on what was wrong (None: nothing)."""
     claims, _idle_marks, note = parse_board_file(raw, uid, user)
@@ -376,6 +408,14 @@ def parse_board_file(
         items = items[:MAX_CLAIMS_PER_FILE]
     claims = [c for c in (_claim(item, uid, user) for item in items) if c is not None]
     bad = len(items) - len(claims)
+    host_in = doc.get("host", [])  # an older gtui writes none
+    if isinstance(host_in, list):
+        host_in = host_in[:MAX_CLAIMS_PER_FILE]
+        host = [c for c in (_host_claim(item, uid, user) for item in host_in) if c is not None]
+        bad += len(host_in) - len(host)
+        claims += host
+    else:
+        notes.append("its host claims are not a list")
     if bad:
         notes.insert(0, f"{bad} malformed claim(s) ignored")
     marks_in = doc.get("idle", [])  # an older gtui writes none
@@ -670,6 +710,8 @@ class ClaimBoard:
     def _write(
         self, dfd: int, name: str, entries: list[Claim], marks: Sequence[IdleMark] = ()
     ) -> None:
+        host = [c.to_json() for c in entries if c.gpu == HOST_KEY][:MAX_CLAIMS_PER_FILE]
+        entries = [c for c in entries if c.gpu != HOST_KEY]
         doc: dict[str, Any] = {
             "gtui_claims": FORMAT,
             "uid": self.uid,
@@ -677,6 +719,8 @@ class ClaimBoard:
         }
         if marks:  # only then: the file reads as an older gtui wrote it
             doc["idle"] = [m.to_json() for m in marks[:MAX_CLAIMS_PER_FILE]]
+        if host:  # likewise
+            doc["host"] = host
         raw = json.dumps(doc, separators=(",", ":")).encode()
         while len(raw) > MAX_FILE_BYTES and entries:  # readers would ignore all of it
             entries = entries[: len(entries) * 3 // 4]
@@ -752,6 +796,12 @@ def _exists(pid: int) -> _ProcState:
     except OSError:
         pass
     return "hidden", None, None
+
+
+def process_state(pid: int, boot: float | None = None) -> _ProcState:
+    """Whether ``pid`` runs, its start time and its owner (see ``_process``), for the judge of
+    host claims (gtui.core.gpus.hostclaims)."""
+    return _process(pid, boot)
 
 
 def _alive(pid: int, start: float, boot: float | None) -> bool:

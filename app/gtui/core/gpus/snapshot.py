@@ -216,3 +216,18 @@ class HostInfo:
             "source": self.source,
             "cpu_percent": self.cpu_percent,
         }
+
+
+@dataclass(frozen=True)
+class HostHolder:
+    """What one running job holds of the host: ours (``who`` its name) or a neighbour's claim
+    (``who`` "bob's eval"). ``ram_used_mib``: what it is seen to use of its ``ram_mib``."""
+
+    who: str
+    cpus: int = 0
+    ram_mib: int = 0
+    ram_used_mib: int = 0
+
+    @property
+    def ram_promised_mib(self) -> int:
+        return max(0, self.ram_mib - self.ram_used_mib)

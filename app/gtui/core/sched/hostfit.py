@@ -16,27 +16,12 @@ A job that asks for neither is not counted and never waits here.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-
-from gtui.core.gpus.snapshot import HostInfo
+from gtui.core.gpus.snapshot import HostHolder, HostInfo
 from gtui.core.units import format_mib
 
+__all__ = ["HostHolder", "HostPool", "host_doc"]
+
 MAX_HOLDERS_SAID = 3
-
-
-@dataclass(frozen=True)
-class HostHolder:
-    """What one running job holds of the host: ours (``who`` its name) or a neighbour's claim
-    (``who`` "bob's eval"). ``ram_used_mib``: what it is seen to use of its ``ram_mib``."""
-
-    who: str
-    cpus: int = 0
-    ram_mib: int = 0
-    ram_used_mib: int = 0
-
-    @property
-    def ram_promised_mib(self) -> int:
-        return max(0, self.ram_mib - self.ram_used_mib)
 
 
 class HostPool:

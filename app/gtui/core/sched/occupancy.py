@@ -95,7 +95,7 @@ class Occupancy:
         self._neighbour_claims: tuple[NeighbourClaim, ...] = ()
         self._claim_notes: frozenset[str] = frozenset()
         self._own_start: float | None = None  # this process's start time, for our idle marks
-        self.host = HostUse(book, bus, config)  # the host's cores and memory, our jobs' use
+        self.host = HostUse(book, bus, config, lambda: planner.asks_host)  # cores and RAM
 
     @property
     def _snapshot(self) -> GpuSnapshot:
@@ -251,7 +251,16 @@ class Occupancy:
 
     # ------------------------------------------------------------------ neighbours' claims
     def decide(self) -> Decision:
-        """One pass of the planner, counting the neighbours' claims last read."""
+        """One pass of the planner, counting the neighbours' claims last read; again, with the
+        host's claims read, when a job asking cores or memory has just come."""
+        asked_before = self._planner.asks_host
+        decision = self._pass()
+        if not asked_before and self._planner.asks_host and self.host.shared():
+            self.read_claims()
+            decision = self._pass()
+        return decision
+
+    def _pass(self) -> Decision:
         return self._planner.decide(
             self._snapshot,
             self._quarantine.apply(self._config.settings),  # GPUs out after a hardware fault
@@ -261,6 +270,7 @@ class Occupancy:
             claims=self._neighbour_claims,
             host=self.host.info,
             host_used=self.host.used,
+            host_claims=self.host.claims,
         )
 
     def _claim_keys(self) -> dict[int, str]:
@@ -279,16 +289,18 @@ class Occupancy:
         """Read the neighbours' claims and judge them against the last GPU reading. True when
         what placement counts changed."""
         keys = self._claim_keys()
-        if not keys:
-            changed = bool(self._neighbour_claims)
+        if not keys and not self.host.shared():
+            changed = bool(self._neighbour_claims) or self.host.judge(())[0]
             self._neighbour_claims = ()
             return changed
         board = self._claims_board()
         read = board.read()
-        judged = judge(read.claims, self._snapshot, keys, now=time.time())
-        self._tell_claim_notes([*read.notes, *(j.note for j in judged), board.lock_note or ""])
+        judged = judge(read.claims, self._snapshot, keys, now=time.time()) if keys else []
+        host_changed, host_notes = self.host.judge(read.claims)
+        notes = [*read.notes, *(j.note for j in judged), *host_notes, board.lock_note or ""]
+        self._tell_claim_notes(notes)
         claims = counted(judged)
-        changed = claims != self._neighbour_claims
+        changed = claims != self._neighbour_claims or host_changed
         self._neighbour_claims = claims
         return changed
 
@@ -354,10 +366,11 @@ class Occupancy:
         them); withdraw them when this queue stops taking part. Cheap when nothing changed: no
         file is touched (a GPU starts or stops idling seldom)."""
         keys = self._claim_keys()
-        if not keys and self._board is None:
+        if not keys and self._board is None and not self.host.shared():
             return  # never took part: nothing to publish or withdraw
         board = self._claims_board()
         mine = self._our_claims(keys, board) if keys else []
+        mine += self.host.our_claims(board.uid, board.user, board.queue or "")
         idle = self._our_idle(keys, board) if keys else []
         written = board.written
         if (
@@ -372,11 +385,12 @@ class Occupancy:
 
     @contextlib.contextmanager
     def claiming(self, starts: Sequence[Start]) -> Iterator[bool]:
-        """Around the starts of a pass: when one takes GPUs others can see, hold the board's
-        lock, read the claims again (another user's scheduler may have started a job since the
-        last poll) and publish ours after the starts. Yields True when the claims placement
-        counts changed: the pass must then be made again before anything starts."""
-        if not any(s.gpus for s in starts) or not self._claim_keys():
+        """Around the starts of a pass: when one takes GPUs others can see (or the host's
+        cores and memory are shared), hold the board's lock, read the claims again (another
+        user's scheduler may have started a job since the last poll) and publish ours after the
+        starts. Yields True when the claims placement counts changed: pass again first."""
+        gpus = any(s.gpus for s in starts) and self._claim_keys()
+        if not gpus and not (starts and self.host.shared()):
             yield False
             return
         board = self._claims_board()

@@ -5,7 +5,7 @@ A pass runs at every job end, so what it builds is kept while nothing it holds c
 waiting jobs' Candidates (building 2,000 of them was half of a pass: benchmarks/throughput.py),
 the check for jobs whose ``after`` failed, and the reasons last told.
 
-Size: about 440 lines, as each of those caches is followed through commits, appends and
+Size: about 510 lines, as each of those caches is followed through commits, appends and
 one-job edits here, beside the walk it saves (at 100,000 jobs a walk costs ~0.4 s).
 """
 
@@ -47,6 +47,10 @@ class Planner:
         self._cands_at = -1
         self._cands_list: list[Candidate] = []
         self._cands_names: set[str] = set()
+        # Whether a waiting job asked host cores or memory at the last look (kept through
+        # appends and one-job edits, made again with the list): then neighbours' claims of
+        # the host are read (hostuse.py).
+        self.asks_host = False
         self._candidates: dict[str, _CacheEntry | Candidate] = {}
         self._blocked_at = -1
         self._said: tuple[int, Mapping[str, str]] = (-1, {})  # (version, reasons) last told
@@ -109,6 +113,7 @@ class Planner:
                 )
                 self._keep(rec, spec, cand)
                 self._cands_list.append(cand)
+                self.asks_host = self.asks_host or _asks_host(spec)
                 self._cands_names.add(rec.name)
             else:
                 self._cands_at = version
@@ -186,6 +191,7 @@ class Planner:
         queued, held = JobState.QUEUED, JobState.HELD
         now = time.time()
         live = records.live()  # an ended job is no candidate: its record stays in the store
+        asks_host = False
         for index, name in enumerate(book.order):
             rec = live.get(name)
             if rec is None:
@@ -194,6 +200,8 @@ class Planner:
             if state is not queued and state is not held:
                 continue
             spec = specs[name]
+            if spec.cpus or spec.ram_mib or spec.ram_auto:
+                asks_host = True
             hit = cache.get(name)
             if hit is not None:
                 if isinstance(hit, Candidate):
@@ -228,6 +236,7 @@ class Planner:
             for name in [n for n in cache if n not in waiting]:
                 del cache[name]
         self._cands_list = candidates
+        self.asks_host = asks_host
         self._cands_names = {c.name for c in candidates}
         self._cands_at = book.version
         return candidates
@@ -275,6 +284,7 @@ class Planner:
         spent 0.4 s there, and as much again in the blocked check)."""
         book = self._book
         spec = book.specs.get(name)
+        self.asks_host = self.asks_host or (spec is not None and _asks_host(spec))
         if self._cands_at == version - 1:
             if name in self._cands_names:
                 rec = book.records.live().get(name)
@@ -463,6 +473,10 @@ class Planner:
                     self._bus.publish(JobChanged(book.view(name)))
                     changed = True
         self._blocked_at = book.version
+
+
+def _asks_host(spec: JobSpec) -> bool:
+    return bool(spec.cpus or spec.ram_mib or spec.ram_auto)
 
 
 class _StateView(Mapping[str, str]):
