@@ -123,3 +123,21 @@ def test_an_end_that_says_its_job_never_started_is_a_start_put_off() -> None:
     conclude(rec, spec(0), not_started, "", RULES, SNAPSHOT, recovered=True)
     assert rec.state is JobState.QUEUED and retry_left(spec(0), rec)
     assert rec.diagnosis is not None and rec.diagnosis.kind == "not_started"
+
+
+def test_a_host_oom_says_how_much_host_memory_the_job_asked_and_used() -> None:
+    asked = JobSpec(name="load", cmd="python load.py", gpus=0, ram_mib=6 * GIB)
+    rec = JobRecord(name="load", state=JobState.RUNNING, attempt=1, started_at=time.time() - 60)
+    rec.host_peak_mib = 7 * GIB + 512
+    conclude(rec, asked, ExitStatus(None, 9), "loading shard 7\n", RULES, SNAPSHOT)
+    assert rec.diagnosis is not None and rec.diagnosis.kind == "host_oom"
+    assert rec.diagnosis.hint.endswith(
+        " It asked for 6G of host RAM (ram) and used up to 7.5G."
+    )
+    nothing = JobSpec(name="load", cmd="python load.py", gpus=0)
+    rec = JobRecord(name="load", state=JobState.RUNNING, attempt=1, started_at=time.time() - 60)
+    conclude(rec, nothing, ExitStatus(None, 9), "loading shard 7\n", RULES, SNAPSHOT)
+    assert rec.diagnosis is not None
+    assert rec.diagnosis.hint.endswith(
+        ' It asked for no host RAM (with ram = "..." jobs wait for memory instead).'
+    )

@@ -137,3 +137,16 @@ def oom_retry_mem(
     if gpu_total_mib:
         result = min(result, gpu_total_mib)
     return max(result, 1)
+
+
+def host_use_text(asked_mib: int | None, auto: bool, peak_mib: int | None) -> str:
+    """What a job killed for host memory asked and used, for its diagnosis: `` It asked for
+    6G of host RAM (ram) and used up to 7.5G.`` A job that asked nothing is told it can."""
+    from gtui.core.units import format_mib
+
+    used = f" and used up to {format_mib(peak_mib)}" if peak_mib else ""
+    if asked_mib:
+        return f" It asked for {format_mib(asked_mib)} of host RAM (ram){used}."
+    if auto:
+        return f' It asked for host RAM by its last run (ram = "auto"){used}.'
+    return f' It asked for no host RAM{used} (with ram = "..." jobs wait for memory instead).'

@@ -21,6 +21,7 @@ from gtui.core.diagnosis.diagnose import (
     oom_peak_mib,
     oom_retry_mem,
 )
+from gtui.core.diagnosis.oom import host_use_text
 from gtui.core.exec.base import Executor, ExitStatus
 from gtui.core.gpus.snapshot import GpuSnapshot
 from gtui.core.model import Diagnosis, DiagnosisRule, JobRecord, JobSpec, JobState, Settings
@@ -131,6 +132,9 @@ def conclude(
     )
     if diagnosis is not None and diagnosis.kind == "error" and rec.log:
         diagnosis = full_disk(Path(rec.log)) or diagnosis  # its error was not written
+    if diagnosis is not None and diagnosis.kind == "host_oom":  # what it asked, what it used
+        said = host_use_text(spec.ram_mib, spec.ram_auto, rec.host_peak_mib)
+        diagnosis = Diagnosis(diagnosis.kind, diagnosis.line, diagnosis.hint + said)
     rec.diagnosis = diagnosis
     rec.state = JobState.FAILED
     if recovered:
