@@ -22,8 +22,8 @@ from gtui.commands.options import GlobalOptions
 from gtui.core.errors import GtuiError
 from gtui.core.gpus.backend import open_backend
 from gtui.core.gpus.claims import ClaimBoard, Judged, gpu_keys, judge, published_idle
-from gtui.core.gpus.host import FAKE_HOST_ENV, read_host
 from gtui.core.gpus.holders import HolderReader, holder_notes, process_json, stale_reasons
+from gtui.core.gpus.host import FAKE_HOST_ENV, read_host
 from gtui.core.gpus.snapshot import GpuBackend, GpuInfo, GpuProcess, GpuSnapshot
 from gtui.core.units import format_duration, format_mib
 

@@ -89,7 +89,9 @@ def test_a_host_claim_counts_only_while_its_process_lives_and_fits_the_host(
 ) -> None:
     big = host_claim(sleeper.pid, cpus=64)
     held, notes = judge_host([big], HOST)
-    assert held == [] and notes == [f"{ME}'s eval claims 64 cores and 16G RAM: ignored, more than the host has"]
+    assert held == [] and notes == [
+        f"{ME}'s eval claims 64 cores and 16G RAM: ignored, more than the host has"
+    ]
     live = host_claim(sleeper.pid)
     sleeper.kill()
     sleeper.wait()
@@ -129,6 +131,7 @@ async def test_a_neighbours_claim_of_cores_holds_our_job_until_it_ends(
     task = asyncio.create_task(engine.run(exit_when_idle=True))
     try:
         want = f"needs 2 cores: 1 free ({ME}'s eval {cores - 1})"
+
         def two() -> JobRecord | None:
             return next((v.record for v in engine.jobs() if v.record.name == "two"), None)
 

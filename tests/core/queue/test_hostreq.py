@@ -70,7 +70,12 @@ def test_fake_host_spec() -> None:
     assert parse_fake_host("16c/64G") == (16, 64 * G)
     assert parse_fake_host(" 4c / 512M ") == (4, 512)
     host = read_host("4c/16G", [6 * G, 2 * G])
-    assert (host.cores, host.ram_total_mib, host.ram_used_mib, host.source) == (4, 16 * G, 8 * G, "fake")
+    assert (host.cores, host.ram_total_mib, host.ram_used_mib, host.source) == (
+        4,
+        16 * G,
+        8 * G,
+        "fake",
+    )
 
 
 def test_ram_auto_asks_the_last_runs_host_peak_with_a_margin() -> None:

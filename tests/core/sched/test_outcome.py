@@ -131,9 +131,7 @@ def test_a_host_oom_says_how_much_host_memory_the_job_asked_and_used() -> None:
     rec.host_peak_mib = 7 * GIB + 512
     conclude(rec, asked, ExitStatus(None, 9), "loading shard 7\n", RULES, SNAPSHOT)
     assert rec.diagnosis is not None and rec.diagnosis.kind == "host_oom"
-    assert rec.diagnosis.hint.endswith(
-        " It asked for 6G of host RAM (ram) and used up to 7.5G."
-    )
+    assert rec.diagnosis.hint.endswith(" It asked for 6G of host RAM (ram) and used up to 7.5G.")
     nothing = JobSpec(name="load", cmd="python load.py", gpus=0)
     rec = JobRecord(name="load", state=JobState.RUNNING, attempt=1, started_at=time.time() - 60)
     conclude(rec, nothing, ExitStatus(None, 9), "loading shard 7\n", RULES, SNAPSHOT)

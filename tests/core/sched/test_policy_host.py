@@ -52,7 +52,9 @@ def test_cores_are_shared_out_and_the_wait_names_them() -> None:
 def test_running_jobs_and_neighbours_claims_hold_cores() -> None:
     ours = (Allocation("train-a", (), None, cpus=16),)
     claims = (HostHolder("bob's eval", cpus=8),)
-    d = decide([cpu_job("big", 0, cpus=8), cpu_job("small", 1, cpus=6)], HostInfo(30, G, 0), ours, claims)
+    d = decide(
+        [cpu_job("big", 0, cpus=8), cpu_job("small", 1, cpus=6)], HostInfo(30, G, 0), ours, claims
+    )
     assert d.reasons["big"] == "needs 8 cores: 6 free (train-a 16, bob's eval 8)"
     assert [s.name for s in d.starts] == ["small"]
 
@@ -69,7 +71,10 @@ def test_memory_asked_and_not_yet_used_stays_promised() -> None:
 
 def test_a_request_above_the_host_can_never_start() -> None:
     d = decide([cpu_job("a", 0, cpus=64), cpu_job("b", 1, ram=128 * G)], HostInfo(16, 64 * G, 0))
-    assert d.reasons == {"a": "needs 64 cores: the host has 16", "b": "needs 128G RAM: the host has 64G"}
+    assert d.reasons == {
+        "a": "needs 64 cores: the host has 16",
+        "b": "needs 128G RAM: the host has 64G",
+    }
 
 
 def test_jobs_that_ask_nothing_are_not_counted() -> None:

@@ -378,7 +378,7 @@ def _host_claim(item: object, uid: int, user: str) -> Claim | None:
     claim = _claim({**item, "gpu": "-", "mem_mib": 1}, uid, user)  # the common fields' checks
     if claim is None:
         return None
-    return replace(claim, gpu=HOST_KEY, mem_mib=int(ram), cpus=int(cpus))  # type: ignore[arg-type]
+    return replace(claim, gpu=HOST_KEY, mem_mib=int(ram), cpus=int(cpus))
 
 
 def parse_claims(raw: bytes, uid: int, user: str) -> tuple[list[Claim], str | None]:

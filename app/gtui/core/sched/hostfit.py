@@ -16,6 +16,7 @@ A job that asks for neither is not counted and never waits here.
 from __future__ import annotations
 
 from collections.abc import Sequence
+
 from gtui.core.gpus.snapshot import HostHolder, HostInfo
 from gtui.core.units import format_mib
 
@@ -87,4 +88,3 @@ def host_doc(host: HostInfo, holders: Sequence[HostHolder]) -> dict[str, object]
         "ram_asked_mib": sum(h.ram_mib for h in holders),
         "ram_free_mib": max(0, pool.ram_free),
     }
-

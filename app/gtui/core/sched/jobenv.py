@@ -16,7 +16,6 @@ from gtui.core.gpus.snapshot import NODE_GPU_STRIDE, GpuInfo
 from gtui.core.model import JobRecord, JobSpec, Settings
 from gtui.core.queue.queuefile import isolated
 
-
 # What OpenMP and MKL size their thread pools by: a job with ``cpus`` gets them set to it.
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 

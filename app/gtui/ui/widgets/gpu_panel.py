@@ -128,7 +128,9 @@ GPU_TITLE = "GPUs  ▓ others █ ours ░ free"
 def host_title(doc: dict[str, object] | None) -> str:
     """`` · host 6/16 cores asked · RAM 40G/64G used``: the GPU panel header's host part,
     once a running job asks cores or memory, or on a simulated host."""
-    if not doc or not (doc.get("cores_asked") or doc.get("ram_asked_mib") or doc.get("source") == "fake"):
+    if not doc:
+        return ""
+    if not (doc.get("cores_asked") or doc.get("ram_asked_mib") or doc.get("source") == "fake"):
         return ""  # nothing asks the host and it is the real one: the header as it always was
     cores, asked = doc.get("cores"), doc.get("cores_asked")
     used, total = doc.get("ram_used_mib"), doc.get("ram_total_mib")
