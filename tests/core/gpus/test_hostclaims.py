@@ -114,41 +114,41 @@ def test_malformed_host_claims_are_ignored_with_a_note(sleeper: subprocess.Popen
 async def test_a_neighbours_claim_of_cores_holds_our_job_until_it_ends(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sleeper: subprocess.Popen[bytes]
 ) -> None:
-    """On the real host, where cores are counted by what jobs asked: a neighbour holding all
-    cores but one keeps a job asking two waiting, named in its reason; when the neighbour's
+    """On the real host, where cores are counted by what jobs asked: a neighbour holding one
+    core keeps a job asking every core waiting, named in its reason; when the neighbour's
     process ends the job runs, and its own claim is published while it does."""
     board = tmp_path / "board"
     monkeypatch.setenv("GTUI_CLAIMS_DIR", str(board))
     monkeypatch.delenv("GTUI_FAKE_HOST", raising=False)
     cores = psutil.cpu_count() or 1
-    ClaimBoard(board, queue="neighbour").publish([host_claim(sleeper.pid, cpus=cores - 1, ram=0)])
+    ClaimBoard(board, queue="neighbour").publish([host_claim(sleeper.pid, cpus=1, ram=0)])
     q = write_queue(
         tmp_path,
-        '[settings]\npoll = "0.1s"\n\n[[jobs]]\nname = "two"\ngpus = 0\ncpus = 2\n'
+        f'[settings]\npoll = "0.1s"\n\n[[jobs]]\nname = "every"\ngpus = 0\ncpus = {cores}\n'
         'cmd = "while [ ! -e go ]; do sleep 0.05; done"\n',
     )
     engine = Engine(q, fake_gpus="80G")
     task = asyncio.create_task(engine.run(exit_when_idle=True))
     try:
-        want = f"needs 2 cores: 1 free ({ME}'s eval {cores - 1})"
+        want = f"needs {cores} cores: {cores - 1} free ({ME}'s eval 1)"
 
-        def two() -> JobRecord | None:
-            return next((v.record for v in engine.jobs() if v.record.name == "two"), None)
+        def every() -> JobRecord | None:
+            return next((v.record for v in engine.jobs() if v.record.name == "every"), None)
 
-        await until(lambda: (r := two()) is not None and r.reason == want, timeout=30)
+        await until(lambda: (r := every()) is not None and r.reason == want, timeout=30)
         sleeper.kill()
         sleeper.wait()
-        await until(lambda: (r := two()) is not None and r.state == JobState.RUNNING, timeout=30)
+        await until(lambda: (r := every()) is not None and r.state == JobState.RUNNING, timeout=30)
         path = board / f"{os.geteuid()}.json"
 
         def ours_published() -> bool:
             doc = json.loads(path.read_text()) if path.exists() else {}
-            return [(h["job"], h["cpus"]) for h in doc.get("host", [])] == [("two", 2)]
+            return [(h["job"], h["cpus"]) for h in doc.get("host", [])] == [("every", cores)]
 
         await until(ours_published, timeout=30)
         (tmp_path / "go").touch()
         assert await asyncio.wait_for(task, 30) == 0
-        assert engine.view("two").record.state == JobState.DONE
+        assert engine.view("every").record.state == JobState.DONE
     finally:
         await engine.shutdown(kill_jobs=True)
         task.cancel()
