@@ -156,6 +156,10 @@ def expand_entry(
     cwd = str_value(w, "cwd", fields["cwd"]) if "cwd" in fields else "."
     env = env_value(w, "env", fields["env"], seen) if "env" in fields else {}
     isolate = bool_value(w, "isolate", fields["isolate"]) if "isolate" in fields else None
+    group = group_name(w, fields["group"]) if "group" in fields else None
+    # An empty `setup` is allowed: it turns the queue's setup off for this job.
+    setup = str_value(w, "setup", fields["setup"], empty_ok=True) if "setup" in fields else None
+    env_file = str_value(w, "env_file", fields["env_file"]) if "env_file" in fields else None
 
     used = placeholders_used(cmd)
     if used:
@@ -176,6 +180,8 @@ def expand_entry(
                 "name",
             )
     base = raw_name if raw_name is not None else derive_name(cmd)
+    if group is None and combos is not _NO_MATRIX:
+        group = entry_group(base)
     jobs: list[JobSpec] = []
     if combos is _NO_MATRIX:  # nothing to substitute
         problem = name_problem(base)
@@ -183,7 +189,7 @@ def expand_entry(
             raise w.error(f"{problem} (got {base!r})", "name" if raw_name is not None else "cmd")
         job = JobSpec.make(  # the constructor's, a quarter of the load faster
             base, cmd, gpus, mem_mib, priority, after_t, mem_auto, retries, timeout_s, cwd,
-            env, NO_STRINGS, isolate, w.line or 0, entry,
+            env, NO_STRINGS, isolate, w.line or 0, entry, group, setup, env_file,
         )  # fmt: skip
         return Expanded(jobs=[job], template=None, where=w, used=used)
     for combo in combos:
@@ -214,10 +220,32 @@ def expand_entry(
                 isolate=isolate,
                 line=w.line or 0,
                 entry=entry,
+                group=group,
+                setup=setup,
+                env_file=env_file,
             )
         )
     notes = _unused_matrix_keys(w, combos[0], used, env, cwd)
     return Expanded(jobs=jobs, template=raw_name, where=w, notes=notes)
+
+
+_NAME_BAD_TAIL = "-_.=+:@"
+
+
+def entry_group(base: str) -> str:
+    """The group a matrix entry's jobs form unless it names one: the entry's name as written
+    up to its first placeholder (``sweep`` for ``sweep-{lr}``), or the whole name."""
+    head = base.split("{", 1)[0].rstrip(_NAME_BAD_TAIL)
+    return head if head and name_problem(head) is None else name_safe(base)
+
+
+def group_name(w: Where, value: Any, key: str = "group") -> str:
+    """A group's name, checked as a job's name is (commands take either)."""
+    name = str_value(w, key, value)
+    problem = name_problem(name)
+    if problem:
+        raise w.error(f"{problem.replace('a job name', 'a group name')} (got {name!r})", key)
+    return name
 
 
 def _unused_matrix_keys(

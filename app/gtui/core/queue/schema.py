@@ -32,6 +32,8 @@ SETTINGS_KEYS = (
     "fake_gpus",
     "diagnose",
     "neighbours",
+    "setup",
+    "env_file",
 )
 JOB_KEYS = (
     "name",
@@ -46,10 +48,14 @@ JOB_KEYS = (
     "env",
     "matrix",
     "isolate",
+    "group",
+    "setup",
+    "env_file",
 )
 RULE_KEYS = ("kind", "pattern", "hint", "exit_codes", "signals")
 JOB_KEYSET = frozenset(JOB_KEYS)
-TOP_KEYS = ("settings", "jobs", "diagnose", "notify", "cluster")
+TOP_KEYS = ("settings", "jobs", "diagnose", "notify", "cluster", "groups")
+GROUP_KEYS = ("max_parallel", "priority")
 NOTIFY_KEYS = ("command", "apprise", "on", "timeout", "bell", "desktop")
 CLUSTER_KEYS = ("backend", "address", "gpus", "exclude", "reserve")
 MAX_JOBS_PER_ENTRY = 100_000
