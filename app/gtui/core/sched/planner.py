@@ -102,6 +102,7 @@ class Planner:
                     after=spec.after,
                     waiting_since=rec.queued_since,
                     held=False,
+                    group=spec.group,
                 )
                 self._keep(rec, spec, cand)
                 self._cands_list.append(cand)
@@ -130,10 +131,15 @@ class Planner:
         candidates = self._waiting_candidates()
         allocations = []
         running = 0
+        groups: dict[str, int] = {}  # our running jobs in each group
+        specs = book.specs
         for name in book.active_names():
             rec = records[name]
             if rec.active:
                 running += 1
+                spec = specs.get(name)
+                if spec is not None and spec.group is not None:
+                    groups[spec.group] = groups.get(spec.group, 0) + 1
                 if rec.gpus:
                     allocations.append(
                         Allocation(
@@ -153,6 +159,7 @@ class Planner:
             now=now,
             queue_paused=paused,
             claims=claims,
+            group_running=groups,
         )
         return self.last
 
@@ -189,6 +196,7 @@ class Planner:
                         and hit.gpus == spec.gpus
                         and hit.priority == spec.priority
                         and hit.after == spec.after
+                        and hit.group == spec.group
                     ):
                         candidates.append(hit)
                         continue
@@ -225,6 +233,7 @@ class Planner:
             rec.queued_since,
             # Backing off after quick failures: out of placement until its time comes.
             state is JobState.HELD or (rec.retry_at is not None and rec.retry_at > now),
+            spec.group,
         )
         self._keep(rec, spec, cand)
         return cand
@@ -232,7 +241,7 @@ class Planner:
     def _keep(self, rec: JobRecord, spec: JobSpec, cand: Candidate) -> None:
         """Keep ``cand`` for ``rec``'s job until what it was made from changes. A queued job
         without a back-off is kept as its Candidate alone, which holds all it was made from
-        (its spec's GPUs, priority and ``after``, its memory, queue place and time): a tuple
+        (its spec's GPUs, priority, ``after`` and group, its memory, queue place and time): a tuple
         beside each was 88 bytes a job of a 100,000-job sweep. Others (held, backing off) keep
         their state and back-off beside it, and their spec, as before."""
         if rec.state is JobState.QUEUED and rec.retry_at is None and not cand.held:

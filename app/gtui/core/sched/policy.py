@@ -11,6 +11,7 @@ randomness. ``walk`` below applies the rules, in this order:
    are not all done waits for them.
 4. Once ``max_parallel`` jobs of ours run (0: no limit; CPU jobs count), nothing more starts:
    each later job waits "max_parallel N reached", or why it can never start (rule 6).
+   Then (rule 10) a job whose group is at its own cap waits.
 5. A job that needs no GPU starts.
 6. A job this pool can never run (more GPUs than the pool or its widest node, ``mem`` above
    what enough GPUs hold, more GPUs than the reserve ever leaves) waits, saying so.
@@ -25,6 +26,11 @@ randomness. ``walk`` below applies the rules, in this order:
    that failed before it (the reserve does not limit GPUs that hold our jobs): then the
    jobs still waiting are walked again, protecting the same starving job, so nothing that
    could start waits for the next poll.
+10. A job whose group (``[groups.NAME]``) has ``max_parallel`` jobs of ours running waits
+    "group NAME: N of N running" (or why it can never start, rule 6), checked right after
+    rule 4; each start in the pass counts. Jobs outside the group go on. A queue with such a
+    cap is walked by ``walk`` alone (the column walk knows no groups). A group's
+    ``priority`` adds to its jobs' own in rule 1.
 
 The terms (applied in policy_state.py):
 
@@ -120,11 +126,16 @@ def place(
     now: float,
     queue_paused: bool = False,
     claims: Sequence[NeighbourClaim] = (),
+    group_running: Mapping[str, int] | None = None,
 ) -> Decision:
     """One placement pass: which candidates start on which GPUs, and why each other one waits.
-    ``claims``: neighbours' live claims on our GPUs."""
-    state = PassState(snapshot, allocations, settings, now, claims=claims)
-    walker = walk_columns if len(candidates) >= FAST_FROM else walk
+    ``claims``: neighbours' live claims on our GPUs; ``group_running``: our running jobs in
+    each group (rule 10)."""
+    state = PassState(
+        snapshot, allocations, settings, now, claims=claims, group_running=group_running
+    )
+    fast = len(candidates) >= FAST_FROM and not state.groups.limits  # 10: walk alone
+    walker = walk_columns if fast else walk
     return walker(state, candidates, dep_states, running_count, queue_paused)
 
 
@@ -175,7 +186,7 @@ def _sweep(
     running: int,
     first: bool,
 ) -> tuple[list[Start], int | None, bool]:
-    """Rules 3-8 over the jobs at ``waiting`` (rank positions, in order): writes each one's
+    """Rules 3-8 and 10 over the jobs at ``waiting`` (rank positions, in order): writes each one's
     reason into ``texts`` and returns (starts, the least ``mem`` among the jobs that wait for
     GPUs, walk again?). Only the first sweep picks the starving job; a later one protects the
     same job again once it reaches it."""
@@ -203,11 +214,16 @@ def _sweep(
             cut = True
             texts[i] = (state.permanent_reason(n, m) if n > 0 else None) or full_text
             continue
+        capped = state.groups.full(c.group) if c.group is not None else None  # 10
+        if capped:
+            texts[i] = (state.permanent_reason(n, m) if n > 0 else None) or capped
+            continue
         if n <= 0:  # 5
             starts.append(Start(c.name, ()))
             texts[i] = None
             running += 1
             full = bool(limit) and running >= limit
+            state.groups.started(c.group)
             continue
         never = state.permanent_reason(n, m)  # 6
         if never is not None:
@@ -219,6 +235,7 @@ def _sweep(
             texts[i] = None
             running += 1
             full = bool(limit) and running >= limit
+            state.groups.started(c.group)
             made_room = made_room or (room and failed)  # 9
             continue
         failed = True

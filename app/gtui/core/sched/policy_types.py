@@ -25,6 +25,7 @@ class Candidate:
     after: tuple[str, ...] = ()
     waiting_since: float = 0.0
     held: bool = False
+    group: str | None = None  # its group's name ([groups.NAME] may cap and rank it)
     # The request as one int (see shape_key), made once: the column walk (policy_fast.py)
     # reads one column of these per pass instead of three attributes, 100k in a long sweep.
     shape: int = field(init=False, repr=False, compare=False)
@@ -44,9 +45,10 @@ class Candidate:
         after: tuple[str, ...],
         waiting_since: float,
         held: bool,
+        group: str | None = None,
     ) -> Candidate:
         """``Candidate(...)`` with every field given in order (the planner's call)."""
-        return cls(name, gpus, mem_mib, priority, order, after, waiting_since, held)
+        return cls(name, gpus, mem_mib, priority, order, after, waiting_since, held, group)
 
 
 @lru_cache(maxsize=4096)
