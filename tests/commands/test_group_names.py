@@ -42,7 +42,12 @@ def test_pause_resume_kill_retry_and_status_take_a_groups_name(tmp_path: Path) -
     r = gtui("pause", str(q), "sweep")
     assert r.returncode == 0, r.stderr
     assert "sweep: 2 jobs (sweep-1, sweep-2)" in r.stderr
-    assert states(q) == {"sweep-1": "held", "sweep-2": "held", "tagged": "queued", "alone": "queued"}
+    assert states(q) == {
+        "sweep-1": "held",
+        "sweep-2": "held",
+        "tagged": "queued",
+        "alone": "queued",
+    }
     assert states(q, "--group", "sweep") == {"sweep-1": "held", "sweep-2": "held"}
     assert gtui("resume", str(q), "sweep").returncode == 0
     assert gtui("kill", str(q), "side").returncode == 0

@@ -57,7 +57,7 @@ def test_groups_setup_and_env_file_are_read(tmp_path: Path) -> None:
     [
         ("[groups.a]\nmax_paralel = 2\n", "max_paralel: unknown key; did you mean `max_parallel`"),
         ("[groups.a]\nmax_parallel = -1\n", "max_parallel: must be 0 or more"),
-        ('[groups]\na = 3\n', "expected a table such as [groups.a] max_parallel = 4"),
+        ("[groups]\na = 3\n", "expected a table such as [groups.a] max_parallel = 4"),
         ('[[jobs]]\ncmd = "x"\ngroup = "a b"\n', "a group name cannot contain"),
         ('[[jobs]]\ncmd = "x"\ngrup = "a"\n', "did you mean `group`"),
     ],
@@ -72,7 +72,7 @@ def test_mistakes_in_groups_are_named(tmp_path: Path, body: str, said: str) -> N
 def test_env_file_lines() -> None:
     text = (
         "# a comment\n\nA=1\nexport B = two words  # trailing comment\n"
-        "C=\"line\\nnext \\\"q\\\"\"\nD='$HOME stays'\nE=\n"
+        'C="line\\nnext \\"q\\""\nD=\'$HOME stays\'\nE=\n'
     )
     assert parse_env_file(text, "f") == {
         "A": "1",
@@ -99,7 +99,7 @@ def test_import_keeps_what_the_script_did_before_its_commands() -> None:
         "conda activate vit\n"
         "export HF_HOME=/data/hf\n"
         'TARGET_GPUS="0,1"\n'
-        "if [ -z \"$X\" ]; then echo hi; fi\n"
+        'if [ -z "$X" ]; then echo hi; fi\n'
         'COMMANDS=(\n  "python train.py | 20 | 1"\n)\n'
     )
     text, notes = import_text(script, "q.sh")

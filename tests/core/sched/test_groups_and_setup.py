@@ -114,7 +114,9 @@ async def test_setup_activates_a_venv_whose_module_the_job_imports(tmp_path: Pat
     task = asyncio.create_task(engine.run())
     try:
         ended = {"done", "failed"}
-        await wait_for(lambda: len(states(engine)) == 3 and set(states(engine).values()) <= ended, 60, "ended")
+        await wait_for(
+            lambda: len(states(engine)) == 3 and set(states(engine).values()) <= ended, 60, "ended"
+        )
         assert states(engine) == {"uses-venv": "done", "no-setup": "failed", "bad-setup": "failed"}
         log = Path(str(engine.view("uses-venv").record.log)).read_text()
         assert "from the venv" in log

@@ -16,8 +16,8 @@ from pathlib import Path
 from gtui.core.errors import GtuiError
 
 _LINE = re.compile(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)")
-_ESCAPED = "nt\"\\$"  # what a backslash may escape in "...", and what each becomes:
-_ESCAPED_AS = "\n\t\"\\$"
+_ESCAPED = 'nt"\\$'  # what a backslash may escape in "...", and what each becomes:
+_ESCAPED_AS = '\n\t"\\$'
 MAX_ENV_FILE_BYTES = 1 << 20  # a file larger than this is not a list of variables
 
 
@@ -34,9 +34,7 @@ def parse_env_file(text: str, shown: str) -> dict[str, str]:
             continue
         m = _LINE.fullmatch(line)
         if m is None:
-            raise EnvFileError(
-                f"env_file {shown}:{number}: expected KEY=VALUE, got {line[:60]!r}"
-            )
+            raise EnvFileError(f"env_file {shown}:{number}: expected KEY=VALUE, got {line[:60]!r}")
         out[m.group(1)] = _value(m.group(2), shown, number)
     return out
 

@@ -34,8 +34,7 @@ def parse_groups(shown: str, sc: Scan, data: Any, fallback: int | None) -> tuple
         group_name(gw, name, "groups")
         if not isinstance(fields, Mapping):
             raise gw.error(
-                f"expected a table such as [groups.{name}] max_parallel = 4, "
-                f"got {kind_of(fields)}",
+                f"expected a table such as [groups.{name}] max_parallel = 4, got {kind_of(fields)}",
                 name,
             )
         check_keys(gw, fields, GROUP_KEYS, {"a [[jobs]] table": JOB_KEYS})

@@ -37,12 +37,11 @@ def with_setup(cmd: str, setup: str | None) -> str:
         return cmd
     first = setup.strip().splitlines()[0]
     shown = first if len(first) <= 120 else first[:119] + "…"
+    say = f"printf '{SETUP_FAILED} (exit %s): %s\\n' \"$gtui_setup_status\" {shlex.quote(shown)}"
     return (
         f"{setup}\n"
         "gtui_setup_status=$?\n"
-        'if [ "$gtui_setup_status" -ne 0 ]; then '
-        f"printf '{SETUP_FAILED} (exit %s): %s\\n' \"$gtui_setup_status\" {shlex.quote(shown)} >&2; "
-        'exit "$gtui_setup_status"; fi\n'
+        f'if [ "$gtui_setup_status" -ne 0 ]; then {say} >&2; exit "$gtui_setup_status"; fi\n'
         "unset gtui_setup_status\n"
         f"{cmd}"
     )

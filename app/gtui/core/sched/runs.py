@@ -47,8 +47,8 @@ from gtui.core.queue.queuefile import isolated
 from gtui.core.sched import outcome
 from gtui.core.sched.config import QueueConfig
 from gtui.core.sched.faults import crash_point
-from gtui.core.sched.jobsetup import file_env, setup_of, with_setup
 from gtui.core.sched.jobenv import job_env, on_node
+from gtui.core.sched.jobsetup import file_env, setup_of, with_setup
 from gtui.core.sched.leftovers import LeftoverCheck
 from gtui.core.sched.planner import Planner
 from gtui.core.sched.quarantine import Quarantine, faulty_gpus

@@ -62,6 +62,8 @@ def _text_matches(text: str, v: JobView) -> bool:
     """The filter's text (lowered) is part of the job's name or of its group's."""
     group = v.spec.group
     return text in v.spec.name.lower() or (group is not None and text in group.lower())
+
+
 GPU_CELL_MAX = 16  # the gpu column grows to this on a cluster (node2:0,1)
 
 # (key, title, width or 0 = flexible, justify)
