@@ -237,6 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="only jobs in these states: queued, held, running, suspended, done, failed, "
         "killed, blocked, unknown, or waiting, active, ended, trouble",
     )
+    p.add_argument(
+        "--group", metavar="NAME", help="only the jobs of this group (group = NAME, a sweep)"
+    )
     p.add_argument("--watch", action="store_true", help="redraw in place, like watch(1)")
     p.add_argument(
         "--interval", default="2s", metavar="DURATION", help="with --watch (default 2s)"

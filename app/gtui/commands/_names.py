@@ -9,7 +9,8 @@ saved state, has them):
 - a matrix entry's base name stands for all its jobs: the name its jobs share before their
   matrix suffix (``sweep`` for ``sweep-lr=0.1``, ``sweep-lr=0.01``), or the ``name`` as
   written in the file (``train-{ds}``), or that name's part before its first placeholder
-  (``train`` for ``train-{ds}``), as ``after`` reads it.
+  (``train`` for ``train-{ds}``), as ``after`` reads it;
+- a group's name (``group = "NAME"``, or a matrix entry's own group) stands for its jobs.
 
 A pattern or base that matches nothing is refused (exit 2), with the closest name; one that
 matches says how many jobs it took.
@@ -59,11 +60,15 @@ def _suffix(job: JobSpec) -> str:
 
 
 def sweep_bases(specs: Sequence[JobSpec], queue_text: str | None = None) -> dict[str, list[str]]:
-    """Base name -> the jobs of the matrix entry (or entries) it names."""
+    """Base name -> the jobs of the matrix entry (or entries) it names; a group's name -> the
+    jobs of that group."""
     entries: dict[int, list[JobSpec]] = {}
+    groups: dict[str, list[JobSpec]] = {}
     for job in specs:
         if job.matrix:
             entries.setdefault(job.entry, []).append(job)
+        if job.group is not None:
+            groups.setdefault(job.group, []).append(job)
     raw: list[object] = []
     if queue_text is not None:
         try:  # the queue file's own reader: the tables as a load reads them
@@ -78,6 +83,8 @@ def sweep_bases(specs: Sequence[JobSpec], queue_text: str | None = None) -> dict
             names = out.setdefault(base, [])
             names.extend(j.name for j in jobs if j.name not in names)
 
+    for group, jobs in groups.items():
+        add(group, jobs)
     for entry, jobs in entries.items():
         stripped = set()
         for job in jobs:
@@ -185,4 +192,20 @@ class JobNames:
         return f"{what} in {queue}" + (f" (jobs: {known})" if known else " (the queue is empty)")
 
 
-__all__ = ["Expanded", "JobNames", "is_pattern", "sweep_bases"]
+def group_members(paths: QueuePaths, group: str) -> frozenset[str]:
+    """The jobs of ``group`` in the queue file (``gtui status --group``); GtuiError (exit 2)
+    naming the closest group when the file has none of that name."""
+    try:
+        specs = load_queue(paths.queue).jobs
+    except OSError as e:
+        raise GtuiError(f"{paths.queue}: {e.strerror or e}") from None
+    members = frozenset(s.name for s in specs if s.group == group)
+    if not members:
+        groups = sorted({s.group for s in specs if s.group is not None})
+        hint = did_you_mean(group, groups)
+        known = f" (groups: {', '.join(groups[:8])})" if groups and not hint else ""
+        raise GtuiError(f"no group named {group!r} in {paths.queue.name}{hint or known}")
+    return members
+
+
+__all__ = ["Expanded", "JobNames", "group_members", "is_pattern", "sweep_bases"]

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gtui.commands._names import group_members
 from gtui.commands.options import GlobalOptions
 from gtui.core.control.client import TIMEOUT_S, perform
 from gtui.core.control.protocol import Status
@@ -178,6 +179,18 @@ def filtered(status: dict[str, Any], states: frozenset[str] | None) -> dict[str,
     return {**status, "jobs": [j for j in status["jobs"] if j["state"] in states]}
 
 
+def of_group(status: dict[str, Any], members: frozenset[str] | None) -> dict[str, Any]:
+    """``status`` with only the jobs of one group (``--group``; None: every job)."""
+    if members is None:
+        return status
+    return {**status, "jobs": [j for j in status["jobs"] if j["name"] in members]}
+
+
+def _members(ns: argparse.Namespace) -> frozenset[str] | None:
+    group = getattr(ns, "group", None)
+    return None if not group else group_members(queue_paths(ns.queue), group)
+
+
 def watch(ns: argparse.Namespace, states: frozenset[str] | None) -> int:
     """Redraw in place until interrupted (``watch(1)``): to a terminal, from its top left,
     each line cut to the width and the whole to the height; piped, one status after another
@@ -199,10 +212,11 @@ def watch(ns: argparse.Namespace, states: frozenset[str] | None) -> int:
         interrupted = True
         raise KeyboardInterrupt
 
+    members = _members(ns)
     previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
         while not interrupted:
-            status = get_status(ns.queue)
+            status = of_group(get_status(ns.queue), members)
             lines = [json.dumps(filtered(status, states))] if ns.json else render(status, states)
             head = f"every {interval:g}s: gtui status {ns.queue}"
             stamp = time.strftime("%H:%M:%S")
@@ -235,7 +249,8 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     # A short-lived command that reads 100,000 jobs' dicts: the garbage collector's full passes
     # over them find nothing and took a third of its time.
     gc.disable()
-    if ns.json and states is None and not sys.stdout.isatty():
+    members = _members(ns)
+    if ns.json and states is None and members is None and not sys.stdout.isatty():
         # Into a pipe, the running scheduler's document goes through as it came, not decoded
         # and encoded again (at 100,000 jobs, 45 MiB: most of the client's time).
         paths = queue_paths(ns.queue)
@@ -251,7 +266,7 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
             out.write(b"\n")
             out.flush()
             return 0
-    status = get_status(ns.queue)
+    status = of_group(get_status(ns.queue), members)
     why = (status.get("scheduler") or {}).get("not_answering")
     if ns.json and why:
         print(f"gtui status: {why}; the saved state is shown", file=sys.stderr)

@@ -114,6 +114,18 @@ class Notify:
 
 
 @dataclass(frozen=True)
+class GroupRule:
+    """``[groups.NAME]`` of a queue file: the limits of the jobs whose ``group`` is NAME.
+
+    ``max_parallel``: at most this many of them run at once (0: no limit of their own);
+    ``priority``: added to each of its jobs' own ``priority`` when the policy ranks them."""
+
+    name: str
+    max_parallel: int = 0
+    priority: int = 0
+
+
+@dataclass(frozen=True)
 class Settings:
     """``[settings]`` of a queue file, with their defaults."""
 
@@ -161,6 +173,11 @@ class Settings:
     # GPUs out of placement by the pool's own numbers (the quarantine's, never the file's): on
     # a cluster ``exclude = [1]`` is GPU 1 of every node, a quarantined GPU one GPU of one node.
     pool_exclude: tuple[int, ...] = ()
+    # Shell text run before every job's command in the same shell (a job's own ``setup``
+    # replaces it), and a KEY=VALUE file read at each start, relative to the queue file.
+    setup: str | None = None
+    env_file: str | None = None
+    groups: tuple[GroupRule, ...] = ()  # the [groups.NAME] tables, in file order
 
 
 def _shared_empty(*_: object, **__: object) -> NoReturn:
@@ -243,11 +260,13 @@ class JobSpec:
     isolate: bool | None = None  # None: the queue's `isolate` setting
     line: int = 0  # where it was declared in the queue file (for messages)
     entry: int = 0  # index of its [[jobs]] table in the file (a matrix entry yields several jobs)
-    # Host cores and memory it asks (None: nothing, not counted); ram = "auto": from its runs'
-    # recorded host peaks, as mem = "auto" is from its GPU peaks.
+    # Host cores and memory it asks (None: not counted); ram = "auto": from recorded host peaks
     cpus: int | None = None
     ram_mib: int | None = None
     ram_auto: bool = False
+    group: str | None = None  # its group's name (a matrix entry's jobs: the entry's, by default)
+    setup: str | None = None  # None: the queue's `setup` setting
+    env_file: str | None = None  # None: the queue's `env_file` setting
 
     def __post_init__(self) -> None:
         if not self.env and self.env is not NO_STRINGS:
@@ -276,6 +295,9 @@ class JobSpec:
         cpus: int | None = None,
         ram_mib: int | None = None,
         ram_auto: bool = False,
+        group: str | None = None,
+        setup: str | None = None,
+        env_file: str | None = None,
     ) -> JobSpec:
         """``JobSpec(...)`` with every field given in order, filled through its slots: the
         frozen ``__init__`` sets each field through ``object.__setattr__`` and runs
@@ -287,6 +309,7 @@ class JobSpec:
             name, cmd, gpus, mem_mib, priority, after, mem_auto, retries,
             timeout_s, cwd, env or NO_STRINGS, matrix or NO_STRINGS, isolate, line, entry,
             cpus, ram_mib, ram_auto,
+            group, setup, env_file,
         )  # fmt: skip
         for set_field, value in zip(_SPEC_SETTERS, values, strict=True):
             set_field(spec, value)

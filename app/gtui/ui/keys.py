@@ -179,6 +179,15 @@ VIEW_KEYS: tuple[Key, ...] = (
         "the queue shows what runs, waits or failed; a filter shows what it matches)",
         "Show or fold the done jobs",
     ),
+    Key(
+        "F",
+        "toggle_groups",
+        "Groups",
+        "F",
+        "fold each group (group = NAME, a sweep) into one line with its counts (done / "
+        "running / waiting), or show its jobs again; the line's keys act on its first job",
+        "Fold or show the groups",
+    ),
 )
 
 KEY_BY_ACTION = {k.action: k for k in KEYS}

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 from gtui.core.diagnosis.logtext import Line, PyException, last_exception
 from gtui.core.diagnosis.oom import oom_peak_mib, parse_oom
+from gtui.core.model import Diagnosis
 from gtui.core.units import format_mib
 
 
@@ -437,6 +439,24 @@ def refine(kind: str, text: str, base: str, lines: Sequence[Line], index: int) -
     if kind in ("runtime_error", "python_exception"):
         return exception_hint(last_exception(lines[: index + 1]), base)
     return base
+
+
+# The kinds a missing environment shows as, and what a job with no `setup` is told about them.
+ENVIRONMENT_KINDS = frozenset({"command_not_found", "import_error"})
+NO_SETUP_HINT = (
+    " This job has no `setup`: put the activation once in [settings] (or on the job), "
+    'e.g. setup = "source .venv/bin/activate" or setup = "source '
+    '~/miniconda3/etc/profile.d/conda.sh && conda activate ENV"; it runs before cmd in the '
+    "same shell."
+)
+
+
+def setup_advice(diagnosis: Diagnosis | None, has_setup: bool) -> Diagnosis | None:
+    """``diagnosis``, its hint naming ``setup`` when the job failed for want of its environment
+    (a command not found, a module missing) and runs with no setup."""
+    if diagnosis is None or has_setup or diagnosis.kind not in ENVIRONMENT_KINDS:
+        return diagnosis
+    return replace(diagnosis, hint=diagnosis.hint + NO_SETUP_HINT)
 
 
 def _around(lines: Sequence[Line], index: int, before: int) -> str:

@@ -201,6 +201,12 @@ PERMISSION_HINT = (
     "interpreter (`bash script.sh`, `python script.py`), and check that the output "
     "directories are writable."
 )
+SETUP_FAILED_HINT = (
+    "The job's `setup` (its own, else the queue's [settings] one) ended with an error, so its "
+    "command never ran: the lines above show why (a path to `activate` that does not exist, a "
+    "conda environment of another name, `conda` itself not found). Fix `setup`, run it in a "
+    "shell by hand to check, then retry."
+)
 COMMAND_NOT_FOUND_HINT = (
     "bash could not find the command. The job does not read your ~/.bashrc, so its "
     "aliases and PATH changes (conda / venv activation) are missing: use a full path or "
@@ -487,6 +493,9 @@ ROOT: tuple[DiagnosisRule, ...] = (
         hint=SEGFAULT_HINT,
         pattern=r"Segmentation fault|\bSIGSEGV\b|exit code 139\b|" + _died_by(11, "SIGSEGV"),
     ),
+    # The line the job's shell writes when its `setup` fails (sched/jobsetup.py): a cause
+    # before every error its setup printed ("conda: command not found").
+    DiagnosisRule(kind="setup_failed", hint=SETUP_FAILED_HINT, pattern=r"^gtui: setup failed\b"),
 )
 
 CONSEQUENTIAL: tuple[DiagnosisRule, ...] = (

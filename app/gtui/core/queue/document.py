@@ -14,6 +14,7 @@ from typing import Any
 from gtui.core.model import JobSpec, Settings
 from gtui.core.queue.checks import PoolCheck, find_cycle, job_warnings, resolve_after
 from gtui.core.queue.entries import Expanded, expand_entry
+from gtui.core.queue.groups import parse_groups
 from gtui.core.queue.parse import Document
 from gtui.core.queue.schema import JOB_KEYS, SETTINGS_KEYS, TOP_KEYS, QueueFile
 from gtui.core.queue.settings import (
@@ -150,6 +151,10 @@ def check_document(
         line = t.line if t else root.line_of("cluster")
         cw = Where(shown, line, t.keys if t else {}, "[cluster]")
         settings = parse_cluster(cw, data["cluster"], settings)
+
+    if "groups" in data:
+        groups = parse_groups(shown, sc, data["groups"], root.line_of("groups"))
+        settings = replace(settings, groups=groups)
 
     if machine is not None and pool is None and not names_nodes(settings):
         pool = pool_from_machine(settings, machine, Where(shown, s_line, s_keys, "[settings]"))

@@ -161,6 +161,10 @@ def expand_entry(
     ram_mib, ram_auto = settings.ram_mib, settings.ram_auto
     if "ram" in fields:
         ram_mib, ram_auto = ram_value(w, fields["ram"], seen)
+    group = group_name(w, fields["group"]) if "group" in fields else None
+    # An empty `setup` is allowed: it turns the queue's setup off for this job.
+    setup = str_value(w, "setup", fields["setup"], empty_ok=True) if "setup" in fields else None
+    env_file = str_value(w, "env_file", fields["env_file"]) if "env_file" in fields else None
 
     used = placeholders_used(cmd)
     if used:
@@ -181,6 +185,8 @@ def expand_entry(
                 "name",
             )
     base = raw_name if raw_name is not None else derive_name(cmd)
+    if group is None and combos is not _NO_MATRIX:
+        group = entry_group(base)
     jobs: list[JobSpec] = []
     if combos is _NO_MATRIX:  # nothing to substitute
         problem = name_problem(base)
@@ -189,6 +195,7 @@ def expand_entry(
         job = JobSpec.make(  # the constructor's, a quarter of the load faster
             base, cmd, gpus, mem_mib, priority, after_t, mem_auto, retries, timeout_s, cwd,
             env, NO_STRINGS, isolate, w.line or 0, entry, cpus, ram_mib, ram_auto,
+            group, setup, env_file,
         )  # fmt: skip
         return Expanded(jobs=[job], template=None, where=w, used=used)
     for combo in combos:
@@ -222,10 +229,32 @@ def expand_entry(
                 cpus=cpus,
                 ram_mib=ram_mib,
                 ram_auto=ram_auto,
+                group=group,
+                setup=setup,
+                env_file=env_file,
             )
         )
     notes = _unused_matrix_keys(w, combos[0], used, env, cwd)
     return Expanded(jobs=jobs, template=raw_name, where=w, notes=notes)
+
+
+_NAME_BAD_TAIL = "-_.=+:@"
+
+
+def entry_group(base: str) -> str:
+    """The group a matrix entry's jobs form unless it names one: the entry's name as written
+    up to its first placeholder (``sweep`` for ``sweep-{lr}``), or the whole name."""
+    head = base.split("{", 1)[0].rstrip(_NAME_BAD_TAIL)
+    return head if head and name_problem(head) is None else name_safe(base)
+
+
+def group_name(w: Where, value: Any, key: str = "group") -> str:
+    """A group's name, checked as a job's name is (commands take either)."""
+    name = str_value(w, key, value)
+    problem = name_problem(name)
+    if problem:
+        raise w.error(f"{problem.replace('a job name', 'a group name')} (got {name!r})", key)
+    return name
 
 
 def _unused_matrix_keys(

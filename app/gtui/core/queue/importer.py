@@ -18,7 +18,9 @@ would read (``{{``, ``}}``, ``{word}``) are escaped. The script never set
 job gets ``isolate = false`` with a comment saying why (with isolation, CUDA numbers the
 job's GPUs from 0); the others stay isolated (a job that names no GPU would
 spread over every GPU of the box). ``reserve_rule = "seed"`` keeps the script's reserve rule.
-Jobs get explicit names made from their commands.
+Jobs get explicit names made from their commands. What the input did before its commands
+to set the shell up (``source ...activate``, ``conda activate``, ``export X=...``) becomes the
+queue's ``setup`` (importsetup.py).
 
 Size: one translator from the bash queue script's format; its sections follow that format's.
 """
@@ -34,6 +36,7 @@ import tomli_w
 from gtui.core.errors import GtuiError
 from gtui.core.queue.checks import passes_gpu_numbers
 from gtui.core.queue.encodings import EncodingProblem, decode_utf8, wide_encoding
+from gtui.core.queue.importsetup import is_setup_line, setup_before, setup_value
 from gtui.core.queue.names import cmd_slug, name_problem
 from gtui.core.units import UnitError, parse_size_mib
 
@@ -375,6 +378,8 @@ def parse_script(text: str, path: str) -> Imported | None:
         words.extend(got)
         trailing = rest
     _script_settings(text, spans, path, out)
+    before = text[: spans[0][0]] if spans else ""
+    _keep_setup(out, setup_before(before, SCRIPT_VARS))
     for w in words:
         job = _job(w.text, [c for c in w.comments if c])
         if job is not None:
@@ -387,6 +392,7 @@ def parse_plain(text: str, path: str) -> Imported:
     """One command per line; quoted lines are read as the script's array entries."""
     out = Imported(source=path, script=False)
     comments: list[str] = []
+    setup: list[str] = []
     lines = text.splitlines()
     i = 0
     while i < len(lines):
@@ -402,6 +408,10 @@ def parse_plain(text: str, path: str) -> Imported:
         if stripped.startswith("#"):
             comments.append(stripped[1:].strip())
             continue
+        if not out.jobs and is_setup_line(stripped):  # before the first command
+            setup.append(stripped)
+            comments = []
+            continue
         entry = stripped
         if stripped[0] in "\"'":
             try:
@@ -415,7 +425,17 @@ def parse_plain(text: str, path: str) -> Imported:
         if job is not None:
             out.jobs.append(job)
     out.trailing = [c for c in comments if c]
+    _keep_setup(out, setup)
     return out
+
+
+def _keep_setup(out: Imported, lines: list[str]) -> None:
+    """What the input did before its commands, as the queue's ``setup`` (importsetup.py)."""
+    setup = setup_value(lines)
+    if setup is not None:
+        why = "what the script ran before its commands"
+        out.settings.append(("setup", _toml_str(setup), why))
+        out.notes.append(f"kept as setup (runs before each job's command): {setup}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -450,7 +470,10 @@ def render(imp: Imported) -> str:
     settings = list(imp.settings)
     if settings:
         out.append("[settings]")
-        width = max((len(f"{k} = {v}") for k, v, _ in settings if k != "#"), default=0)
+        # (a long setup line is left out of the comments' column)
+        width = max(
+            (len(f"{k} = {v}") for k, v, _ in settings if k not in ("#", "setup")), default=0
+        )
         for key, value, comment in settings:
             if key == "#":
                 out.append(f"# {comment}")

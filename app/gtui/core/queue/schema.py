@@ -36,6 +36,8 @@ SETTINGS_KEYS = (
     "ram",
     "fake_host",
     "enforce",
+    "setup",
+    "env_file",
 )
 JOB_KEYS = (
     "name",
@@ -52,10 +54,14 @@ JOB_KEYS = (
     "isolate",
     "cpus",
     "ram",
+    "group",
+    "setup",
+    "env_file",
 )
 RULE_KEYS = ("kind", "pattern", "hint", "exit_codes", "signals")
 JOB_KEYSET = frozenset(JOB_KEYS)
-TOP_KEYS = ("settings", "jobs", "diagnose", "notify", "cluster")
+TOP_KEYS = ("settings", "jobs", "diagnose", "notify", "cluster", "groups")
+GROUP_KEYS = ("max_parallel", "priority")
 NOTIFY_KEYS = ("command", "apprise", "on", "timeout", "bell", "desktop")
 CLUSTER_KEYS = ("backend", "address", "gpus", "exclude", "reserve")
 MAX_JOBS_PER_ENTRY = 100_000

@@ -230,6 +230,10 @@ def parse_settings(
             kw["env"] = env_value(w, key, value)
         elif key == "fake_gpus":
             kw["fake_gpus"] = fake_spec_value(w, key, value)
+        elif key == "setup":
+            kw["setup"] = str_value(w, key, value, empty_ok=True) or None
+        elif key == "env_file":
+            kw["env_file"] = str_value(w, key, value)
         elif key == "diagnose":
             wheres = [Where(str(path), ln, ks, "[[settings.diagnose]]") for ln, ks in rule_lines]
             kw["diagnose"] = tuple(parse_rules(str(path), value, wheres, w))

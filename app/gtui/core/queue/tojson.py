@@ -22,6 +22,11 @@ def settings_to_json(settings: Settings) -> dict[str, Any]:
                 }
                 for r in value
             ]
+        elif key == "groups":
+            out[key] = [
+                {"name": g.name, "max_parallel": g.max_parallel, "priority": g.priority}
+                for g in value
+            ]
         elif isinstance(value, tuple):
             out[key] = list(value)
         elif isinstance(value, dict):
@@ -50,4 +55,7 @@ def job_to_json(job: JobSpec) -> dict[str, Any]:
         "cwd": job.cwd,
         "env": dict(job.env),
         "isolate": job.isolate,
-    }
+        # (only when the job has them: the shape of a job without stays as it was)
+        **{k: v for k, v in (("group", job.group), ("setup", job.setup),
+                             ("env_file", job.env_file)) if v is not None},
+    }  # fmt: skip

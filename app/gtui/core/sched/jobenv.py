@@ -9,7 +9,7 @@ i as ``k * NODE_GPU_STRIDE + i`` and the job sees ``i``; a MIG instance is named
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gtui.core.gpus.snapshot import NODE_GPU_STRIDE, GpuInfo
@@ -49,10 +49,14 @@ def job_env(
     queue_path: Path,
     gpus: Sequence[int],
     infos: Sequence[GpuInfo],
+    from_file: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The environment gtui gives attempt ``rec.attempt`` of ``spec`` on ``gpus`` (read in
-    ``infos``), on top of the user's own."""
+    ``infos``), on top of the user's own: the queue's ``env``, then the variables of the
+    job's ``env_file`` (``from_file``), then the job's own ``env``, then gtui's own."""
     env = dict(settings.env)
+    if from_file:
+        env.update(from_file)
     env.update(spec.env)
     if spec.cpus:  # thread pools sized to the cores asked, unless the job or queue says
         for key in THREAD_VARS:

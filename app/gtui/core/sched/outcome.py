@@ -21,10 +21,12 @@ from gtui.core.diagnosis.diagnose import (
     oom_peak_mib,
     oom_retry_mem,
 )
+from gtui.core.diagnosis.hints import setup_advice
 from gtui.core.diagnosis.oom import host_use_text
 from gtui.core.exec.base import Executor, ExitStatus
 from gtui.core.gpus.snapshot import GpuSnapshot
 from gtui.core.model import Diagnosis, DiagnosisRule, JobRecord, JobSpec, JobState, Settings
+from gtui.core.sched.jobsetup import setup_of
 from gtui.core.sched.policy import format_wait
 from gtui.core.state.status import ended_at, unknown_diagnosis
 from gtui.core.units import plural
@@ -135,6 +137,7 @@ def conclude(
     if diagnosis is not None and diagnosis.kind == "host_oom":  # what it asked, what it used
         said = host_use_text(spec.ram_mib, spec.ram_auto, rec.host_peak_mib)
         diagnosis = Diagnosis(diagnosis.kind, diagnosis.line, diagnosis.hint + said)
+    diagnosis = setup_advice(diagnosis, setup_of(spec, rules.settings) is not None)
     rec.diagnosis = diagnosis
     rec.state = JobState.FAILED
     if recovered:
@@ -241,6 +244,12 @@ def leftover_warning(rec: JobRecord, pids: Collection[int]) -> None:
 
 def _launch_hint(message: str) -> str:
     lowered = message.lower()
+    if lowered.startswith("env_file "):
+        # (the path in the message is relative to the queue file's folder, resolved)
+        return (
+            "fix the file, or `env_file` (relative to the queue file's folder) in the queue "
+            "file; the file is read again at each start, so a retry (r) sees the fix"
+        )
     if "cannot create its log in" in lowered:
         # The path in the message is log_dir as resolved (relative to the queue file's folder,
         # not to where gtui was started): say which setting makes it.

@@ -110,6 +110,7 @@ class Planner:
                     held=False,
                     cpus=spec.cpus,
                     ram_mib=ram_asked(spec, rec.host_peak_mib),
+                    group=spec.group,
                 )
                 self._keep(rec, spec, cand)
                 self._cands_list.append(cand)
@@ -144,11 +145,15 @@ class Planner:
         candidates = self._waiting_candidates()
         allocations = []
         running = 0
+        groups: dict[str, int] = {}  # our running jobs in each group
+        specs = book.specs
         for name in book.active_names():
             rec = records[name]
             if rec.active:
                 running += 1
-                spec = book.specs.get(name)
+                spec = specs.get(name)
+                if spec is not None and spec.group is not None:
+                    groups[spec.group] = groups.get(spec.group, 0) + 1
                 cpus = spec.cpus if spec is not None else None
                 ram = ram_asked(spec, rec.host_peak_mib) if spec is not None else None
                 if rec.gpus or cpus or ram:
@@ -175,6 +180,7 @@ class Planner:
             claims=claims,
             host=host,
             host_claims=host_claims,
+            group_running=groups,
         )
         return self.last
 
@@ -216,6 +222,7 @@ class Planner:
                         and hit.after == spec.after
                         and hit.cpus == spec.cpus
                         and (hit.ram_mib == spec.ram_mib if not spec.ram_auto else False)
+                        and hit.group == spec.group
                     ):
                         candidates.append(hit)
                         continue
@@ -256,6 +263,7 @@ class Planner:
             state is JobState.HELD or (rec.retry_at is not None and rec.retry_at > now),
             spec.cpus,
             ram_asked(spec, rec.host_peak_mib),
+            spec.group,
         )
         self._keep(rec, spec, cand)
         return cand
@@ -263,7 +271,7 @@ class Planner:
     def _keep(self, rec: JobRecord, spec: JobSpec, cand: Candidate) -> None:
         """Keep ``cand`` for ``rec``'s job until what it was made from changes. A queued job
         without a back-off is kept as its Candidate alone, which holds all it was made from
-        (its spec's GPUs, priority and ``after``, its memory, queue place and time): a tuple
+        (its spec's GPUs, priority, ``after`` and group, its memory, queue place and time): a tuple
         beside each was 88 bytes a job of a 100,000-job sweep. Others (held, backing off) keep
         their state and back-off beside it, and their spec, as before."""
         if rec.state is JobState.QUEUED and rec.retry_at is None and not cand.held:

@@ -11,6 +11,7 @@ randomness. ``walk`` below applies the rules, in this order:
    are not all done waits for them.
 4. Once ``max_parallel`` jobs of ours run (0: no limit; CPU jobs count), nothing more starts:
    each later job waits "max_parallel N reached", or why it can never start (rule 6).
+   Then (rule 11) a job whose group is at its own cap waits.
 5. A job that needs no GPU starts.
 6. A job this pool can never run (more GPUs than the pool or its widest node, ``mem`` above
    what enough GPUs hold, more GPUs than the reserve ever leaves) waits, saying so.
@@ -30,6 +31,11 @@ randomness. ``walk`` below applies the rules, in this order:
    the resource and who holds it ("needs 8 cores: 6 free (train-a 16, bob's eval 8)"), or
    why the host can never run it. A job that asks neither is not counted. Such a wait does
    not starve (rule 8 keeps GPUs).
+11. A job whose group (``[groups.NAME]``) has ``max_parallel`` jobs of ours running waits
+    "group NAME: N of N running" (or why it can never start, rule 6), checked right after
+    rule 4; each start in the pass counts. Jobs outside the group go on. A queue with such a
+    cap is walked by ``walk`` alone (the column walk knows no groups). A group's
+    ``priority`` adds to its jobs' own in rule 1.
 
 The terms (applied in policy_state.py):
 
@@ -129,14 +135,23 @@ def place(
     claims: Sequence[NeighbourClaim] = (),
     host: HostInfo | None = None,
     host_claims: Sequence[HostHolder] = (),
+    group_running: Mapping[str, int] | None = None,
 ) -> Decision:
     """One placement pass: which candidates start on which GPUs, and why each other one waits.
     ``claims``: neighbours' live claims on our GPUs; ``host``: the host's cores and memory
-    (None: not read, not counted), ``host_claims``: neighbours' claims of them."""
+    (None: not read, not counted), ``host_claims``: neighbours' claims of them;
+    ``group_running``: our running jobs in each group (rule 11)."""
     state = PassState(
-        snapshot, allocations, settings, now, claims=claims, host=host, host_claims=host_claims
+        snapshot,
+        allocations,
+        settings,
+        now,
+        claims=claims,
+        host=host,
+        host_claims=host_claims,
+        group_running=group_running,
     )
-    fast = len(candidates) >= FAST_FROM
+    fast = len(candidates) >= FAST_FROM and not state.groups.limits  # 11: walk alone
     if fast and host is not None and any(c.asks_host for c in candidates):
         fast = False  # rule 10 is the readable walk's
     walker = walk_columns if fast else walk
@@ -226,6 +241,10 @@ def _sweep(
             if short is not None:
                 texts[i] = short
                 continue
+        capped = state.groups.full(c.group) if c.group is not None else None  # 11
+        if capped:
+            texts[i] = (state.permanent_reason(n, m) if n > 0 else None) or capped
+            continue
         if n <= 0:  # 5
             if host is not None:
                 host.take(c.name, c.cpus, c.ram_mib)
@@ -233,6 +252,7 @@ def _sweep(
             texts[i] = None
             running += 1
             full = bool(limit) and running >= limit
+            state.groups.started(c.group)
             continue
         never = state.permanent_reason(n, m)  # 6
         if never is not None:
@@ -246,6 +266,7 @@ def _sweep(
             texts[i] = None
             running += 1
             full = bool(limit) and running >= limit
+            state.groups.started(c.group)
             made_room = made_room or (room and failed)  # 9
             continue
         failed = True

@@ -22,6 +22,7 @@ from gtui.core.gpus.snapshot import NODE_GPU_STRIDE, GpuInfo, GpuSnapshot, HostI
 from gtui.core.model import Mode, Placement, Settings
 from gtui.core.reserve import reserve_allows
 from gtui.core.sched.hostfit import HostHolder, HostPool
+from gtui.core.sched.policy_groups import GroupCaps, group_priorities
 from gtui.core.sched.policy_types import Allocation, Candidate, Decision, Start
 from gtui.core.units import format_mib
 
@@ -105,11 +106,15 @@ def pool_of(
 
 
 def rank(candidates: Sequence[Candidate], settings: Settings) -> list[Candidate]:
-    """The order jobs are asked in: priority (higher first), then queue order; with
-    ``multi_gpu_first``, the GPUs a job needs (more first) before both. Stable sorts, least
-    significant key first."""
+    """The order jobs are asked in: priority (its own plus its group's; higher first), then
+    queue order; with ``multi_gpu_first``, the GPUs a job needs (more first) before both.
+    Stable sorts, least significant key first."""
     ranked = sorted(candidates, key=_ORDER)
-    ranked.sort(key=_PRIORITY, reverse=True)
+    extra = group_priorities(settings)
+    if extra:  # a group's priority adds to its jobs' own
+        ranked.sort(key=lambda c: c.priority + extra.get(c.group or "", 0), reverse=True)
+    else:
+        ranked.sort(key=_PRIORITY, reverse=True)
     if settings.multi_gpu_first:
         ranked.sort(key=_GPUS, reverse=True)
     return ranked
@@ -208,11 +213,14 @@ class PassState:
         claims: Sequence[NeighbourClaim] = (),
         host: HostInfo | None = None,
         host_claims: Sequence[HostHolder] = (),
+        group_running: Mapping[str, int] | None = None,
     ) -> None:
         """``shape_cache=False`` turns off the two shortcuts (requests known to fail, reasons
         shared by equal requests): the plainest pass, which the tests hold the others to."""
         self.settings = settings
         self.now = now
+        # our running jobs in each capped group, raised as this pass starts more
+        self.groups = GroupCaps(settings, group_running or {})
         self.k = max(0, settings.reserve)
         self.reserve_rule = settings.reserve_rule
         self.mode = settings.mode

@@ -27,6 +27,7 @@ class Candidate:
     held: bool = False
     cpus: int | None = None  # host cores asked (None: not counted)
     ram_mib: int | None = None  # host memory asked (None: not counted)
+    group: str | None = None  # its group's name ([groups.NAME] may cap and rank it)
     # The request as one int (see shape_key), made once: the column walk (policy_fast.py)
     # reads one column of these per pass instead of three attributes, 100k in a long sweep.
     shape: int = field(init=False, repr=False, compare=False)
@@ -48,9 +49,12 @@ class Candidate:
         held: bool,
         cpus: int | None = None,
         ram_mib: int | None = None,
+        group: str | None = None,
     ) -> Candidate:
         """``Candidate(...)`` with every field given in order (the planner's call)."""
-        return cls(name, gpus, mem_mib, priority, order, after, waiting_since, held, cpus, ram_mib)
+        return cls(
+            name, gpus, mem_mib, priority, order, after, waiting_since, held, cpus, ram_mib, group
+        )
 
     @property
     def asks_host(self) -> bool:

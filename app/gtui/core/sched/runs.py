@@ -48,6 +48,7 @@ from gtui.core.sched import outcome
 from gtui.core.sched.config import QueueConfig
 from gtui.core.sched.faults import crash_point
 from gtui.core.sched.jobenv import job_env, launch_limits, on_node
+from gtui.core.sched.jobsetup import file_env, setup_of, with_setup
 from gtui.core.sched.leftovers import LeftoverCheck
 from gtui.core.sched.planner import Planner
 from gtui.core.sched.quarantine import Quarantine, faulty_gpus
@@ -132,10 +133,17 @@ class JobRunner:
         reader = self._reader
         return reader.snapshot.gpus if reader is not None else ()
 
-    def job_env(self, spec: JobSpec, rec: JobRecord, gpus: tuple[int, ...]) -> dict[str, str]:
+    def job_env(
+        self,
+        spec: JobSpec,
+        rec: JobRecord,
+        gpus: tuple[int, ...],
+        from_file: dict[str, str] | None = None,
+    ) -> dict[str, str]:
         """The environment on top of the user's: gtui.core.sched.jobenv, the rule the job
         detail view shows too."""
-        return job_env(spec, rec, self._config.settings, self.queue_path, gpus, self._infos())
+        settings = self._config.settings
+        return job_env(spec, rec, settings, self.queue_path, gpus, self._infos(), from_file)
 
     def _on_node(self, gpus: tuple[int, ...]) -> tuple[str | None, tuple[int, ...]]:
         """The node of a placement and the GPUs' indices there: a cluster's pool
@@ -176,6 +184,10 @@ class JobRunner:
                 port=rec.port,
                 matrix=spec.matrix,
             )
+            settings = self._config.settings
+            cmd = with_setup(cmd, setup_of(spec, settings))
+            # read at each start: an edit of the file applies to the next attempt
+            from_file = file_env(spec, settings, self.queue_path)
             # Commit the intent first: a crash from here on can never start it twice.
             rec.status_file = str(ex.status_path(self.paths.run_dir, name, rec.attempt))
             rec.log = None
@@ -194,7 +206,7 @@ class JobRunner:
                     attempt=rec.attempt,
                     cmd=cmd,
                     cwd=(self.queue_path.parent / os.path.expanduser(spec.cwd)).resolve(),
-                    env=self.job_env(spec, rec, gpus),
+                    env=self.job_env(spec, rec, gpus, from_file),
                     log_dir=self.paths.log_dir(self._config.settings.log_dir),
                     run_dir=self.paths.run_dir,
                     gpus=tuple(gpus),

@@ -69,6 +69,16 @@ class QueueBox:
         self.update_title()
         s.table.focus()
 
+    def toggle_groups(self) -> None:
+        """F: each group folded into one line with its counts, or its jobs shown again."""
+        s = self.screen
+        table = s.table
+        table.set_fold_groups(not table.fold_groups)
+        if table.fold_groups:
+            s.notify("groups folded, one line each: F shows their jobs", timeout=2)
+        else:
+            s.notify("groups' jobs shown: F folds them", timeout=2)
+
     def toggle_done(self) -> None:
         """E: the done jobs shown in their place, or folded away (then what runs and waits
         stays in view on a small screen)."""

@@ -350,6 +350,9 @@ class MainScreen(MainView):
     def action_toggle_done(self) -> None:
         self.queue_box.toggle_done()
 
+    def action_toggle_groups(self) -> None:
+        self.queue_box.toggle_groups()
+
     def action_holders(self) -> None:
         """Expand / fold who holds each GPU under its bar (the GPU panel's own rendering)."""
         shown = self.query_one(GpuPanel).toggle_holders()

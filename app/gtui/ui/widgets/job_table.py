@@ -43,6 +43,27 @@ from gtui.ui.format import (
 from gtui.ui.widgets.backfill import backfill_note, first_blocker
 
 _ORDER = operator.attrgetter("order")
+_KINDS = frozenset({"done", "running", "waiting"})
+
+
+def _state_kind(state: JobState) -> str:
+    """How a folded group counts a job: done, running (or suspended), waiting (queued or held),
+    else its state (failed, killed, ...)."""
+    if state is JobState.DONE:
+        return "done"
+    if state in ACTIVE_STATES:
+        return "running"
+    if state in WAITING_STATES:
+        return "waiting"
+    return state.value
+
+
+def _text_matches(text: str, v: JobView) -> bool:
+    """The filter's text (lowered) is part of the job's name or of its group's."""
+    group = v.spec.group
+    return text in v.spec.name.lower() or (group is not None and text in group.lower())
+
+
 GPU_CELL_MAX = 16  # the gpu column grows to this on a cluster (node2:0,1)
 
 # (key, title, width or 0 = flexible, justify)
@@ -207,6 +228,11 @@ class JobTable(ScrollView, can_focus=True):
         self._names_gen = 0  # bumped when the set of names changes: the sweeps' cache key
         self._sweeps_at = -1
         self._sweeps: dict[int, int] = {}  # a matrix entry -> where its members' names differ
+        # F folds each group into one line, drawn on its first visible job's row, with its
+        # jobs' counts; the line's job is what the row's keys act on.
+        self.fold_groups = False
+        self._group_rows: dict[str, str] = {}  # a folded group's row (its job) -> the group
+        self._group_counts: dict[str, Counter[str]] = {}
 
     def after_paint(self, callback: Callable[[], object]) -> None:
         """Call ``callback`` once the rows are next painted (the frame is then out)."""
@@ -294,13 +320,22 @@ class JobTable(ScrollView, can_focus=True):
         self.fold_done = fold
         self._reorder()
 
+    def set_fold_groups(self, fold: bool) -> None:
+        """F: each group folded into one line with its counts, or its jobs shown again."""
+        self.fold_groups = fold
+        self._reorder()
+
+    def group_row(self, name: str) -> str | None:
+        """The group whose folded line ``name``'s row is, if it is one."""
+        return self._group_rows.get(name)
+
     def _matches(self, v: JobView) -> bool:
         if self._folding():
             return v.record.state is not JobState.DONE or v.spec.name == self._selected
         states = FILTERS.get(self.filter_name)
         if states is not None and v.record.state not in states:
             return False
-        return not self.filter_text or self.filter_text.lower() in v.spec.name.lower()
+        return not self.filter_text or _text_matches(self.filter_text.lower(), v)
 
     def set_jobs(self, views: Iterable[JobView]) -> None:
         """The whole queue (start, reload, add / remove / move): keep the selection by name.
@@ -342,6 +377,9 @@ class JobTable(ScrollView, can_focus=True):
                 self._longest = max(self._longest, len(name))
                 self._in_order = False  # at the dict's end, wherever its place in the queue
                 reorder = True
+                continue
+            if self.fold_groups and v.spec.group is not None:
+                reorder = True  # its group's line counts it (or it is that line)
                 continue
             was = name in self._pos
             now = self._matches(v)
@@ -398,10 +436,14 @@ class JobTable(ScrollView, can_focus=True):
             order = [
                 n
                 for n, v in views.items()
-                if text in n.lower() and (states is None or v.record.state in states)
+                if _text_matches(text, v) and (states is None or v.record.state in states)
             ]
         if not self._in_order:  # the dict's order is the queue's (set_jobs saw it)
             order.sort(key=lambda n: views[n].order)
+        if self.fold_groups:
+            order = self._fold(order)
+        elif self._group_rows:
+            self._group_rows, self._group_counts = {}, {}
         self._order = order
         self.folded = len(views) - len(order) if self._folding() else 0
         self._pos = dict(zip(order, range(len(order)), strict=True))
@@ -416,6 +458,44 @@ class JobTable(ScrollView, can_focus=True):
         # cursor on the last job when the done jobs come back above it).
         self.call_after_refresh(self._scroll_cursor_into_view)
         self.refresh()
+
+    def _fold(self, order: list[str]) -> list[str]:
+        """``order`` with each group's jobs folded into its first one's row; every group's
+        counts by kind of state (of all its jobs, shown or not)."""
+        views = self._views
+        counts: dict[str, Counter[str]] = {}
+        for v in views.values():
+            group = v.spec.group
+            if group is not None:
+                counts.setdefault(group, Counter())[_state_kind(v.record.state)] += 1
+        rows: dict[str, str] = {}
+        seen: set[str] = set()
+        out = []
+        for n in order:
+            group = views[n].spec.group
+            if group is not None:
+                if group in seen:
+                    continue
+                seen.add(group)
+                rows[n] = group
+            out.append(n)
+        self._group_rows, self._group_counts = rows, counts
+        return out
+
+    def _group_cells(self, group: str) -> dict[str, Text]:
+        """A folded group's cells: its name and its jobs' counts (done / running / waiting,
+        then any other state)."""
+        counts = self._group_counts.get(group, Counter())
+        kinds = ["done", "running", "waiting", *sorted(set(counts) - _KINDS)]
+        said = " · ".join(f"{counts[k]} {k}" for k in kinds if counts[k] or k in _KINDS)
+        blank = Text("")
+        return {
+            "glyph": Text("▸", style="bold"),
+            "name": Text(group, style="bold"),
+            "state": Text("group", style="dim"),
+            "gpu": blank, "mem": blank, "tries": blank, "time": blank,
+            "note": Text(said), "progress": blank,
+        }  # fmt: skip
 
     # -- cursor ---------------------------------------------------------------------------------
 
@@ -588,6 +668,9 @@ class JobTable(ScrollView, can_focus=True):
                 self.estimates.get(name) if rec.active or rec.waiting else None, self.clock()
             ),
         }
+        group = self._group_rows.get(name)
+        if group is not None:  # a folded group's line
+            by_key.update(self._group_cells(group))
         if not column and by_key["progress"].plain:  # no room for the column: in the note
             by_key["note"] = _with_progress(by_key["note"], by_key["progress"], rec.waiting, cols)
         line = Text(no_wrap=True, end="")
