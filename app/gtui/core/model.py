@@ -153,6 +153,9 @@ class Settings:
     # GPUs out of placement by the pool's own numbers (the quarantine's, never the file's): on
     # a cluster ``exclude = [1]`` is GPU 1 of every node, a quarantined GPU one GPU of one node.
     pool_exclude: tuple[int, ...] = ()
+    # A GPU the health watch took out comes back after this long if its health then reads
+    # clean (sched/healthwatch.py); None: only a person gives it back.
+    health_recheck_s: float | None = None
 
 
 def _shared_empty(*_: object, **__: object) -> NoReturn:

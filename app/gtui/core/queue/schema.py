@@ -32,6 +32,7 @@ SETTINGS_KEYS = (
     "fake_gpus",
     "diagnose",
     "neighbours",
+    "health_recheck",
 )
 JOB_KEYS = (
     "name",

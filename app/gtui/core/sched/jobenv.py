@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from gtui.core.gpus.health import RESUME_ENV
 from gtui.core.gpus.snapshot import NODE_GPU_STRIDE, GpuInfo
 from gtui.core.model import JobRecord, JobSpec, Settings
 from gtui.core.queue.queuefile import isolated
@@ -46,9 +47,12 @@ def job_env(
     queue_path: Path,
     gpus: Sequence[int],
     infos: Sequence[GpuInfo],
+    *,
+    resume: bool = False,
 ) -> dict[str, str]:
     """The environment gtui gives attempt ``rec.attempt`` of ``spec`` on ``gpus`` (read in
-    ``infos``), on top of the user's own."""
+    ``infos``), on top of the user's own. ``resume``: the attempt follows a requeue that was
+    not the job's doing (its GPU failed): ``GTUI_RESUME=1`` tells it to resume."""
     env = dict(settings.env)
     env.update(spec.env)
     env["PYTHONUNBUFFERED"] = "1"
@@ -63,4 +67,6 @@ def job_env(
         env["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices(gpus, infos)
     if rec.port is not None:
         env["GTUI_PORT"] = str(rec.port)
+    if resume:
+        env[RESUME_ENV] = "1"
     return env

@@ -1,0 +1,155 @@
+"""The health watch takes a failing GPU out before it eats the queue.
+
+Real jobs on simulated GPUs whose spec is a file (``fake_gpus = "@gpus.txt"``), rewritten
+mid-run to inject a fault: the GPU is quarantined, its job is stopped and queued again with no
+retry spent (and ``GTUI_RESUME=1`` on its next attempt), it finishes on the other GPU, and the
+other GPU's job is untouched. ``health_recheck`` gives a GPU back once it reads clean.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+from gtui.core.api import Event, Notice
+from gtui.core.sched.engine import Engine
+from gtui.core.state.history import attempts
+from tests.waiting import until
+
+# Each job notes its GTUI_RESUME per attempt, then runs until the test lets it end.
+CMD = (
+    'echo "r=$GTUI_RESUME" > "resume_$GTUI_JOB.$GTUI_ATTEMPT"; '
+    "while [ ! -f release ]; do sleep 0.05; done"
+)
+QUEUE = f"""\
+[settings]
+mode = "exclusive"
+fake_gpus = "@gpus.txt"
+poll = "0.1s"
+{{extra}}
+
+[[jobs]]
+name = "a"
+gpus = 1
+cmd = '{CMD}'
+
+[[jobs]]
+name = "b"
+gpus = 1
+cmd = '{CMD}'
+"""
+
+
+def state(engine: Engine, name: str) -> str:
+    return engine.view(name).record.state.value
+
+
+async def test_a_fault_injected_mid_run_requeues_its_job_onto_the_other_gpu(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "gpus.txt").write_text("80G,80G\n")
+    q = tmp_path / "q.toml"
+    q.write_text(QUEUE.replace("{extra}", ""))
+    engine = Engine(q, control=False)
+    notices: list[str] = []
+
+    def sink(event: Event) -> None:
+        if isinstance(event, Notice):
+            notices.append(event.text)
+
+    run = asyncio.create_task(engine.run())
+    try:
+        await until(lambda: engine.started, what="started")
+        engine.subscribe(sink)
+        await until(
+            lambda: state(engine, "a") == state(engine, "b") == "running", what="both running"
+        )
+        on = {engine.view(n).record.gpus: n for n in ("a", "b")}
+        victim, bystander = on[(0,)], on[(1,)]
+        (tmp_path / "gpus.txt").write_text("80G!xid79,80G\n")
+        await until(
+            lambda: 0 in engine.quarantined and state(engine, victim) == "queued",
+            what="GPU 0 quarantined, its job queued again",
+        )
+        assert state(engine, bystander) == "running"
+        assert engine.view(bystander).record.attempt == 1
+        words = (
+            "GPU 0: Xid 79 (fell off the bus): hardware, not your code; its jobs were queued again"
+        )
+        assert engine.quarantined[0]["why"] == words
+        assert any(words in n for n in notices), notices
+        rec = engine.view(victim).record
+        assert rec.diagnosis is not None and rec.diagnosis.kind == "gpu_fault"
+        (tmp_path / "release").write_text("")
+        await until(
+            lambda: state(engine, victim) == state(engine, bystander) == "done", what="both done"
+        )
+        rec = engine.view(victim).record
+        assert rec.gpus == (1,) and rec.attempt == 2
+        assert rec.attempt - rec.first_attempt == 0, "no retry spent (retries = 0 and it ran)"
+        assert engine.view(bystander).record.gpus == (1,)
+        assert engine.view(bystander).record.attempt == 1
+        assert (tmp_path / f"resume_{victim}.1").read_text().strip() == "r="
+        assert (tmp_path / f"resume_{victim}.2").read_text().strip() == "r=1"
+        assert (tmp_path / f"resume_{bystander}.1").read_text().strip() == "r="
+        first = attempts(engine.paths.db, victim)[0]
+        assert first.attempt == 1 and first.diag_kind == "gpu_fault" and first.gpus == (0,)
+        status = engine.status_json()
+        assert status["quarantined"]["0"]["why"] == words
+    finally:
+        await engine.shutdown(kill_jobs=True)
+        run.cancel()
+
+    def gtui(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "gtui", *args], capture_output=True, text=True, cwd=tmp_path
+        )
+
+    listed = gtui("quarantine", "q.toml")
+    assert listed.returncode == 0, listed.stderr
+    assert "GPU 0:" in listed.stdout and "Xid 79 (fell off the bus)" in listed.stdout
+    cleared = gtui("quarantine", "q.toml", "--clear", "0")
+    assert "GPU 0 back in placement" in cleared.stdout
+    assert "is quarantined" in gtui("quarantine", "q.toml").stdout
+
+
+async def test_health_recheck_gives_a_gpu_back_once_it_reads_clean(tmp_path: Path) -> None:
+    (tmp_path / "gpus.txt").write_text("80G!ecc,80G\n")
+    (tmp_path / "release").write_text("")  # jobs end at once
+    q = tmp_path / "q.toml"
+    q.write_text(QUEUE.replace("{extra}", 'health_recheck = "0.2s"'))
+    engine = Engine(q, control=False)
+    run = asyncio.create_task(engine.run())
+    try:
+        await until(lambda: engine.started and 0 in engine.quarantined, what="GPU 0 out")
+        assert "uncorrectable ECC" in str(engine.quarantined[0]["why"])
+        assert "no job of ours was on it" in str(engine.quarantined[0]["why"])
+        await until(lambda: state(engine, "a") == state(engine, "b") == "done", what="done")
+        # Still failing: not given back, however often it is checked.
+        assert 0 in engine.quarantined
+        (tmp_path / "gpus.txt").write_text("80G,80G\n")
+        await until(lambda: 0 not in engine.quarantined, what="GPU 0 back after a clean check")
+    finally:
+        await engine.shutdown(kill_jobs=True)
+        run.cancel()
+
+
+async def test_without_health_recheck_a_gpu_stays_out(tmp_path: Path) -> None:
+    """Off by default: a clean reading alone gives nothing back (a person clears it)."""
+    (tmp_path / "gpus.txt").write_text("80G!lost,80G\n")
+    (tmp_path / "release").write_text("")
+    q = tmp_path / "q.toml"
+    q.write_text(QUEUE.replace("{extra}", ""))
+    engine = Engine(q, control=False)
+    run = asyncio.create_task(engine.run())
+    try:
+        await until(lambda: engine.started and 0 in engine.quarantined, what="GPU 0 out")
+        (tmp_path / "gpus.txt").write_text("80G,80G\n")
+        await until(lambda: state(engine, "a") == state(engine, "b") == "done", what="done")
+        assert engine.view("a").record.gpus == engine.view("b").record.gpus == (1,)
+        assert 0 in engine.quarantined
+    finally:
+        await engine.shutdown(kill_jobs=True)
+        run.cancel()
