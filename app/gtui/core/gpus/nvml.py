@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Literal
 
+from gtui.core.gpus.health import GpuHealth
+from gtui.core.gpus.nvmlhealth import NvmlHealth
 from gtui.core.gpus.snapshot import (
     GpuInfo,
     GpuProcess,
@@ -44,6 +46,9 @@ from gtui.core.gpus.snapshot import (
 
 MIB = 1024 * 1024
 RETRY_S = 10.0
+# A GPU that answers GPU_IS_LOST this long without a break has fallen off the bus: a fault for
+# the health watch. A shorter loss (a driver hiccup) is only shown and retried.
+LOST_FAULT_S = 60.0
 NOT_AVAILABLE_U64 = 2**64 - 1
 PID_MAX_LIMIT = 2**22  # Linux's largest possible pid_max
 
@@ -82,6 +87,8 @@ class _GpuLost(Exception):
 class _Lost:
     reason: str
     retry_at: float
+    since: float = 0.0  # when it first answered GPU_IS_LOST (``gone``) without a break
+    gone: bool = False  # the error was GPU_IS_LOST, not a timeout or an unknown error
 
 
 def _code(nv: ModuleType, name: str) -> int:
@@ -147,6 +154,7 @@ class NvmlBackend:
         self._static: dict[int, GpuStaticInfo] = {}
         self._lost: dict[int, _Lost] = {}
         self._mig: dict[int, bool] = {}  # GPU index -> in MIG mode (read with its handle)
+        self._health: NvmlHealth | None = None  # per init: Xid event sets and health fields
         self._reset_fallbacks()
         with self._lock:
             self._try_init(self._clock())
@@ -229,6 +237,7 @@ class NvmlBackend:
             self.driver = None
         self._ok = True
         self._error = None
+        self._health = self._health_reader(nv)
         self._count = count
         self._handles.clear()
         self._lost.clear()
@@ -255,7 +264,19 @@ class NvmlBackend:
             return f"cannot read the GPUs (NVML: {why}); {_ONLY_CPU}."
         return f"cannot read the GPUs (NVML: {why}); {_ONLY_CPU}. gtui keeps retrying."
 
+    def _health_reader(self, nv: ModuleType) -> NvmlHealth:
+        absent = (_code(nv, "NOT_SUPPORTED"), _code(nv, "FUNCTION_NOT_FOUND"))
+        return NvmlHealth(nv, self._raise_if_fatal, absent, _code(nv, "TIMEOUT"))
+
+    def _lost_health(self, lost: _Lost, now: float) -> GpuHealth | None:
+        """A GPU lost (GPU_IS_LOST) for :data:`LOST_FAULT_S` without a break has fallen off
+        the bus: that is its health; a shorter loss is none (n/a)."""
+        return GpuHealth(lost=True) if lost.gone and now - lost.since >= LOST_FAULT_S else None
+
     def _shutdown(self) -> None:
+        if self._health is not None:
+            self._health.close()
+            self._health = None
         self._ok = False
         self._handles.clear()
         if self._nv is not None and self._inited:
@@ -301,7 +322,7 @@ class NvmlBackend:
         """GPUs seen before NVML went away, shown as lost so the UI keeps their rows."""
         return tuple(self._lost_info(i, reason) for i in sorted(self._static))
 
-    def _lost_info(self, index: int, reason: str) -> GpuInfo:
+    def _lost_info(self, index: int, reason: str, health: GpuHealth | None = None) -> GpuInfo:
         static = self._static.get(index)
         return GpuInfo(
             index=index,
@@ -313,6 +334,7 @@ class NvmlBackend:
             temperature=None,
             lost=True,
             error=reason,
+            health=health,
         )
 
     def _raise_if_down(self, e: BaseException) -> None:
@@ -347,7 +369,7 @@ class NvmlBackend:
     def _read_gpu(self, index: int, now: float) -> GpuInfo:
         lost = self._lost.get(index)
         if lost is not None and now < lost.retry_at:
-            return self._lost_info(index, lost.reason)
+            return self._lost_info(index, lost.reason, self._lost_health(lost, now))
         try:
             info = self._read_gpu_fields(index)
         except _NvmlDown:
@@ -355,13 +377,22 @@ class NvmlBackend:
         except Exception as e:
             # _GpuLost, a handle that cannot be had, or anything unexpected from this GPU.
             self._handles.pop(index, None)
+            if self._health is not None:
+                self._health.forget(index)
             reason = (
                 f"GPU {index} is not answering (NVML: {_text(e)}); retrying every {self.retry_s:g}s"
             )
-            self._lost[index] = _Lost(reason, now + self.retry_s)
-            return self._lost_info(index, reason)
+            gone = self._gpu_is_lost(e)
+            since = lost.since if lost is not None and lost.gone and gone else now
+            self._lost[index] = entry = _Lost(reason, now + self.retry_s, since, gone)
+            return self._lost_info(index, reason, self._lost_health(entry, now))
         self._lost.pop(index, None)
         return info
+
+    def _gpu_is_lost(self, e: BaseException) -> bool:
+        """Whether the error (or the one it was raised from) is NVML's GPU_IS_LOST."""
+        lost = _code(self._nv_or_fail(), "GPU_IS_LOST")
+        return lost in (getattr(e, "value", None), getattr(e.__cause__, "value", None))
 
     def _handle(self, index: int) -> Any:
         nv = self._nv
@@ -386,6 +417,8 @@ class NvmlBackend:
         mode = self._optional("MIG mode", lambda: nv.nvmlDeviceGetMigMode(handle), [])
         enabled = getattr(nv, "NVML_DEVICE_MIG_ENABLE", 1)
         self._mig[index] = isinstance(mode, (list, tuple)) and bool(mode) and mode[0] == enabled
+        if self._health is not None:
+            self._health.register(index, handle)
         return handle
 
     def _read_gpu_or_mig(self, index: int, now: float) -> list[GpuInfo]:
@@ -453,6 +486,7 @@ class NvmlBackend:
         util = getattr(util_obj, "gpu", None) if util_obj is not None else None
         temperature = self._temperature(handle, notes)
         processes = self._processes(handle, total, notes)
+        health = self._health.read(index, handle, notes) if self._health is not None else None
         return GpuInfo(
             index=index,
             name=static.name,
@@ -463,6 +497,7 @@ class NvmlBackend:
             temperature=temperature,
             processes=processes,
             error="; ".join(notes) or None,
+            health=health,
         )
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:

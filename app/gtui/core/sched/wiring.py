@@ -19,11 +19,11 @@ from gtui.core.queue.source import QueueSource
 from gtui.core.sched.commands import Operations
 from gtui.core.sched.config import QueueConfig
 from gtui.core.sched.forecast import Forecast
+from gtui.core.sched.healthwatch import HealthWatch
 from gtui.core.sched.intake import Intake, Pool
 from gtui.core.sched.notifying import Notifying
 from gtui.core.sched.occupancy import Occupancy
 from gtui.core.sched.planner import Planner
-from gtui.core.sched.healthwatch import HealthWatch
 from gtui.core.sched.quarantine import Quarantine
 from gtui.core.sched.runs import JobRunner, RunEnded
 from gtui.core.state.book import JobBook
