@@ -9,6 +9,7 @@ other GPU's job is untouched. ``health_recheck`` gives a GPU back once it reads 
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -51,7 +52,9 @@ async def test_a_fault_injected_mid_run_requeues_its_job_onto_the_other_gpu(
 ) -> None:
     (tmp_path / "gpus.txt").write_text("80G,80G\n")
     q = tmp_path / "q.toml"
-    q.write_text(QUEUE.replace("{extra}", ""))
+    told = tmp_path / "told"
+    notify = f'\n[notify]\ncommand = "echo \\"$GTUI_EVENT|$GTUI_MESSAGE\\" >> {told}"\n'
+    q.write_text(QUEUE.replace("{extra}", "") + notify)
     engine = Engine(q, control=False)
     notices: list[str] = []
 
@@ -98,6 +101,9 @@ async def test_a_fault_injected_mid_run_requeues_its_job_onto_the_other_gpu(
         assert first.attempt == 1 and first.diag_kind == "gpu_fault" and first.gpus == (0,)
         status = engine.status_json()
         assert status["quarantined"]["0"]["why"] == words
+        assert status["gpus"][0]["health"]["xids"] == [79]
+        await until(told.exists, what="the [notify] command run")
+        assert told.read_text().splitlines()[0] == f"failure|{words}"
     finally:
         await engine.shutdown(kill_jobs=True)
         run.cancel()
@@ -107,6 +113,8 @@ async def test_a_fault_injected_mid_run_requeues_its_job_onto_the_other_gpu(
             [sys.executable, "-m", "gtui", *args], capture_output=True, text=True, cwd=tmp_path
         )
 
+    shown = gtui("status", "q.toml")
+    assert f"QUARANTINED: {words}" in shown.stdout, shown.stdout + shown.stderr
     listed = gtui("quarantine", "q.toml")
     assert listed.returncode == 0, listed.stderr
     assert "GPU 0:" in listed.stdout and "Xid 79 (fell off the bus)" in listed.stdout
@@ -153,3 +161,37 @@ async def test_without_health_recheck_a_gpu_stays_out(tmp_path: Path) -> None:
     finally:
         await engine.shutdown(kill_jobs=True)
         run.cancel()
+
+
+def test_gtui_gpus_says_a_faulty_gpu_plainly(tmp_path: Path) -> None:
+    def gpus(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "gtui", "--fake-gpus", "80G!xid79,80G!ecc,80G", "gpus", *args],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
+
+    text = gpus().stdout
+    assert "GPU 0: Xid 79 (fell off the bus): hardware, not your code" in text
+    assert "GPU 1: 1 uncorrectable ECC errors: hardware, not your code" in text
+    assert "GPU 2:" not in text
+    doc = json.loads(gpus("--json").stdout)
+    assert doc[0]["health"]["xids"] == [79] and doc[1]["health"]["ecc_uncorrected"] == 1
+    assert "health" not in doc[2]  # a healthy simulated GPU reads none (n/a)
+
+
+def test_the_gpu_bar_and_the_alerts_say_it_was_the_hardware() -> None:
+    from gtui.core.gpus.health import GpuHealth
+    from gtui.core.gpus.snapshot import GpuInfo
+    from gtui.ui.alerts import fault_events
+    from gtui.ui.format import gpu_line
+
+    sick = GpuInfo(0, "Fake A800", "GPU-0", 81920, 0, 0, 30, health=GpuHealth(xids=(79,)))
+    assert "Xid 79 (fell off the bus): hardware, not your code" in gpu_line(sick).plain
+    well = GpuInfo(1, "Fake A800", "GPU-1", 81920, 0, 0, 30, health=GpuHealth(xids=(13,)))
+    assert "hardware" not in gpu_line(well).plain
+    words = "GPU 0: Xid 79 (fell off the bus): hardware, not your code; its jobs were queued again"
+    said = [("error", words), ("error", "something else"), ("info", "reloaded")]
+    assert fault_events(said, ["failure"]) == [f"gtui: {words}"]
+    assert fault_events(said, ["end"]) == []
