@@ -48,6 +48,18 @@ class GpuHealth:
     lost: bool = False  # GPU_IS_LOST: it fell off the bus
     throttle: tuple[str, ...] = ()  # why its clocks are held down: a note, never a fault
 
+    @property
+    def notable(self) -> bool:
+        """Whether it says anything (a fault or a note): else it is left out of documents."""
+        return bool(
+            self.xids
+            or self.ecc_uncorrected
+            or self.retired_pending
+            or self.remap_pending
+            or self.lost
+            or self.throttle
+        )
+
     def to_json(self) -> dict[str, object]:
         """The ``gtui gpus --json`` shape; None is n/a."""
         return {

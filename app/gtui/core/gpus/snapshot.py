@@ -123,7 +123,8 @@ class GpuInfo:
             "temperature": self.temperature,
             "processes": [p.to_json() for p in self.processes],
             **({"mig_parent": self.mig_parent} if self.mig_parent is not None else {}),
-            **({"health": self.health.to_json()} if self.health is not None else {}),
+            # Only where it says something: a healthy GPU's document stays as it was.
+            **({"health": self.health.to_json()} if self.health and self.health.notable else {}),
         }
 
 
