@@ -195,3 +195,23 @@ def test_the_gpu_bar_and_the_alerts_say_it_was_the_hardware() -> None:
     said = [("error", words), ("error", "something else"), ("info", "reloaded")]
     assert fault_events(said, ["failure"]) == [f"gtui: {words}"]
     assert fault_events(said, ["end"]) == []
+
+
+def test_health_recheck_is_read_as_a_duration_or_off(tmp_path: Path) -> None:
+    from gtui.core.errors import GtuiError
+    from gtui.core.queue.reader import load_queue
+
+    def recheck(value: str) -> float | None:
+        q = tmp_path / "q.toml"
+        q.write_text(f'[settings]\nhealth_recheck = {value}\n[[jobs]]\ncmd = "true"\n')
+        return load_queue(q).settings.health_recheck_s
+
+    assert recheck('"10m"') == 600.0
+    assert recheck('"off"') is None
+    assert recheck("0") is None
+    try:
+        recheck('"soon"')
+    except GtuiError as e:
+        assert "health_recheck" in str(e)
+    else:
+        raise AssertionError("a bad duration must be refused")
