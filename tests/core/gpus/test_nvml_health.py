@@ -157,3 +157,14 @@ def test_a_binding_without_the_health_calls_reads_n_a() -> None:
     g0, _ = read(NvmlBackend(nvml=Old(), clock=Clock()))  # type: ignore[arg-type]
     assert g0.health is not None and g0.health.ecc_uncorrected is None
     assert g0.error is None and judge(g0.health).fault is None
+
+
+def test_mig_instances_carry_their_gpus_health() -> None:
+    """A GPU in MIG mode shows as its instances: a fault of the GPU is each one's."""
+    nv.fake_state.gpus[0].mig = [nv.FakeMig(uuid="MIG-a"), nv.FakeMig(uuid="MIG-b")]
+    nv.fake_state.gpus[0].ecc_uncorrected = 3
+    gpus = NvmlBackend(nvml=nv, clock=Clock()).read().gpus
+    instances = [g for g in gpus if g.mig_parent == 0]
+    assert len(instances) == 2
+    assert all("3 uncorrectable ECC" in (judge(g.health).fault or "") for g in instances)
+    assert judge(gpus[-1].health).fault is None

@@ -29,7 +29,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any, Literal
 
@@ -427,7 +427,9 @@ class NvmlBackend:
         if info.lost or not self._mig.get(index) or index not in self._handles:
             return [info]
         instances = self._read_mig(index, self._handles[index])
-        return [info] if instances is None else instances
+        if instances is None:
+            return [info]
+        return [replace(i, health=info.health) for i in instances]  # the GPU's health is theirs
 
     def _read_mig(self, index: int, handle: Any) -> list[GpuInfo] | None:
         """A GPU in MIG mode as its instances; None when they cannot be read (the whole
