@@ -215,3 +215,49 @@ def test_health_recheck_is_read_as_a_duration_or_off(tmp_path: Path) -> None:
         assert "health_recheck" in str(e)
     else:
         raise AssertionError("a bad duration must be refused")
+
+
+async def test_on_nvml_not_supported_never_quarantines_and_a_lost_gpu_does(
+    tmp_path: Path,
+) -> None:
+    """The scheduler on the NVML backend (the fake pynvml): every health field NOT_SUPPORTED
+    for poll after poll takes nothing out; a GPU lost for a moment neither; one that stays
+    lost (GPU_IS_LOST) is quarantined."""
+    from gtui.core.api import GpusRead
+    from gtui.core.gpus.nvml import LOST_FAULT_S, NvmlBackend
+    from tests.core.gpus.test_gpus_nvml import Clock, nv
+
+    nv.fake_reset([nv.FakeGpu(), nv.FakeGpu()])
+    for gpu in nv.fake_state.gpus:
+        gpu.ecc_uncorrected = gpu.retired_pending = gpu.remap_pending = gpu.clock_reasons = None
+        gpu.events = False
+    clock = Clock()
+    q = tmp_path / "q.toml"
+    q.write_text('[settings]\npoll = "0.05s"\n[[jobs]]\nname = "a"\ngpus = 1\ncmd = "true"\n')
+    engine = Engine(q, backend=NvmlBackend(nvml=nv, clock=clock, retry_s=1.0), control=False)
+    reads: list[GpusRead] = []
+    run = asyncio.create_task(engine.run())
+    try:
+        await until(lambda: engine.started, what="started")
+        engine.subscribe(lambda e: reads.append(e) if isinstance(e, GpusRead) else None)
+        await until(lambda: state(engine, "a") == "done", what="a done")
+        mark = len(reads)
+        await until(lambda: len(reads) >= mark + 5, what="five more polls")
+        assert engine.quarantined == {}, "NOT_SUPPORTED is n/a, never a fault"
+        nv.fake_set_lost(1)
+        mark = len(reads)
+        await until(
+            lambda: sum(g.lost for r in reads[mark:] for g in r.snapshot.gpus) >= 3,
+            what="three polls with GPU 1 lost",
+        )
+        assert engine.quarantined == {}, "lost for a moment: retried, not quarantined"
+        clock.now += LOST_FAULT_S
+        await until(lambda: 1 in engine.quarantined, what="GPU 1 quarantined")
+        assert "GPU 1: fell off the bus (GPU is lost): hardware, not your code" in str(
+            engine.quarantined[1]["why"]
+        )
+        assert 0 not in engine.quarantined
+    finally:
+        await engine.shutdown(kill_jobs=True)
+        run.cancel()
+        nv.fake_reset()
