@@ -261,3 +261,21 @@ async def test_on_nvml_not_supported_never_quarantines_and_a_lost_gpu_does(
         await engine.shutdown(kill_jobs=True)
         run.cancel()
         nv.fake_reset()
+
+
+def test_the_fake_spec_reads_each_fault_and_says_a_bad_one_clearly() -> None:
+    from gtui.core.errors import GtuiError
+    from gtui.core.gpus.fake import FakeBackend, parse_fake_spec
+
+    gpus = parse_fake_spec("2x80G@35!xid48!ecc,24G/12G+12G!lost,80G")
+    assert [g.faults for g in gpus] == [("xid48", "ecc"), ("xid48", "ecc"), ("lost",), ()]
+    assert gpus[0].others_util == 35 and gpus[2].mig == (12288, 12288)
+    read = FakeBackend("80G!lost,80G/40G+40G!xid79").read().gpus
+    assert read[0].lost and read[0].health is not None and read[0].health.lost
+    assert [g.health.xids for g in read[1:] if g.health] == [(79,), (79,)]  # each instance
+    try:
+        parse_fake_spec("80G!boom")
+    except GtuiError as e:
+        assert "unknown fault !boom (faults are !xidN such as !xid79, !ecc, !lost)" in str(e)
+    else:
+        raise AssertionError("an unknown fault must be refused")
