@@ -91,6 +91,18 @@ class _Lost:
     gone: bool = False  # the error was GPU_IS_LOST, not a timeout or an unknown error
 
 
+def _lost_health(lost: _Lost, now: float) -> GpuHealth | None:
+    """A GPU lost (GPU_IS_LOST) for :data:`LOST_FAULT_S` without a break has fallen off the
+    bus: that is its health; a shorter loss is none (n/a)."""
+    return GpuHealth(lost=True) if lost.gone and now - lost.since >= LOST_FAULT_S else None
+
+
+def _gpu_is_lost(nv: ModuleType, e: BaseException) -> bool:
+    """Whether the error (or the one it was raised from) is NVML's GPU_IS_LOST."""
+    lost = _code(nv, "GPU_IS_LOST")
+    return lost in (getattr(e, "value", None), getattr(e.__cause__, "value", None))
+
+
 def _code(nv: ModuleType, name: str) -> int:
     value = getattr(nv, f"NVML_ERROR_{name}", _CODES[name])
     return value if isinstance(value, int) else _CODES[name]
@@ -237,7 +249,8 @@ class NvmlBackend:
             self.driver = None
         self._ok = True
         self._error = None
-        self._health = self._health_reader(nv)
+        absent = (_code(nv, "NOT_SUPPORTED"), _code(nv, "FUNCTION_NOT_FOUND"))
+        self._health = NvmlHealth(nv, self._raise_if_fatal, absent, _code(nv, "TIMEOUT"))
         self._count = count
         self._handles.clear()
         self._lost.clear()
@@ -263,15 +276,6 @@ class NvmlBackend:
         if value == _code(nv, "NO_PERMISSION"):
             return f"cannot read the GPUs (NVML: {why}); {_ONLY_CPU}."
         return f"cannot read the GPUs (NVML: {why}); {_ONLY_CPU}. gtui keeps retrying."
-
-    def _health_reader(self, nv: ModuleType) -> NvmlHealth:
-        absent = (_code(nv, "NOT_SUPPORTED"), _code(nv, "FUNCTION_NOT_FOUND"))
-        return NvmlHealth(nv, self._raise_if_fatal, absent, _code(nv, "TIMEOUT"))
-
-    def _lost_health(self, lost: _Lost, now: float) -> GpuHealth | None:
-        """A GPU lost (GPU_IS_LOST) for :data:`LOST_FAULT_S` without a break has fallen off
-        the bus: that is its health; a shorter loss is none (n/a)."""
-        return GpuHealth(lost=True) if lost.gone and now - lost.since >= LOST_FAULT_S else None
 
     def _shutdown(self) -> None:
         if self._health is not None:
@@ -369,7 +373,7 @@ class NvmlBackend:
     def _read_gpu(self, index: int, now: float) -> GpuInfo:
         lost = self._lost.get(index)
         if lost is not None and now < lost.retry_at:
-            return self._lost_info(index, lost.reason, self._lost_health(lost, now))
+            return self._lost_info(index, lost.reason, _lost_health(lost, now))
         try:
             info = self._read_gpu_fields(index)
         except _NvmlDown:
@@ -382,17 +386,12 @@ class NvmlBackend:
             reason = (
                 f"GPU {index} is not answering (NVML: {_text(e)}); retrying every {self.retry_s:g}s"
             )
-            gone = self._gpu_is_lost(e)
+            gone = _gpu_is_lost(self._nv_or_fail(), e)
             since = lost.since if lost is not None and lost.gone and gone else now
             self._lost[index] = entry = _Lost(reason, now + self.retry_s, since, gone)
-            return self._lost_info(index, reason, self._lost_health(entry, now))
+            return self._lost_info(index, reason, _lost_health(entry, now))
         self._lost.pop(index, None)
         return info
-
-    def _gpu_is_lost(self, e: BaseException) -> bool:
-        """Whether the error (or the one it was raised from) is NVML's GPU_IS_LOST."""
-        lost = _code(self._nv_or_fail(), "GPU_IS_LOST")
-        return lost in (getattr(e, "value", None), getattr(e.__cause__, "value", None))
 
     def _handle(self, index: int) -> Any:
         nv = self._nv
