@@ -5,7 +5,9 @@
 #   3. a small queue run headless (`gtui run`, no tmux) with a job allocating ~2 GiB through
 #      torch; the job's recorded peak GPU memory read back from `gtui status --json`.
 #   4. a job too big to fit beside the holder: its waiting reason names the holder;
-#   5. a `mem = "auto"` job run twice: the second run asks for the first run's peak + margin.
+#   5. a `mem = "auto"` job run twice: the second run asks for the first run's peak + margin;
+#   6. each GPU's health (Xid events, ECC, pending retirement/remap, clock reasons) read through
+#      NVML: which fields the card supports (n/a where not), and no fault on a healthy card.
 #
 # Runs where python3 has torch, psutil and nvidia-ml-py; gtui's other dependencies (textual,
 # tomlkit, tomli-w) may come through PYTHONPATH. gtui itself is taken from this checkout (its
@@ -246,6 +248,36 @@ if job["attempt"] != 2 or not mem or not peak:
 if mem >= total // 2:
     print(f"CHECK FAILED: the second run asked {mem} MiB, not near the real peak"); sys.exit(1)
 print(f"CHECK OK: the second run asked {mem} MiB from a recorded peak of {peak} MiB (GPU: {total} MiB)")
+EOF
+
+step "6. GPU health read on the real card (Xid event set, ECC, pending retirement/remap, clock reasons)"
+timeout 120 "$PY" - <<'EOF' || FAILED=1
+import sys
+from gtui.core.gpus.health import judge
+from gtui.core.gpus.nvml import NvmlBackend
+
+backend = NvmlBackend()
+snapshot = backend.read()
+snapshot = backend.read()  # a second poll: the event sets are read again, without waiting
+failed = False
+for g in snapshot.gpus:
+    h = g.health
+    if h is None:
+        print(f"CHECK FAILED: GPU {g.label}: no health read ({g.error})"); failed = True; continue
+    na = [k for k, v in h.to_json().items() if v is None]
+    verdict = judge(h)
+    print(f"GPU {g.label} {g.name}: {h.to_json()}; n/a: {na or 'none'}; notes: {list(verdict.notes)}")
+    if g.error:
+        print(f"  field errors: {g.error}")
+    if verdict.fault:
+        print(f"CHECK FAILED: GPU {g.label} reads a fault on a card that should be healthy: {verdict.fault}")
+        failed = True
+backend.close()
+if not snapshot.gpus:
+    print("CHECK FAILED: no GPU read"); sys.exit(1)
+if failed:
+    sys.exit(1)
+print("CHECK OK: every GPU's health read, no fault on a healthy card")
 EOF
 
 step "result"

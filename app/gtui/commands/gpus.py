@@ -22,6 +22,8 @@ from gtui.commands.options import GlobalOptions
 from gtui.core.errors import GtuiError
 from gtui.core.gpus.backend import open_backend
 from gtui.core.gpus.claims import ClaimBoard, Judged, gpu_keys, judge, published_idle
+from gtui.core.gpus.health import HARDWARE
+from gtui.core.gpus.health import judge as judge_health
 from gtui.core.gpus.holders import HolderReader, holder_notes, process_json, stale_reasons
 from gtui.core.gpus.host import FAKE_HOST_ENV, read_host
 from gtui.core.gpus.snapshot import GpuBackend, GpuInfo, GpuProcess, GpuSnapshot
@@ -72,7 +74,18 @@ def format_table(snapshot: GpuSnapshot) -> list[str]:
         cells = [row[i].ljust(widths[i]) if i else row[i].rjust(widths[i]) for i in range(5)]
         lines.append("  ".join([*cells, row[5]]).rstrip())
     notes = [f"  GPU {g.index}: {g.error}" for g in snapshot.gpus if g.error and not g.lost]
-    return lines + notes
+    return lines + notes + health_lines(snapshot)
+
+
+def health_lines(snapshot: GpuSnapshot) -> list[str]:
+    """What each GPU's health reads, where it says something: a fault plainly, notes after."""
+    out = []
+    for g in snapshot.gpus:
+        verdict = judge_health(g.health)
+        if verdict.fault:
+            out.append(f"  GPU {g.label}: {verdict.fault}: {HARDWARE}")
+        out.extend(f"  GPU {g.label}: {note}" for note in verdict.notes)
+    return out
 
 
 STALE_WORDS = "stale: zombie, or idle at 0 % for 15 min, 5 min when its parent is gone"
@@ -135,9 +148,7 @@ def read_claims(
     return live, read.notes + [j.note for j in live if j.note], idle
 
 
-def with_published_idle(
-    snapshot: GpuSnapshot, idle: dict[int, float], now: float
-) -> GpuSnapshot:
+def with_published_idle(snapshot: GpuSnapshot, idle: dict[int, float], now: float) -> GpuSnapshot:
     """``snapshot`` with each GPU at 0 % now idle since what a scheduler said, where that is
     earlier than what this reading knows (a GPU that works now is not idle, whatever was
     said)."""

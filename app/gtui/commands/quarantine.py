@@ -2,9 +2,10 @@
 placement after a hardware fault, and giving them back.
 
 A job that fails with the diagnosis ``gpu_fault`` (an uncorrectable ECC error, an Xid, a GPU
-fallen off the bus) quarantines the GPU it names, or its own: no new job starts there until a
-person clears it, here or in the dashboard. Listing works with or without a scheduler; clearing
-goes to the running scheduler, else to the saved state.
+fallen off the bus) quarantines the GPU it names, or its own, and so does the health watch when
+a GPU's own health reads a fault: no new job starts there until a person clears it, here or in
+the dashboard (or ``health_recheck`` finds it clean again). Listing works with or without a
+scheduler; clearing goes to the running scheduler, else to the saved state.
 """
 
 from __future__ import annotations

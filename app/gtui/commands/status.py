@@ -126,6 +126,14 @@ def _ago(t: float) -> str:
     return format_wait(time.time() - t)
 
 
+def _quarantine_lines(status: dict[str, Any], index: int) -> list[str]:
+    """A quarantined GPU's why, under its line (the health watch's words say it plainly)."""
+    entry = (status.get("quarantined") or {}).get(str(index))
+    if not isinstance(entry, dict):
+        return []
+    return [f"    QUARANTINED: {entry.get('why', '')}"]
+
+
 def render(status: dict[str, Any], states: frozenset[str] | None = None) -> list[str]:
     """The human-readable status, line by line."""
     out: list[str] = []
@@ -142,6 +150,7 @@ def render(status: dict[str, Any], states: frozenset[str] | None = None) -> list
         util = "n/a" if g["util"] is None else f"{g['util']}%"
         label = gpu_label(g["index"], g.get("node"))  # node2:3 on a Ray cluster
         out.append(f"  GPU {label} {g['name']}: {used}/{total}, util {util}")
+        out.extend(_quarantine_lines(status, g["index"]))
     rows = []
     jobs = status["jobs"]
     if states is not None:

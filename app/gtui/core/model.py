@@ -173,11 +173,11 @@ class Settings:
     # GPUs out of placement by the pool's own numbers (the quarantine's, never the file's): on
     # a cluster ``exclude = [1]`` is GPU 1 of every node, a quarantined GPU one GPU of one node.
     pool_exclude: tuple[int, ...] = ()
-    # Shell text run before every job's command in the same shell (a job's own ``setup``
-    # replaces it), and a KEY=VALUE file read at each start, relative to the queue file.
+    # Shell text run before each command (a job's own replaces it); a KEY=VALUE file per start
     setup: str | None = None
     env_file: str | None = None
     groups: tuple[GroupRule, ...] = ()  # the [groups.NAME] tables, in file order
+    health_recheck_s: float | None = None  # a quarantined GPU back once clean this long
 
 
 def _shared_empty(*_: object, **__: object) -> NoReturn:

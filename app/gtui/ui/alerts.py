@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from gtui.core.api import JobView
+from gtui.core.gpus.health import HARDWARE
 from gtui.core.model import ACTIVE_STATES, JobState, Notify
 from gtui.core.termtext import safe_text
 
@@ -44,6 +45,14 @@ def end_events(
             d = rec.diagnosis
             out.append(f"gtui: {v.spec.name} {rec.state.value}" + (f" ({d.kind})" if d else ""))
     return out
+
+
+def fault_events(notices: Iterable[tuple[str, str]], on: Iterable[str]) -> list[str]:
+    """The health watch's words among ``notices`` (level, text), for a ``failure`` alert: a GPU
+    that failed under the queue is said as a failure is."""
+    if "failure" not in set(on):
+        return []
+    return [f"gtui: {text}" for level, text in notices if level == "error" and HARDWARE in text]
 
 
 class Alerts:

@@ -20,6 +20,7 @@ from pathlib import Path
 from rich.text import Text
 
 from gtui.core.api import JobView
+from gtui.core.gpus.health import HARDWARE, judge
 from gtui.core.gpus.snapshot import NODE_GPU_STRIDE, GpuInfo, gpu_label
 from gtui.core.model import JobState, Settings
 from gtui.core.sched.reasonkey import reason_key
@@ -492,6 +493,9 @@ def gpu_line(
         line.append_text(tail)
     if marks.excluded or not marks.in_pool:
         line.stylize("dim")
+    fault = judge(gpu.health).fault
+    if fault:
+        line.append(f"  {fault}: {HARDWARE}", style="bold red")
     if gpu.error:
         line.append(f"  ({gpu.error})", style="yellow")
     return line

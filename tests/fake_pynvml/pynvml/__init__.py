@@ -55,6 +55,11 @@ NVML_DEVICE_MIG_ENABLE = 1
 NVML_VALUE_NOT_AVAILABLE_ulonglong = c_ulonglong(-1)
 NVML_VALUE_NOT_AVAILABLE_uint = c_uint(-1)
 nvmlMemory_v2 = 0x02000028
+nvmlEventTypeXidCriticalError = 0x0000000000000008
+NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+NVML_VOLATILE_ECC = 0
+NVML_FEATURE_DISABLED = 0
+NVML_FEATURE_ENABLED = 1
 nvmlTemperature_v1 = 0x100000C
 
 _MIB = 1024 * 1024
@@ -214,6 +219,14 @@ class FakeGpu:
     # MIG: None = the GPU cannot do MIG (GetMigMode is NOT_SUPPORTED); a list = MIG mode on,
     # with these instances in its first slots (of MAX_MIG slots).
     mig: list[FakeMig] | None = None
+    # Health. None = NOT_SUPPORTED on this GPU. ``xids`` are Xid events not yet taken from
+    # its event set (each wait takes one); ``events`` False: the GPU offers no Xid events.
+    xids: list[int] = field(default_factory=list)
+    events: bool = True
+    ecc_uncorrected: int | None = 0
+    retired_pending: bool | None = False
+    remap_pending: bool | None = False
+    clock_reasons: int | None = 0  # the clock event ("throttle") reasons bit mask
 
 
 @dataclass
@@ -522,3 +535,89 @@ def nvmlDeviceGetMPSComputeRunningProcesses_v2(handle: _Handle) -> list[nvmlFrie
 
 def nvmlDeviceGetMPSComputeRunningProcesses(handle: _Handle) -> list[nvmlFriendlyObject]:
     return _unversioned("nvmlDeviceGetMPSComputeRunningProcesses", handle, "mps")
+
+
+# ----- health: ECC, retired pages, remapped rows, clock reasons, Xid events -------------------
+
+
+def _supported(value: Any) -> Any:
+    if value is None:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    return value
+
+
+def nvmlDeviceGetTotalEccErrors(handle: _Handle, errorType: int, counterType: int) -> int:
+    _enter("nvmlDeviceGetTotalEccErrors")
+    gpu = _gpu(handle)
+    if errorType != NVML_MEMORY_ERROR_TYPE_UNCORRECTED or counterType != NVML_VOLATILE_ECC:
+        return 0
+    return int(_supported(gpu.ecc_uncorrected))
+
+
+def nvmlDeviceGetRetiredPagesPendingStatus(handle: _Handle) -> int:
+    _enter("nvmlDeviceGetRetiredPagesPendingStatus")
+    pending = _supported(_gpu(handle).retired_pending)
+    return NVML_FEATURE_ENABLED if pending else NVML_FEATURE_DISABLED
+
+
+def nvmlDeviceGetRemappedRows(handle: _Handle) -> tuple[int, int, int, int]:
+    """(corrected rows, uncorrected rows, remapping pending, remapping failed)."""
+    _enter("nvmlDeviceGetRemappedRows")
+    pending = _supported(_gpu(handle).remap_pending)
+    return (0, 1 if pending else 0, 1 if pending else 0, 0)
+
+
+def nvmlDeviceGetCurrentClocksEventReasons(handle: _Handle) -> int:
+    _enter("nvmlDeviceGetCurrentClocksEventReasons")
+    return int(_supported(_gpu(handle).clock_reasons))
+
+
+def nvmlDeviceGetCurrentClocksThrottleReasons(handle: _Handle) -> int:
+    _enter("nvmlDeviceGetCurrentClocksThrottleReasons")
+    return int(_supported(_gpu(handle).clock_reasons))
+
+
+class c_nvmlEventData_t:
+    """What an event wait returns: the device, the event's type and its data (the Xid)."""
+
+    def __init__(self, device: Any, eventType: int, eventData: int) -> None:
+        self.device = device
+        self.eventType = eventType
+        self.eventData = eventData
+
+
+@dataclass
+class _EventSet:
+    handles: list[_Handle] = field(default_factory=list)
+
+
+def nvmlEventSetCreate() -> _EventSet:
+    _enter("nvmlEventSetCreate")
+    return _EventSet()
+
+
+def nvmlDeviceRegisterEvents(handle: _Handle, eventTypes: int, eventSet: _EventSet) -> None:
+    _enter("nvmlDeviceRegisterEvents")
+    gpu = _gpu(handle)
+    if not gpu.events or eventTypes & ~nvmlEventTypeXidCriticalError:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    eventSet.handles.append(handle)
+
+
+def nvmlEventSetWait_v2(eventSet: _EventSet, timeoutms: int) -> c_nvmlEventData_t:
+    """The next waiting Xid; TIMEOUT when there is none (this fake never waits)."""
+    _enter("nvmlEventSetWait_v2")
+    for handle in eventSet.handles:
+        gpu = _gpu(handle)
+        if gpu.xids:
+            return c_nvmlEventData_t(handle, nvmlEventTypeXidCriticalError, gpu.xids.pop(0))
+    raise NVMLError(NVML_ERROR_TIMEOUT)
+
+
+def nvmlEventSetWait(eventSet: _EventSet, timeoutms: int) -> c_nvmlEventData_t:
+    return nvmlEventSetWait_v2(eventSet, timeoutms)
+
+
+def nvmlEventSetFree(eventSet: _EventSet) -> None:
+    _enter("nvmlEventSetFree")
+    eventSet.handles.clear()

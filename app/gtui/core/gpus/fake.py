@@ -4,6 +4,12 @@ A spec is comma-separated entries ``[Nx]TOTAL[:USED_BY_OTHERS][@UTIL][HOLDERS]``
 ``80G:16G@35,24G``), or ``@FILE``: a file holding such a spec (one entry per line allowed, ``#``
 comments), read again at every poll so a test can make other users come and go.
 
+``!FAULT`` after an entry's ``@UTIL`` (before its holders) makes the GPU report a hardware fault
+to the health watch at every read while the spec says so: ``80G!xid79`` (an Xid, any number),
+``80G!ecc`` (an uncorrectable ECC error), ``80G!lost`` (fallen off the bus: shown lost). Several
+may follow each other (``80G!xid48!ecc``). With ``@FILE``, a rewrite of the file injects one
+mid-run.
+
 ``/SIZE+SIZE...`` after TOTAL splits the GPU into MIG instances of those sizes:
 ``80G/40G+20G+10G`` shows as three GPUs, ``0:0`` to ``0:2`` (indices 1000 to 1002), each with its
 own memory and a ``MIG-...`` UUID; jobs are placed on them as on GPUs, one job per instance.
@@ -42,13 +48,14 @@ from pathlib import Path
 from typing import Literal
 
 from gtui.core.errors import GtuiError
+from gtui.core.gpus.fakefaults import take_faults, with_health
 from gtui.core.gpus.snapshot import GpuInfo, GpuProcess, GpuSnapshot, JobUsage, mig_index
 from gtui.core.units import UnitError, format_mib, parse_duration_s, parse_size_mib
 
 GRAMMAR = (
-    "expected comma-separated [Nx]TOTAL[:USED_BY_OTHERS][@UTIL][HOLDERS] entries, such as 4x80G "
-    "or 80G:16G@35,24G or 80G@0[alice 61G 3h python train.py], or @FILE (a file holding such "
-    "a spec)"
+    "expected comma-separated [Nx]TOTAL[:USED_BY_OTHERS][@UTIL][!FAULT][HOLDERS] entries, such "
+    "as 4x80G or 80G:16G@35,24G or 80G@0[alice 61G 3h python train.py] or 80G!xid79 (faults: "
+    "!xidN, !ecc, !lost), or @FILE (a file holding such a spec)"
 )
 MAX_FAKE_GPUS = 256
 FAKE_PID_BASE = 1 << 23  # above any pid_max (2**22): a declared holder never names a real process
@@ -83,6 +90,7 @@ class FakeGpu:
     others_util: int = 0
     holders: tuple[FakeHolder, ...] = ()
     mig: tuple[int, ...] = ()  # MIG instance sizes (MiB); () = not split
+    faults: tuple[str, ...] = ()  # "xid79", "ecc", "lost": what its health reads (_health)
 
 
 def _split_entries(text: str) -> list[str]:
@@ -125,9 +133,7 @@ def _parse_holders(text: str, entry: str, spec: str, source: str) -> tuple[FakeH
             raise _bad(
                 spec, f"in {entry!r}, holder {raw.strip()!r}: {e} ({_HOLDER})", source
             ) from None
-        out.append(
-            FakeHolder(user, mem, age, " ".join(rest), "zombie" in flags, "orphan" in flags)
-        )
+        out.append(FakeHolder(user, mem, age, " ".join(rest), "zombie" in flags, "orphan" in flags))
     return tuple(out)
 
 
@@ -157,6 +163,10 @@ def parse_fake_spec(spec: str, source: str = "--fake-gpus") -> list[FakeGpu]:
                 raise _bad(spec, f"in {entry!r}, holders end with ]", source)
             held = _parse_holders(entry[bracket + 1 : -1], entry, spec, source)
             entry = entry[:bracket].strip()
+        try:
+            entry, faults = take_faults(entry)
+        except ValueError as e:
+            raise _bad(spec, str(e), source) from None
         mig: tuple[int, ...] = ()
         if "/" in entry:
             entry, _, layout = entry.partition("/")
@@ -187,11 +197,13 @@ def parse_fake_spec(spec: str, source: str = "--fake-gpus") -> list[FakeGpu]:
         if util > 100:
             raise _bad(spec, f"in {entry!r}, utilization is a percentage (0-100)", source)
         if mig and (used or held or sum(mig) > total):
-            why = "others' memory goes on a GPU, not on its MIG instances" if used or held else (
-                "its MIG instances hold more than the GPU has"
+            why = (
+                "others' memory goes on a GPU, not on its MIG instances"
+                if used or held
+                else ("its MIG instances hold more than the GPU has")
             )
             raise _bad(spec, f"in {raw.strip()!r}, {why}", source)
-        gpus.extend(FakeGpu(total, used, util, held, mig) for _ in range(count))
+        gpus.extend(FakeGpu(total, used, util, held, mig, faults) for _ in range(count))
         if len(gpus) > MAX_FAKE_GPUS:
             raise _bad(spec, f"more than {MAX_FAKE_GPUS} GPUs", source)
     return gpus
@@ -289,7 +301,7 @@ class FakeBackend:
             error = self._reload()
             now = time.time()
             gpus = tuple(
-                info
+                with_health(info, g.faults)  # a MIG instance has its GPU's faults
                 for i, g in enumerate(self._gpus)
                 for info in (self._instances(i, g, ours) if g.mig else [self._gpu(i, g, ours, now)])
             )

@@ -29,10 +29,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any, Literal
 
+from gtui.core.gpus.health import GpuHealth
+from gtui.core.gpus.nvmlhealth import NvmlHealth
 from gtui.core.gpus.snapshot import (
     GpuInfo,
     GpuProcess,
@@ -44,6 +46,9 @@ from gtui.core.gpus.snapshot import (
 
 MIB = 1024 * 1024
 RETRY_S = 10.0
+# A GPU that answers GPU_IS_LOST this long without a break has fallen off the bus: a fault for
+# the health watch. A shorter loss (a driver hiccup) is only shown and retried.
+LOST_FAULT_S = 60.0
 NOT_AVAILABLE_U64 = 2**64 - 1
 PID_MAX_LIMIT = 2**22  # Linux's largest possible pid_max
 
@@ -82,6 +87,20 @@ class _GpuLost(Exception):
 class _Lost:
     reason: str
     retry_at: float
+    since: float = 0.0  # when it first answered GPU_IS_LOST (``gone``) without a break
+    gone: bool = False  # the error was GPU_IS_LOST, not a timeout or an unknown error
+
+
+def _lost_health(lost: _Lost, now: float) -> GpuHealth | None:
+    """A GPU lost (GPU_IS_LOST) for :data:`LOST_FAULT_S` without a break has fallen off the
+    bus: that is its health; a shorter loss is none (n/a)."""
+    return GpuHealth(lost=True) if lost.gone and now - lost.since >= LOST_FAULT_S else None
+
+
+def _gpu_is_lost(nv: ModuleType, e: BaseException) -> bool:
+    """Whether the error (or the one it was raised from) is NVML's GPU_IS_LOST."""
+    lost = _code(nv, "GPU_IS_LOST")
+    return lost in (getattr(e, "value", None), getattr(e.__cause__, "value", None))
 
 
 def _code(nv: ModuleType, name: str) -> int:
@@ -147,6 +166,7 @@ class NvmlBackend:
         self._static: dict[int, GpuStaticInfo] = {}
         self._lost: dict[int, _Lost] = {}
         self._mig: dict[int, bool] = {}  # GPU index -> in MIG mode (read with its handle)
+        self._health: NvmlHealth | None = None  # per init: Xid event sets and health fields
         self._reset_fallbacks()
         with self._lock:
             self._try_init(self._clock())
@@ -229,6 +249,8 @@ class NvmlBackend:
             self.driver = None
         self._ok = True
         self._error = None
+        absent = (_code(nv, "NOT_SUPPORTED"), _code(nv, "FUNCTION_NOT_FOUND"))
+        self._health = NvmlHealth(nv, self._raise_if_fatal, absent, _code(nv, "TIMEOUT"))
         self._count = count
         self._handles.clear()
         self._lost.clear()
@@ -256,6 +278,9 @@ class NvmlBackend:
         return f"cannot read the GPUs (NVML: {why}); {_ONLY_CPU}. gtui keeps retrying."
 
     def _shutdown(self) -> None:
+        if self._health is not None:
+            self._health.close()
+            self._health = None
         self._ok = False
         self._handles.clear()
         if self._nv is not None and self._inited:
@@ -280,9 +305,7 @@ class NvmlBackend:
                 driver=self.driver,
             )
         try:
-            gpus = tuple(
-                info for i in range(self._count) for info in self._read_gpu_or_mig(i, now)
-            )
+            gpus = tuple(info for i in range(self._count) for info in self._read_gpu_or_mig(i, now))
         except _NvmlDown as e:
             self._shutdown()
             self._next_init = now + self.retry_s
@@ -303,7 +326,7 @@ class NvmlBackend:
         """GPUs seen before NVML went away, shown as lost so the UI keeps their rows."""
         return tuple(self._lost_info(i, reason) for i in sorted(self._static))
 
-    def _lost_info(self, index: int, reason: str) -> GpuInfo:
+    def _lost_info(self, index: int, reason: str, health: GpuHealth | None = None) -> GpuInfo:
         static = self._static.get(index)
         return GpuInfo(
             index=index,
@@ -315,6 +338,7 @@ class NvmlBackend:
             temperature=None,
             lost=True,
             error=reason,
+            health=health,
         )
 
     def _raise_if_down(self, e: BaseException) -> None:
@@ -349,7 +373,7 @@ class NvmlBackend:
     def _read_gpu(self, index: int, now: float) -> GpuInfo:
         lost = self._lost.get(index)
         if lost is not None and now < lost.retry_at:
-            return self._lost_info(index, lost.reason)
+            return self._lost_info(index, lost.reason, _lost_health(lost, now))
         try:
             info = self._read_gpu_fields(index)
         except _NvmlDown:
@@ -357,11 +381,15 @@ class NvmlBackend:
         except Exception as e:
             # _GpuLost, a handle that cannot be had, or anything unexpected from this GPU.
             self._handles.pop(index, None)
+            if self._health is not None:
+                self._health.forget(index)
             reason = (
                 f"GPU {index} is not answering (NVML: {_text(e)}); retrying every {self.retry_s:g}s"
             )
-            self._lost[index] = _Lost(reason, now + self.retry_s)
-            return self._lost_info(index, reason)
+            gone = _gpu_is_lost(self._nv_or_fail(), e)
+            since = lost.since if lost is not None and lost.gone and gone else now
+            self._lost[index] = entry = _Lost(reason, now + self.retry_s, since, gone)
+            return self._lost_info(index, reason, _lost_health(entry, now))
         self._lost.pop(index, None)
         return info
 
@@ -388,6 +416,8 @@ class NvmlBackend:
         mode = self._optional("MIG mode", lambda: nv.nvmlDeviceGetMigMode(handle), [])
         enabled = getattr(nv, "NVML_DEVICE_MIG_ENABLE", 1)
         self._mig[index] = isinstance(mode, (list, tuple)) and bool(mode) and mode[0] == enabled
+        if self._health is not None:
+            self._health.register(index, handle)
         return handle
 
     def _read_gpu_or_mig(self, index: int, now: float) -> list[GpuInfo]:
@@ -396,7 +426,9 @@ class NvmlBackend:
         if info.lost or not self._mig.get(index) or index not in self._handles:
             return [info]
         instances = self._read_mig(index, self._handles[index])
-        return [info] if instances is None else instances
+        if instances is None:
+            return [info]
+        return [replace(i, health=info.health) for i in instances]  # the GPU's health is theirs
 
     def _read_mig(self, index: int, handle: Any) -> list[GpuInfo] | None:
         """A GPU in MIG mode as its instances; None when they cannot be read (the whole
@@ -455,6 +487,7 @@ class NvmlBackend:
         util = getattr(util_obj, "gpu", None) if util_obj is not None else None
         temperature = self._temperature(handle, notes)
         processes = self._processes(handle, total, notes)
+        health = self._health.read(index, handle, notes) if self._health is not None else None
         return GpuInfo(
             index=index,
             name=static.name,
@@ -465,6 +498,7 @@ class NvmlBackend:
             temperature=temperature,
             processes=processes,
             error="; ".join(notes) or None,
+            health=health,
         )
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from gtui.core.gpus.health import GpuHealth
 from gtui.core.model import Settings
 
 # On a cluster the pool numbers node k's GPU i as k * NODE_GPU_STRIDE + i, so an
@@ -94,6 +95,8 @@ class GpuInfo:
     # pool's unique number; CUDA_VISIBLE_DEVICES and {gpu} get ``node_index``.
     node: str | None = None
     node_index: int | None = None
+    # What its health watch read this poll (gpus/health.py); None: not read (n/a).
+    health: GpuHealth | None = None
 
     @property
     def label(self) -> str:
@@ -120,6 +123,8 @@ class GpuInfo:
             "temperature": self.temperature,
             "processes": [p.to_json() for p in self.processes],
             **({"mig_parent": self.mig_parent} if self.mig_parent is not None else {}),
+            # Only where it says something: a healthy GPU's document stays as it was.
+            **({"health": self.health.to_json()} if self.health and self.health.notable else {}),
         }
 
 

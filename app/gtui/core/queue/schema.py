@@ -38,6 +38,7 @@ SETTINGS_KEYS = (
     "enforce",
     "setup",
     "env_file",
+    "health_recheck",
 )
 JOB_KEYS = (
     "name",

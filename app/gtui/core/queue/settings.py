@@ -212,6 +212,9 @@ def parse_settings(
             kw["poll_s"] = duration_value(w, key, value, positive=True)
         elif key == "kill_grace":
             kw["kill_grace_s"] = duration_value(w, key, value)
+        elif key == "health_recheck":
+            off = isinstance(value, str) and value.strip().lower() == "off"
+            kw["health_recheck_s"] = None if off else duration_value(w, key, value) or None
         elif key == "starve_after":
             kw["starve_after_s"] = duration_value(w, key, value)
         elif key == "log_dir":

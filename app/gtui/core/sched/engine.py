@@ -462,6 +462,7 @@ class Engine:
         if self._scheduler and backups is not None and backups.due():
             self.parts.runner.spawn(_back_up(backups))  # a copy of the whole file: not on the loop
         await self.parts.occupancy.read()  # the GPUs, our jobs' use of them, the neighbours' claims
+        self.parts.health.check()  # a GPU that failed: out, its jobs queued again
 
     def _schedule(self) -> None:
         """One placement pass: block what can never run, start what can, explain the rest."""

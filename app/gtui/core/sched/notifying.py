@@ -72,6 +72,22 @@ class Notifying:
         env["GTUI_MESSAGE"] = body
         self._notifier.send(conf, Message(event, title, body, env))
 
+    def gpu_fault(self, words: str, gpu: str, jobs: list[str]) -> None:
+        """The health watch took a GPU out: told as a failure (the hardware's, said plainly)."""
+        conf = self._config.settings.notify
+        if not (conf.command or conf.apprise) or "failure" not in conf.on:
+            return
+        env = {
+            "GTUI_EVENT": "failure",
+            "GTUI_QUEUE": str(self.queue_path),
+            "GTUI_HOST": socket.gethostname(),
+            "GTUI_GPUS": gpu,
+            "GTUI_JOBS": ",".join(jobs),
+            "GTUI_DIAGNOSIS": "gpu_fault",
+            "GTUI_MESSAGE": words,
+        }
+        self._notifier.send(conf, Message("failure", f"gtui: GPU {gpu} failed", words, env))
+
     def check_queue_done(self, idle: Callable[[], bool]) -> None:
         """After an end: if nothing runs and nothing more can start, say the queue is done
         (once per time it empties; a scheduler that started with nothing to do says nothing).

@@ -2,7 +2,9 @@
 an Xid, a GPU fallen off the bus. A job that hit one fails with the kind ``gpu_fault``; the GPU
 it names (or the job's own, when it names none) gets no new job until a person clears it
 (`gtui quarantine QUEUE --clear N`, or the dashboard). The job, if it has retries left, is
-retried on another GPU by the usual retry: the quarantined one is out of its reach.
+retried on another GPU by the usual retry: the quarantined one is out of its reach. The health
+watch (sched/healthwatch.py) quarantines a GPU whose own health reads a fault, with ``job`` its
+own name; ``health_recheck`` lets it give a GPU back after a clean reading.
 
 The set is saved in the store's meta, so a restarted scheduler keeps it; placement sees it as
 ``pool_exclude``, by the pool's own numbers (the policy stays the one pure function).

@@ -7,7 +7,7 @@ commits, tells the front ends (the bus) and the parts that follow runs (``RunEnd
 scheduler's own bus). Timeouts, kills and the check for processes a job left behind live here
 too. No pid is touched: only handles, through the executor.
 
-Size: about 570 lines (the class under 470), as a start, its watch and its end share one
+Size: about 585 lines (the class under 500), as a start, its watch and its end share one
 attempt's state (the handle, the log, the timers); split, each half would reach into the
 other's. The check for what a job left running is its own part (sched.leftovers).
 """
@@ -38,6 +38,7 @@ from gtui.core.exec.base import (
     handle_of,
     off_loop,
 )
+from gtui.core.gpus.health import requeue_after_fault, resumes
 from gtui.core.gpus.reader import GpuReader
 from gtui.core.gpus.snapshot import GpuInfo
 from gtui.core.model import RECORD_FIELDS, JobRecord, JobSpec, JobState, copy_record
@@ -83,6 +84,7 @@ class _Run:
     timer: asyncio.TimerHandle | None = None
     killed: bool = False
     deadline_hit: float | None = None  # the deadline its timer fired for
+    requeue: str | None = None  # stopped because its GPU failed: why (queued again, not killed)
 
 
 class JobRunner:
@@ -139,11 +141,14 @@ class JobRunner:
         rec: JobRecord,
         gpus: tuple[int, ...],
         from_file: dict[str, str] | None = None,
+        *,
+        resume: bool = False,
     ) -> dict[str, str]:
         """The environment on top of the user's: gtui.core.sched.jobenv, the rule the job
         detail view shows too."""
         settings = self._config.settings
-        return job_env(spec, rec, settings, self.queue_path, gpus, self._infos(), from_file)
+        infos = self._infos()
+        return job_env(spec, rec, settings, self.queue_path, gpus, infos, from_file, resume=resume)
 
     def _on_node(self, gpus: tuple[int, ...]) -> tuple[str | None, tuple[int, ...]]:
         """The node of a placement and the GPUs' indices there: a cluster's pool
@@ -155,6 +160,7 @@ class JobRunner:
         spec = book.specs[name]
         rec = book.records[name]
         before = copy_record(rec)
+        resume = resumes(rec)  # read before the record is reset for the new attempt
         rec.attempt += 1
         rec.state = JobState.RUNNING
         rec.gpus = tuple(gpus)
@@ -206,7 +212,7 @@ class JobRunner:
                     attempt=rec.attempt,
                     cmd=cmd,
                     cwd=(self.queue_path.parent / os.path.expanduser(spec.cwd)).resolve(),
-                    env=self.job_env(spec, rec, gpus, from_file),
+                    env=self.job_env(spec, rec, gpus, from_file, resume=resume),
                     log_dir=self.paths.log_dir(self._config.settings.log_dir),
                     run_dir=self.paths.run_dir,
                     gpus=tuple(gpus),
@@ -354,6 +360,7 @@ class JobRunner:
         if name in book.pending_specs:
             book.specs[name] = book.pending_specs.pop(name)
         run = self._runs.pop(name, None)
+        requeue = run.requeue if run is not None else None
         if run is not None and run.timer is not None:
             run.timer.cancel()
         self._log_sizes.pop(name, None)
@@ -383,11 +390,14 @@ class JobRunner:
             timed_out=timed_out,
             recovered=recovered,
         )
+        if requeue is not None:  # its GPU failed under it: waiting again, not killed
+            requeue_after_fault(rec, requeue)
         spec = book.specs[name]
         if spec.mem_auto and rec.peak_mib and rec.mem_mib == before_mem:  # not grown after OOM
             peaks = [a.peak_mib for a in attempts(self.paths.db, name)] + [rec.peak_mib]
             rec.mem_mib = auto_mem(peaks, self._largest_gpu())
-        if rec.diagnosis is not None and rec.diagnosis.kind == "gpu_fault" and rec.gpus:
+        fault = rec.diagnosis is not None and rec.diagnosis.kind == "gpu_fault"
+        if fault and rec.gpus and requeue is None:  # the health watch quarantined it already
             self._quarantine_gpus(rec)  # before the retry's pass: it must go elsewhere
         if rec.retry_at is not None and rec.state == JobState.QUEUED:
             self.arm_retry(name, rec.retry_at - time.time())
@@ -490,6 +500,14 @@ class JobRunner:
         if run is not None:
             run.killed = True
         return self._kill_process(name, signalled)
+
+    def requeue(self, name: str, why: str) -> Coroutine[Any, Any, None]:
+        """Stop the running job because its GPU failed (``why``): its end is recorded as
+        queued again with no retry spent (``requeue_after_fault``), not as killed."""
+        run = self._runs.get(name)
+        if run is not None:
+            run.requeue = why
+        return self.kill(name)
 
     def kill_failure(self, name: str) -> str | None:
         """Why the last kill of ``name`` signalled nothing (taken: told once), or None."""

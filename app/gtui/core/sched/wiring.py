@@ -19,6 +19,7 @@ from gtui.core.queue.source import QueueSource
 from gtui.core.sched.commands import Operations
 from gtui.core.sched.config import QueueConfig
 from gtui.core.sched.forecast import Forecast
+from gtui.core.sched.healthwatch import HealthWatch
 from gtui.core.sched.intake import Intake, Pool
 from gtui.core.sched.notifying import Notifying
 from gtui.core.sched.occupancy import Occupancy
@@ -47,6 +48,7 @@ class Parts:
     occupancy: Occupancy
     intake: Intake
     ops: Operations
+    health: HealthWatch
 
 
 def wire(
@@ -116,4 +118,13 @@ def wire(
         queue_path=queue_path,
         kick=hooks.kick,
     )
-    return Parts(planner, quarantine, forecast, notifying, runner, occupancy, intake, ops)
+    health = HealthWatch(
+        book=book,
+        bus=bus,
+        reader=reader,
+        quarantine=quarantine,
+        runner=runner,
+        notifying=notifying,
+        config=config,
+    )
+    return Parts(planner, quarantine, forecast, notifying, runner, occupancy, intake, ops, health)

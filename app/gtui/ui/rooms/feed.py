@@ -11,7 +11,7 @@ from textual.worker import Worker
 from gtui.core.api import JobView
 from gtui.core.model import FINAL_STATES, JobState
 from gtui.core.sched.eta import Estimate
-from gtui.ui.alerts import Alerts, end_events
+from gtui.ui.alerts import Alerts, end_events, fault_events
 from gtui.ui.events import Batch
 from gtui.ui.forecast import UiForecast
 from gtui.ui.format import display_path
@@ -107,6 +107,10 @@ class Feed:
                 s.query_one(GpuSparks).set_read(batch.gpus)
             if batch.summary is not None:
                 self.queue_box.summary = batch.summary
+            if batch.notices:  # a GPU that failed: bell / OSC 9 as for a failure
+                conf = s.engine.settings.notify
+                said = [(n.level, n.text) for n in batch.notices]
+                self.alerts.say(conf, fault_events(said, conf.on))
             for n in batch.notices:
                 if self._file_banner(n.level, n.text):
                     continue
