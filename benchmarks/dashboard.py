@@ -242,9 +242,9 @@ def measure(quick: bool) -> dict[str, Any]:
         os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
         result = {
             f"idle_{k}" if not k.startswith("idle") else k: v
-            for k, v in asyncio.run(idle(work, 6.0 if quick else 20.0)).items()
+            for k, v in asyncio.run(idle(work, 3.0 if quick else 20.0)).items()
         }
-        big = BIG_LOG // 4 if quick else BIG_LOG  # quick (CI): 256 MiB, less disk and time
+        big = BIG_LOG // 16 if quick else BIG_LOG  # quick (CI): 64 MiB, less disk and time
         result.update(asyncio.run(loaded(work, 20 if quick else 60, big)))
     return result
 
@@ -259,13 +259,13 @@ def run(quick: bool) -> Section:
             "skips it when headless): every frame is composed and encoded to escape codes, "
             "then dropped by the driver, which records when it was written. Idle: 8 jobs of "
             "ours running, 9,992 waiting, poll 2 s, a waiting job selected; CPU time of the "
-            f"process (engine and UI) over {'6' if quick else '20'} s after 3 s to settle. "
+            f"process (engine and UI) over {'3' if quick else '20'} s after 3 s to settle. "
             f"Key to screen: a job writes {FLOOD_MB_S} MB/s of tqdm-like output and is "
             "selected and followed; `down` / `up` alternately select a waiting job and it "
             "again; latency = from sending the key to the first frame written whose log "
             f"title names the newly selected job ({'20' if quick else '60'} presses). "
             "Memory: RSS following a running job with an empty log vs. one whose log is "
-            f"{'256 MiB (quick mode)' if quick else '1 GiB'} (written before it is selected), "
+            f"{'64 MiB (quick mode)' if quick else '1 GiB'} (written before it is selected), "
             "and how much the process's peak RSS "
             "rose when it was selected. Not included: a terminal emulator's own work, SSH."
         ),

@@ -633,7 +633,9 @@ def submissions(count: int, big: list[int], budget_s: float, with_tsp: bool) -> 
 
 def run(quick: bool) -> Section:
     if quick:
-        n_chain, n_tp, n_add, big, budget, repeats = 200, 500, 100, [10_000], 8.0, 1
+        # The smoke run (scripts/check): every peer and every path once, at counts that keep
+        # it to seconds; the full run gives the figures.
+        n_chain, n_tp, n_add, big, budget, repeats = 50, 100, 20, [2_000], 2.0, 1
     else:
         n_chain, n_tp, n_add, big, budget, repeats = 500, 2000, 1000, [10_000, 100_000], 60.0, 3
     have_tsp = is_task_spooler(TSP)

@@ -283,7 +283,7 @@ def measure(n: int, adds: int, repeats: int) -> dict[str, float]:
 
 
 def run(quick: bool) -> Section:
-    sizes = (2_000, 20_000) if quick else (10_000, 100_000)
+    sizes = (1_000, 5_000) if quick else (10_000, 100_000)  # quick: the smoke run's counts
     adds, repeats = (3, 1) if quick else (10, 3)
     small, big = sizes
     a = measure(small, adds, repeats)

@@ -28,6 +28,16 @@ TESTS = REPO / "tests"
 PACKAGE_DIR = REPO / "app" / "gtui"
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Share the suite well between pytest-xdist workers (tests/distribution.py). Runs after
+    pytest-randomly's shuffle (a wrapper) and before pytest-xdist reads the xdist_group marks."""
+    from tests.distribution import group_shared_fixture_users, long_ones_first
+
+    group_shared_fixture_users(items)
+    long_ones_first(items)
+
+
 @pytest.fixture(autouse=True)
 def _private_runtime_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Each test session gets its own socket directory, its own board of neighbours' claims and

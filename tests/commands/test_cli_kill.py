@@ -72,8 +72,11 @@ def stop() -> Iterator[list[Scheduler]]:
                 pass
 
 
+@pytest.mark.slow
 def test_kill_returns_once_the_signal_is_delivered(tmp_path: Path, stop: list[Scheduler]) -> None:
-    q = stubborn_queue(tmp_path, "30s")
+    # The grace only has to outlast `gtui kill`'s return and the two looks after it (well under
+    # a second even on a busy machine); the test then waits it out for the SIGKILL.
+    q = stubborn_queue(tmp_path, "10s")
     s, procs = start(q)
     stop.append(s)
 

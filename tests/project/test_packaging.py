@@ -30,12 +30,26 @@ def clean_checkout(dest: Path) -> Path:
     return dest
 
 
+def fresh_venv(venv: Path) -> Path:
+    """A new virtual environment without a pip of its own: ensurepip costs seconds a venv, and
+    ``pip_in`` installs into it with this environment's pip."""
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
+    return venv
+
+
+def pip_in(venv: Path) -> list[str]:
+    """This environment's pip acting on ``venv`` (``pip --python``): what it installs and checks
+    is ``venv``'s, as with the venv's own pip."""
+    return [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python")]
+
+
 @pytest.mark.parametrize("editable", [False, True], ids=["pip-install", "pip-install-e"])
 def test_installed_gtui_finds_its_styles(tmp_path: Path, editable: bool) -> None:
     src = clean_checkout(tmp_path / "src")
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps"]
+    venv = fresh_venv(tmp_path / "venv")
+    pip = [*pip_in(venv), "install", "-q", "--no-deps"]
     install = subprocess.run(
         [*pip, *(["-e"] if editable else []), str(src)],
         capture_output=True,

@@ -34,7 +34,7 @@ from packaging.requirements import Requirement  # pytest's own dependency
 from packaging.utils import canonicalize_name
 
 from tests.conftest import REPO
-from tests.project.test_packaging import clean_checkout
+from tests.project.test_packaging import clean_checkout, fresh_venv, pip_in
 
 pytestmark = pytest.mark.slow
 
@@ -60,8 +60,16 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     src = clean_checkout(tmp / "src")
     dist = tmp / "dist"
     built = _run(
-        sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-        "-w", str(dist), str(src),
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "-q",
+        "--no-deps",
+        "--no-build-isolation",
+        "-w",
+        str(dist),
+        str(src),
     )
     assert built.returncode == 0, built.stderr[-2000:]
     (found,) = dist.glob("gtui-*.whl")
@@ -71,10 +79,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtual environment with the wheel installed, the dependencies borrowed."""
-    venv = tmp_path_factory.mktemp("venv") / "venv"
-    assert _run(sys.executable, "-m", "venv", str(venv)).returncode == 0
+    venv = fresh_venv(tmp_path_factory.mktemp("venv") / "venv")
     py = str(venv / "bin" / "python")
-    installed = _run(py, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel))
+    installed = _run(*pip_in(venv), "install", "-q", "--no-deps", "--no-index", str(wheel))
     assert installed.returncode == 0, installed.stderr[-2000:]
     fresh_site = _run(py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])")
     ours = [sysconfig.get_paths()["purelib"], *site.getsitepackages()]
@@ -145,7 +152,7 @@ def test_pip_check_finds_every_dependency_the_wheel_names(venv: Path) -> None:
     """Installed with --no-deps, yet each runtime dependency the wheel declares is there, at a
     version its bound allows. Only gtui's own lines count: the borrowed environment's other
     packages are not this test's business."""
-    checked = _run(str(venv / "bin" / "python"), "-m", "pip", "check")
+    checked = _run(*pip_in(venv), "check")
     ours = [line for line in checked.stdout.splitlines() if line.lower().startswith("gtui ")]
     assert ours == [], "\n".join(ours)
     assert checked.returncode == 0 or "gtui" not in checked.stdout.lower(), checked.stdout

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psutil
+import pytest
 
 from tests.reliability.mixed import (
     check_all,
@@ -40,6 +41,7 @@ BASE_SEED = int(os.environ.get("GTUI_CRASH_SEED", "0"))
 WORKERS = 3  # runs at once: their jobs are short sleeps, so 2 cores keep up
 
 
+@pytest.mark.slow
 def test_crash_runs_lose_nothing(tmp_path: Path) -> None:
     seeds = range(BASE_SEED, BASE_SEED + RUNS)
 

@@ -263,8 +263,14 @@ async def test_at_80x24_the_diagnosis_and_the_tracebacks_last_frames_wrap_not_cl
         await select(pilot, app, "train")
         diagnosis = app.main.query_one(DiagnosisPanel)
         await until(pilot, lambda: diagnosis.display, what="the diagnosis")
-        # Nothing is cut at the right edge: the whole message, wrapped over lines.
-        assert f"RuntimeError: {OOM}" in flat(screen_text(app))
+        # Nothing is cut at the right edge: the whole message, wrapped over lines. Waited for
+        # on the screen: the panel shows a refresh before the compositor paints it (a busy
+        # machine read the screen in between); a clipped message never shows and times out.
+        await until(
+            pilot,
+            lambda: f"RuntimeError: {OOM}" in flat(screen_text(app)),
+            what="the whole diagnosis on screen",
+        )
         # z: the log alone; the traceback's last frames, whole, without scrolling sideways.
         await pilot.press("z")
         log = app.main.log_view
