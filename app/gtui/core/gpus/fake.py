@@ -125,9 +125,7 @@ def _parse_holders(text: str, entry: str, spec: str, source: str) -> tuple[FakeH
             raise _bad(
                 spec, f"in {entry!r}, holder {raw.strip()!r}: {e} ({_HOLDER})", source
             ) from None
-        out.append(
-            FakeHolder(user, mem, age, " ".join(rest), "zombie" in flags, "orphan" in flags)
-        )
+        out.append(FakeHolder(user, mem, age, " ".join(rest), "zombie" in flags, "orphan" in flags))
     return tuple(out)
 
 
@@ -187,8 +185,10 @@ def parse_fake_spec(spec: str, source: str = "--fake-gpus") -> list[FakeGpu]:
         if util > 100:
             raise _bad(spec, f"in {entry!r}, utilization is a percentage (0-100)", source)
         if mig and (used or held or sum(mig) > total):
-            why = "others' memory goes on a GPU, not on its MIG instances" if used or held else (
-                "its MIG instances hold more than the GPU has"
+            why = (
+                "others' memory goes on a GPU, not on its MIG instances"
+                if used or held
+                else ("its MIG instances hold more than the GPU has")
             )
             raise _bad(spec, f"in {raw.strip()!r}, {why}", source)
         gpus.extend(FakeGpu(total, used, util, held, mig) for _ in range(count))

@@ -280,9 +280,7 @@ class NvmlBackend:
                 driver=self.driver,
             )
         try:
-            gpus = tuple(
-                info for i in range(self._count) for info in self._read_gpu_or_mig(i, now)
-            )
+            gpus = tuple(info for i in range(self._count) for info in self._read_gpu_or_mig(i, now))
         except _NvmlDown as e:
             self._shutdown()
             self._next_init = now + self.retry_s

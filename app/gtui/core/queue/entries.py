@@ -22,6 +22,7 @@ from gtui.core.queue.placeholders import (
     placeholders_used,
     substitute_matrix,
 )
+from gtui.core.queue.resumekeys import RESUME_KEYS, resume_value
 from gtui.core.queue.schema import JOB_KEYS, JOB_KEYSET, MAX_JOBS_PER_ENTRY, SETTINGS_KEYS
 from gtui.core.queue.values import (
     NUL_MESSAGE,
@@ -101,6 +102,7 @@ def _matrix(w: Where, value: Any) -> list[dict[str, str]]:
     return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*columns)]
 
 
+RESUME_KEYSET = frozenset(RESUME_KEYS)
 _NO_MATRIX: tuple[dict[str, str], ...] = ({},)  # (never changed)
 
 
@@ -156,6 +158,9 @@ def expand_entry(
     cwd = str_value(w, "cwd", fields["cwd"]) if "cwd" in fields else "."
     env = env_value(w, "env", fields["env"], seen) if "env" in fields else {}
     isolate = bool_value(w, "isolate", fields["isolate"]) if "isolate" in fields else None
+    resume = (
+        resume_value(w, fields, settings.resume) if not RESUME_KEYSET.isdisjoint(fields) else None
+    )
 
     used = placeholders_used(cmd)
     if used:
@@ -183,7 +188,7 @@ def expand_entry(
             raise w.error(f"{problem} (got {base!r})", "name" if raw_name is not None else "cmd")
         job = JobSpec.make(  # the constructor's, a quarter of the load faster
             base, cmd, gpus, mem_mib, priority, after_t, mem_auto, retries, timeout_s, cwd,
-            env, NO_STRINGS, isolate, w.line or 0, entry,
+            env, NO_STRINGS, isolate, w.line or 0, entry, resume,
         )  # fmt: skip
         return Expanded(jobs=[job], template=None, where=w, used=used)
     for combo in combos:
@@ -214,6 +219,7 @@ def expand_entry(
                 isolate=isolate,
                 line=w.line or 0,
                 entry=entry,
+                resume=resume,
             )
         )
     notes = _unused_matrix_keys(w, combos[0], used, env, cwd)

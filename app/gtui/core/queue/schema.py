@@ -32,6 +32,11 @@ SETTINGS_KEYS = (
     "fake_gpus",
     "diagnose",
     "neighbours",
+    "preemptible",
+    "signal",
+    "grace",
+    "requeue_exit",
+    "requeue_on_reboot",
 )
 JOB_KEYS = (
     "name",
@@ -46,6 +51,10 @@ JOB_KEYS = (
     "env",
     "matrix",
     "isolate",
+    "preemptible",
+    "signal",
+    "grace",
+    "requeue_exit",
 )
 RULE_KEYS = ("kind", "pattern", "hint", "exit_codes", "signals")
 JOB_KEYSET = frozenset(JOB_KEYS)

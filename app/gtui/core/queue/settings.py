@@ -13,7 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from gtui.core.errors import QueueFileError
-from gtui.core.model import NOTIFY_EVENTS, DiagnosisRule, Mode, Notify, Placement, Settings
+from gtui.core.model import (
+    NOTIFY_EVENTS,
+    DiagnosisRule,
+    Mode,
+    Notify,
+    Placement,
+    Resume,
+    Settings,
+)
+from gtui.core.queue.resumekeys import RESUME_KEYS, resume_value
 from gtui.core.queue.schema import (
     CLUSTER_KEYS,
     JOB_KEYS,
@@ -215,7 +224,9 @@ def parse_settings(
             kw["starve_after_s"] = duration_value(w, key, value)
         elif key == "log_dir":
             kw["log_dir"] = str_value(w, key, value)
-        elif key in ("isolate", "multi_gpu_first", "neighbours"):
+        elif key in RESUME_KEYS:
+            continue  # read together below: `signal` and its warning are one value
+        elif key in ("isolate", "multi_gpu_first", "neighbours", "requeue_on_reboot"):
             kw[key] = bool_value(w, key, value)
         elif key == "on_failure":
             kw["on_failure"] = choice_value(w, key, value, ["continue", "pause"])
@@ -226,6 +237,9 @@ def parse_settings(
         elif key == "diagnose":
             wheres = [Where(str(path), ln, ks, "[[settings.diagnose]]") for ln, ks in rule_lines]
             kw["diagnose"] = tuple(parse_rules(str(path), value, wheres, w))
+    resume = resume_value(w, data, Resume())
+    if resume != Resume():
+        kw["resume"] = resume
     return Settings(**kw)
 
 

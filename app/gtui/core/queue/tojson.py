@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gtui.core.model import JobSpec, Mode, Notify, Placement, Settings
+from gtui.core.model import JobSpec, Mode, Notify, Placement, Resume, Settings
 
 
 def settings_to_json(settings: Settings) -> dict[str, Any]:
@@ -28,6 +28,8 @@ def settings_to_json(settings: Settings) -> dict[str, Any]:
             out[key] = dict(value)
         elif isinstance(value, (Mode, Placement)):
             out[key] = value.value
+        elif isinstance(value, Resume):
+            out[key] = dict(vars(value))
         elif isinstance(value, Notify):
             out[key] = {k: list(v) if isinstance(v, tuple) else v for k, v in vars(value).items()}
         else:
@@ -50,4 +52,5 @@ def job_to_json(job: JobSpec) -> dict[str, Any]:
         "cwd": job.cwd,
         "env": dict(job.env),
         "isolate": job.isolate,
+        **({"resume": dict(vars(job.resume))} if job.resume is not None else {}),
     }

@@ -15,6 +15,7 @@ from pathlib import Path
 from gtui.core.gpus.snapshot import NODE_GPU_STRIDE, GpuInfo
 from gtui.core.model import JobRecord, JobSpec, Settings
 from gtui.core.queue.queuefile import isolated
+from gtui.core.sched.requeue import resume_env
 
 
 def on_node(gpus: Sequence[int], infos: Sequence[GpuInfo]) -> tuple[str | None, tuple[int, ...]]:
@@ -63,4 +64,5 @@ def job_env(
         env["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices(gpus, infos)
     if rec.port is not None:
         env["GTUI_PORT"] = str(rec.port)
+    env.update(resume_env(rec))  # GTUI_RESUME / GTUI_PREEMPTED after a stop not its fault
     return env

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from gtui.core.api import JobChanged, LogGrew, Notice
+from gtui.core.bootid import boot_id
 from gtui.core.bus import EventBus, Topic
 from gtui.core.deadline import detached
 from gtui.core.errors import GtuiError
@@ -52,6 +53,8 @@ from gtui.core.sched.leftovers import LeftoverCheck
 from gtui.core.sched.planner import Planner
 from gtui.core.sched.quarantine import Quarantine, faulty_gpus
 from gtui.core.sched.recovery import Recovered
+from gtui.core.sched.requeue import after_end, resume_of
+from gtui.core.sched.stops import Stops
 from gtui.core.state.book import JobBook
 from gtui.core.state.history import attempt_of, attempts, record_attempt
 from gtui.core.state.usage import auto_mem, mem_note, mem_notes, peaks_by_job
@@ -82,6 +85,7 @@ class _Run:
     timer: asyncio.TimerHandle | None = None
     killed: bool = False
     deadline_hit: float | None = None  # the deadline its timer fired for
+    warning: asyncio.TimerHandle | None = None  # its signal before the time limit
 
 
 class JobRunner:
@@ -126,6 +130,7 @@ class JobRunner:
         self._leftovers = LeftoverCheck(executor, book, bus, self.spawn)
         self._kill_failures: dict[str, str] = {}  # job -> why its kill signalled nothing
         self._start_tries: dict[str, int] = {}  # job -> starts put off in a row (_defer_start)
+        self._stops = Stops(book, bus, executor, config, self)
 
     # ------------------------------------------------------------------ start
     def _infos(self) -> tuple[GpuInfo, ...]:
@@ -164,6 +169,8 @@ class JobRunner:
         rec.reason = ""
         rec.token = uuid.uuid4().hex
         rec.node = None
+        rec.preempt_for = None
+        rec.boot_id = boot_id()
         ex = self._executor
         rec.port = ex.free_port() if "port" in placeholders_used(spec.cmd) else None
         try:
@@ -257,6 +264,9 @@ class JobRunner:
         delay = max(0.0, rec.started_at + spec.timeout_s - time.time())
         loop = asyncio.get_running_loop()
         run.timer = loop.call_later(delay, self._on_timeout, name)
+        warn = resume_of(spec, self._config.settings).warn_before_s
+        if warn is not None and delay > warn:
+            run.warning = loop.call_later(delay - warn, self._stops.warn, name)
 
     def _on_timeout(self, name: str) -> None:
         """The limit's timer: kill the job unless its own record says it ended in time (a
@@ -341,6 +351,8 @@ class JobRunner:
         run = self._runs.pop(name, None)
         if run is not None and run.timer is not None:
             run.timer.cancel()
+        if run is not None and run.warning is not None:
+            run.warning.cancel()
         self._log_sizes.pop(name, None)
         self._progress_sizes.pop(name, None)
         exited_ok = status.exit_code == 0 and status.signal is None
@@ -369,6 +381,15 @@ class JobRunner:
             recovered=recovered,
         )
         spec = book.specs[name]
+        after_end(
+            rec,
+            resume_of(spec, self._config.settings),
+            status,
+            self._config.settings,
+            killed=killed,
+            timed_out=timed_out,
+            recovered=recovered,
+        )
         if spec.mem_auto and rec.peak_mib and rec.mem_mib == before_mem:  # not grown after OOM
             peaks = [a.peak_mib for a in attempts(self.paths.db, name)] + [rec.peak_mib]
             rec.mem_mib = auto_mem(peaks, self._largest_gpu())
@@ -476,6 +497,20 @@ class JobRunner:
             run.killed = True
         return self._kill_process(name, signalled)
 
+    def preempt(self, name: str, by: str) -> None:
+        """Stop a running job to make room for ``by`` (sched/stops.py)."""
+        self._stops.preempt(name, by)
+
+    def watcher(self, name: str) -> asyncio.Task[None] | None:
+        """The task watching ``name``'s run to its end, if one does."""
+        run = self._runs.get(name)
+        return run.task if run is not None else None
+
+    def kill_process(self, name: str) -> Coroutine[Any, Any, None]:
+        """The kill (TERM, then KILL after ``kill_grace``) with the run not marked killed:
+        the end of a stop that was not the job's fault."""
+        return self._kill_process(name)
+
     def kill_failure(self, name: str) -> str | None:
         """Why the last kill of ``name`` signalled nothing (taken: told once), or None."""
         return self._kill_failures.pop(name, None)
@@ -528,6 +563,8 @@ class JobRunner:
         """Re-adopt the jobs a restart found running; record those that ended meanwhile."""
         for name, handle in found.adopt:
             self.adopt(name, handle)
+            if self._book.records[name].preempt_for is not None:  # a stop under way
+                self.spawn(self._stops.stop(name, signal_first=False))
         for name, status in found.ended:
             self.finish(name, status, recovered=True)
 
