@@ -477,7 +477,8 @@ class Engine:
                 starts = decision.starts
             for start in starts:
                 self.parts.runner.start_job(start.name, start.gpus)
-        self._planner.explain(decision)
+        # (a waiting job of higher priority may stop preemptible ones: its reason says whom)
+        self._planner.explain(self.parts.preemption.plan(decision) if self._dispatch else decision)
 
     def _kick(self) -> None:
         self._schedule()

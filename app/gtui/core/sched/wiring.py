@@ -23,6 +23,7 @@ from gtui.core.sched.intake import Intake, Pool
 from gtui.core.sched.notifying import Notifying
 from gtui.core.sched.occupancy import Occupancy
 from gtui.core.sched.planner import Planner
+from gtui.core.sched.preempting import Preemption
 from gtui.core.sched.quarantine import Quarantine
 from gtui.core.sched.runs import JobRunner, RunEnded
 from gtui.core.state.book import JobBook
@@ -47,6 +48,7 @@ class Parts:
     occupancy: Occupancy
     intake: Intake
     ops: Operations
+    preemption: Preemption
 
 
 def wire(
@@ -116,4 +118,7 @@ def wire(
         queue_path=queue_path,
         kick=hooks.kick,
     )
-    return Parts(planner, quarantine, forecast, notifying, runner, occupancy, intake, ops)
+    preemption = Preemption(book, config, occupancy, runner)
+    return Parts(
+        planner, quarantine, forecast, notifying, runner, occupancy, intake, ops, preemption
+    )
