@@ -238,13 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
         "killed, blocked, unknown, or waiting, active, ended, trouble",
     )
     p.add_argument("--watch", action="store_true", help="redraw in place, like watch(1)")
-    p.add_argument(
-        "--interval", default="2s", metavar="DURATION", help="with --watch (default 2s)"
-    )
+    p.add_argument("--interval", default="2s", metavar="DURATION", help="with --watch (default 2s)")
 
-    p = _add(
-        sub, "gpus", "the GPUs, their memory, utilization and processes", "gtui gpus --json"
-    )
+    p = _add(sub, "gpus", "the GPUs, their memory, utilization and processes", "gtui gpus --json")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = _add(
@@ -287,7 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
         _queue_arg(p)
         _complete(
             p.add_argument(
-                "names", nargs="+" if verb == "kill" else "*", metavar="NAME",
+                "names",
+                nargs="+" if verb == "kill" else "*",
+                metavar="NAME",
                 help=NAMES_HELP,
             ),
             "jobs",

@@ -133,9 +133,7 @@ def read_claims(
     return live, read.notes + [j.note for j in live if j.note], idle
 
 
-def with_published_idle(
-    snapshot: GpuSnapshot, idle: dict[int, float], now: float
-) -> GpuSnapshot:
+def with_published_idle(snapshot: GpuSnapshot, idle: dict[int, float], now: float) -> GpuSnapshot:
     """``snapshot`` with each GPU at 0 % now idle since what a scheduler said, where that is
     earlier than what this reading knows (a GPU that works now is not idle, whatever was
     said)."""

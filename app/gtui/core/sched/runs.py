@@ -564,7 +564,7 @@ class JobRunner:
         for name, handle in found.adopt:
             self.adopt(name, handle)
             if self._book.records[name].preempt_for is not None:  # a stop under way
-                self.spawn(self._stops.stop(name, signal_first=False))
+                self.spawn(self._stops.stop(name))
         for name, status in found.ended:
             self.finish(name, status, recovered=True)
 

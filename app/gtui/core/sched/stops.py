@@ -55,19 +55,20 @@ class Stops:
         self._book.commit(rec)
         self._bus.publish(JobChanged(self._book.view(name)))
         crash_point("after_preempt_intent")
-        self._runner.spawn(self.stop(name, signal_first=True))
+        self._runner.spawn(self.stop(name))
 
-    async def stop(self, name: str, *, signal_first: bool) -> None:
-        """The stop sequence: the signal (not again when a restart finds the stop under way:
-        the job may be saving already), what is left of the grace, then the kill."""
+    async def stop(self, name: str) -> None:
+        """The stop sequence: the signal, what is left of the grace, then the kill. A restart
+        that finds a stop under way runs it again from here: the signal may come twice (a
+        scheduler killed between the intent and the signal sent none), the grace does not
+        start over."""
         rec = self._book.records.get(name)
         spec = self._book.specs.get(name)
         if rec is None or spec is None or not rec.active or not rec.pid:
             return
         resume = resume_of(spec, self._config.settings)
-        if signal_first:
-            self._signal(name, resume.signal, "signal")
-            crash_point("after_preempt_signal")
+        self._signal(name, resume.signal, "signal")
+        crash_point("after_preempt_signal")
         left = (rec.preempted_at or time.time()) + resume.grace_s - time.time()
         watcher = self._runner.watcher(name)
         if watcher is not None and left > 0:
