@@ -84,6 +84,7 @@ class Cause(StrEnum):
     REQUEUED = "requeued"  # it exited with its requeue_exit code
 
 
+CAUSES = frozenset(c.value for c in Cause)
 # Attempts ended by these lost their GPU-hours (`gtui report`); a requeue_exit was asked for.
 LOST_CAUSES = frozenset({Cause.PREEMPTED.value, Cause.INTERRUPTED.value})
 

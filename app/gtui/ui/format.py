@@ -23,6 +23,7 @@ from gtui.core.api import JobView
 from gtui.core.gpus.snapshot import NODE_GPU_STRIDE, GpuInfo, gpu_label
 from gtui.core.model import JobState, Settings
 from gtui.core.sched.reasonkey import reason_key
+from gtui.core.sched.requeue import shown_state
 from gtui.core.state.history import gpu_hours
 from gtui.core.units import format_duration, format_mib
 
@@ -335,7 +336,7 @@ def job_cells(view: JobView, now: float) -> JobCells:
     return JobCells(
         glyph=Text(STATE_GLYPH[st], style=style),
         name=Text(view.spec.name, style="bold" if view.record.active else ""),  # cut by the table
-        state=Text(st.value, style=style),
+        state=Text(shown_state(view.record), style=style),  # "preempted" for a queued one
         gpu=Text(gpu_cell(view)),
         mem=Text(mem_request(view)),
         tries=Text(tries_cell(view)),

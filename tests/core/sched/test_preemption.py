@@ -6,16 +6,19 @@ process lives; a neighbour's memory is never taken for ours to stop."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from pathlib import Path
 
 import psutil
 
+from gtui.commands.status import render
 from gtui.core.errors import GtuiError
 from gtui.core.model import JobState
 from gtui.core.sched.engine import Engine
 from gtui.core.state.history import attempts
-from tests.conftest import REPO
+from gtui.core.state.status import job_dict, status_dict
+from tests.conftest import REPO, gtui
 from tests.waiting import until
 
 TRAINER = REPO / "sample_queues" / "mock_trainer.py"
@@ -116,3 +119,31 @@ async def test_a_neighbours_memory_is_never_ours_to_stop(tmp_path: Path) -> None
     urgent = attempts(engine.parts.runner.paths.db, "urgent")
     assert [a.gpus for a in urgent] == [(1,)]
     assert engine.view("train").record.preempted_by == "urgent"
+
+
+async def test_status_and_report_show_the_preemption(tmp_path: Path) -> None:
+    """`gtui status` shows a preempted job as `preempted` (text) with who and when (JSON);
+    `gtui report` counts the GPU-hours its stopped attempt held as lost to preemption."""
+    ckpt = tmp_path / "ckpt"
+    cmd = f"touch {tmp_path}/started; exec {sys.executable} {TRAINER} {ckpt} 60 0.1"
+    engine, task = await _start_with_trainer(tmp_path, cmd)
+    await until(
+        lambda: engine.view("train").record.requeued_as == "preempted",
+        timeout=60,
+        what="the trainer preempted",
+    )
+    view = engine.view("train")
+    doc = job_dict(view)
+    assert doc["requeued_as"] == "preempted" and doc["preempted_by"] == "urgent"
+    assert doc["preemptions"] == 1 and doc["preempted_at"] is not None
+    if view.record.state is JobState.QUEUED:  # (it may have started again already)
+        head = status_dict(tmp_path / "q.toml", False, [], [view])
+        (row,) = [line for line in render(head) if line.strip().startswith("train")]
+        assert row.split()[1] == "preempted" and "preempted by urgent" in row
+    assert await asyncio.wait_for(task, 60) == 0
+    out = gtui("report", str(tmp_path / "q.toml"), "--json")
+    assert out.returncode == 0, out.stderr
+    lost = json.loads(out.stdout)["total"]["lost_gpu_hours"]
+    assert set(lost) == {"preempted"} and lost["preempted"] > 0
+    text = gtui("report", str(tmp_path / "q.toml")).stdout
+    assert "preempted" in text and "no fault of the jobs" in text
