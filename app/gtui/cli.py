@@ -38,6 +38,7 @@ SUBCOMMANDS = (
     "pause",
     "resume",
     "retry",
+    "preempt",
     "log",
     "follow",
     "wait",
@@ -356,6 +357,16 @@ def build_parser() -> argparse.ArgumentParser:
         where.add_argument("--before", metavar="OTHER", help="right before job OTHER"), "jobs"
     )
     _complete(where.add_argument("--after", metavar="OTHER", help="right after job OTHER"), "jobs")
+
+    p = _add(
+        sub,
+        "preempt",
+        "make room now for a waiting job: stop the preemptible jobs of lower priority it needs",
+        "gtui preempt q.toml urgent-eval",
+    )
+    _queue_arg(p)
+    _complete(p.add_argument("job", metavar="JOB", help="the waiting job to make room for"), "jobs")
+    p.add_argument("--dry-run", action="store_true", help="only name the jobs it would stop")
 
     p = _add(
         sub,

@@ -147,3 +147,40 @@ async def test_status_and_report_show_the_preemption(tmp_path: Path) -> None:
     assert set(lost) == {"preempted"} and lost["preempted"] > 0
     text = gtui("report", str(tmp_path / "q.toml")).stdout
     assert "preempted" in text and "no fault of the jobs" in text
+
+
+async def test_make_room_now_names_the_victims_first_then_stops_them(tmp_path: Path) -> None:
+    """The operation behind the dashboard's key and `gtui preempt`: a dry run names the
+    victims and stops nothing; then it stops them, even while the queue is paused."""
+    ckpt = tmp_path / "ckpt"
+    cmd = f"touch {tmp_path}/started; exec {sys.executable} {TRAINER} {ckpt} 100 0.1"
+    q = _queue(tmp_path, cmd, urgent=False)
+    engine = Engine(q)
+    task = asyncio.create_task(engine.run(exit_when_idle=True))
+    await until(lambda: (tmp_path / "started").exists(), what="the trainer running")
+    await engine.pause_queue()
+    (tmp_path / "victim.pids").write_text("")
+    _queue(tmp_path, cmd, urgent=True)
+    await until(lambda: _known(engine, "urgent"), what="the urgent job taken in")
+    assert await engine.preempt("urgent", dry_run=True) == ["train"]
+    assert engine.view("train").record.preempt_for is None  # nothing stopped
+    assert await engine.preempt("urgent") == ["train"]
+    assert engine.view("train").record.preempt_for == "urgent"  # its stop under way
+    await engine.resume_queue()
+    code = await asyncio.wait_for(task, 60)
+    assert code == 0, [(v.record.name, v.record.state, v.record.diagnosis) for v in engine.jobs()]
+    assert engine.view("train").record.preempted_by == "urgent"
+
+
+def _known(engine: Engine, name: str) -> bool:
+    try:
+        engine.view(name)
+    except (GtuiError, KeyError):
+        return False
+    return True
+
+
+def test_gtui_preempt_needs_a_running_scheduler(tmp_path: Path) -> None:
+    q = _queue(tmp_path, "sleep 1", urgent=True)
+    out = gtui("preempt", str(q), "urgent")
+    assert out.returncode == 2 and "no scheduler runs q.toml" in out.stderr

@@ -57,15 +57,18 @@ class Preemption:
         return replace(decision, reasons={**decision.reasons, **said})
 
     def victims_for(self, name: str) -> tuple[str, ...] | None:
-        """Whom the waiting job ``name`` would stop now (the dashboard asks before it acts),
-        whatever its priority against theirs is not: a person's "make room now" still takes
-        only preemptible jobs of lower priority."""
+        """Whom the waiting job ``name`` would stop now (the dashboard asks before it acts):
+        () when it can start without stopping anything, None when no set would do. A
+        person's "make room now" too takes only preemptible jobs of lower priority."""
         running, _ = self._running()
         spec = self._book.specs.get(name)
         rec = self._book.records.get(name)
         if spec is None or rec is None or not rec.waiting:
             return None
-        return choose(spec.priority, running, self._frees(name, self._occupancy.inputs()))
+        frees = self._frees(name, self._occupancy.inputs())
+        if frees(frozenset()):
+            return ()
+        return choose(spec.priority, running, frees)
 
     def make_room(self, name: str) -> tuple[str, ...]:
         """Stop now the jobs ``name`` needs gone (its ``victims_for``); () when none would do."""

@@ -107,6 +107,7 @@ def wire(
         kick=hooks.kick,
         stopping=hooks.stopping,
     )
+    preemption = Preemption(book, config, occupancy, runner)
     ops = Operations(
         book=book,
         bus=bus,
@@ -117,8 +118,8 @@ def wire(
         config=config,
         queue_path=queue_path,
         kick=hooks.kick,
+        preemption=preemption,
     )
-    preemption = Preemption(book, config, occupancy, runner)
     return Parts(
         planner, quarantine, forecast, notifying, runner, occupancy, intake, ops, preemption
     )
