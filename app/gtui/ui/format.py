@@ -273,6 +273,9 @@ def note_cell(view: JobView) -> Text:
     """The waiting reason, the diagnosis or a warning: what a person would act on."""
     rec = view.record
     st = rec.state
+    if st == JobState.QUEUED and rec.requeued_as and rec.diagnosis is not None:
+        # stopped through no fault of its own: what stopped it (by whom, when), no "retry"
+        return Text(rec.diagnosis.line + (f"; {rec.reason}" if rec.reason else ""), style="yellow")
     if st == JobState.QUEUED and rec.attempt and rec.diagnosis is not None:
         why = kind_label(rec.diagnosis.kind)
         return Text(

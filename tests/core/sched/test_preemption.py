@@ -99,6 +99,12 @@ async def test_the_victim_checkpoints_and_resumes_and_the_preemptor_waits_for_it
 async def test_a_job_that_ignores_the_signal_is_killed_after_its_grace(tmp_path: Path) -> None:
     cmd = f"trap '' USR1; touch {tmp_path}/started; sleep 300"
     engine, task = await _start_with_trainer(tmp_path, cmd)
+    # While its victim has its grace, the preemptor's reason says whom it stops.
+    await until(
+        lambda: engine.view("urgent").record.reason.startswith("will preempt train"),
+        ignoring=(GtuiError,),
+        what="the preemptor's reason",
+    )
     await until(lambda: (tmp_path / "urgent.out").exists(), timeout=60, what="the urgent job's run")
     await engine.kill(["train"])
     await asyncio.wait_for(task, 60)

@@ -43,9 +43,9 @@ class Preemption:
             return decision
         running, making_room = self._running()
         said: dict[str, str] = {}
-        for by, victims in making_room.items():
+        for by, stopping in making_room.items():
             if by in decision.reasons:
-                said[by] = _reason(victims)
+                said[by] = _reason(stopping)
         if running:
             name, victims = self._choose(decision.reasons, running, set(making_room))
             if name is not None:

@@ -74,7 +74,7 @@ def requeue(
         rec.requeues += 1
         line = f"exited {rec.exit_code} (its requeue_exit): queued again ({rec.requeues} in a row)"
     rec.diagnosis = Diagnosis(cause.value, line, _HINTS[cause])
-    rec.reason = line
+    rec.reason = ""  # why it waits now: the next pass says
 
 
 def requeue_exit_of(rec: JobRecord, resume: Resume) -> bool:
