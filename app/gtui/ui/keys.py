@@ -182,7 +182,7 @@ VIEW_KEYS: tuple[Key, ...] = (
 )
 
 # Keys for a need now and then, not every day: bound on the main screen and in the command
-# palette (and docs/dashboard.md's keys table), not in the footer (full at 80 columns).
+# palette (docs/preemption.md says the key), not in the footer (full at 80 columns).
 ROOM_KEYS: tuple[Key, ...] = (
     Key(
         "M",
