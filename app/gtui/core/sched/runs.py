@@ -7,9 +7,10 @@ commits, tells the front ends (the bus) and the parts that follow runs (``RunEnd
 scheduler's own bus). Timeouts, kills and the check for processes a job left behind live here
 too. No pid is touched: only handles, through the executor.
 
-Size: about 570 lines (the class under 470), as a start, its watch and its end share one
+Size: about 600 lines (the class under 500), as a start, its watch and its end share one
 attempt's state (the handle, the log, the timers); split, each half would reach into the
-other's. The check for what a job left running is its own part (sched.leftovers).
+other's. The check for what a job left running is its own part (sched.leftovers), as is
+a stop that is not the job's fault (sched.stops) and what such an end means (sched.requeue).
 """
 
 from __future__ import annotations
