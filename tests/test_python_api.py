@@ -28,6 +28,7 @@ from gtui.core.control.protocol import (
     Named,
     Pause,
     Ping,
+    Preempt,
     Refused,
     Remove,
     Resume,
@@ -268,8 +269,13 @@ def test_every_request_has_its_case_in_the_one_handler(tmp_path: Path) -> None:
         "move": Move("b", "top"),
         "remove": Remove("c"),
         "clear_quarantine": ClearQuarantine(),
+        "preempt": Preempt("a"),
     }
-    refused = {"stop": "nothing to stop", "watch": "takes over a connection"}
+    refused = {
+        "stop": "nothing to stop",
+        "watch": "takes over a connection",
+        "preempt": "no scheduler runs",
+    }
     for op, cls in REQUESTS.items():
         req = samples.get(op) or cls()
         if op in refused:

@@ -38,6 +38,7 @@ SUBCOMMANDS = (
     "pause",
     "resume",
     "retry",
+    "preempt",
     "log",
     "follow",
     "wait",
@@ -241,13 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--group", metavar="NAME", help="only the jobs of this group (group = NAME, a sweep)"
     )
     p.add_argument("--watch", action="store_true", help="redraw in place, like watch(1)")
-    p.add_argument(
-        "--interval", default="2s", metavar="DURATION", help="with --watch (default 2s)"
-    )
+    p.add_argument("--interval", default="2s", metavar="DURATION", help="with --watch (default 2s)")
 
-    p = _add(
-        sub, "gpus", "the GPUs, their memory, utilization and processes", "gtui gpus --json"
-    )
+    p = _add(sub, "gpus", "the GPUs, their memory, utilization and processes", "gtui gpus --json")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = _add(
@@ -290,7 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
         _queue_arg(p)
         _complete(
             p.add_argument(
-                "names", nargs="+" if verb == "kill" else "*", metavar="NAME",
+                "names",
+                nargs="+" if verb == "kill" else "*",
+                metavar="NAME",
                 help=NAMES_HELP,
             ),
             "jobs",
@@ -361,6 +360,16 @@ def build_parser() -> argparse.ArgumentParser:
         where.add_argument("--before", metavar="OTHER", help="right before job OTHER"), "jobs"
     )
     _complete(where.add_argument("--after", metavar="OTHER", help="right after job OTHER"), "jobs")
+
+    p = _add(
+        sub,
+        "preempt",
+        "make room now for a waiting job: stop the preemptible jobs of lower priority it needs",
+        "gtui preempt q.toml urgent-eval",
+    )
+    _queue_arg(p)
+    _complete(p.add_argument("job", metavar="JOB", help="the waiting job to make room for"), "jobs")
+    p.add_argument("--dry-run", action="store_true", help="only name the jobs it would stop")
 
     p = _add(
         sub,

@@ -122,6 +122,13 @@ def render(r: Report, name: str) -> str:
         f"GPUs idle while our jobs waited (the cost of over-asking): "
         f"{hours(r.idle_waiting_h)} GPU-hours of {hours(sum(g.busy_h for g in r.gpus))} used"
     )
+    lost = r.lost_h
+    if lost:
+        shown = ", ".join(f"{hours(h)} {cause}" for cause, h in sorted(lost.items()))
+        out.append(
+            f"GPU-hours stopped through no fault of the jobs: {shown} "
+            "(lost unless they resumed from a checkpoint)"
+        )
     if r.gpus and any(g.timeline for g in r.gpus):
         left = time.strftime("%H:%M", time.localtime(r.start))
         right = time.strftime("%H:%M", time.localtime(r.end))

@@ -170,9 +170,15 @@ def render(status: dict[str, Any], states: frozenset[str] | None = None) -> list
             note = f"{j['diagnosis']['kind']}: {j['diagnosis']['line']}"
         elif j["state"] in ("running", "suspended") and j["started_at"]:
             note = format_duration(time.time() - j["started_at"])
+            if j.get("preempting_for"):
+                note += f"; stopping: preempted by {j['preempting_for']}"
         note = _with_estimate(note, j)  # progress, ETA, start
         note = "; ".join([note, *j["warnings"]]) if j["warnings"] else note
-        rows.append((j["name"], j["state"], gpus, mem, str(j["attempt"]), note))
+        # a queued job stopped through no fault of its own shows why: preempted, interrupted
+        state = (
+            j.get("requeued_as") if j["state"] == "queued" and j.get("requeued_as") else j["state"]
+        )
+        rows.append((j["name"], state, gpus, mem, str(j["attempt"]), note))
     width = max([len(r[0]) for r in rows] + [4])
     gw = max([len(r[2]) for r in rows] + [3])
     out.append(f"  {'name':<{width}}  {'state':<9}  {'gpu':<{gw}}  {'mem':>6}  try  note")

@@ -43,8 +43,7 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
         after = (
             "its running jobs were killed"
             if ns.kill
-            else f"running jobs keep running; the next `gtui run {q}` or `gtui {q}` re-adopts "
-            "them"
+            else f"running jobs keep running; the next `gtui run {q}` or `gtui {q}` re-adopts them"
         )
         print(f"stopped the scheduler (pid {pid}) of {q}; {after}")
         return 0

@@ -2,6 +2,9 @@
 
 These are plain dataclasses shared by the queue file reader, the placement policy, the engine, the
 state store and every front end. Sizes are MiB (int), durations seconds (float).
+
+Size: about 460 lines, as every layer reads these same types; split, each would import the
+others' halves.
 """
 
 from __future__ import annotations
@@ -72,6 +75,20 @@ class JobState(StrEnum):
     UNKNOWN = "unknown"
 
 
+class Cause(StrEnum):
+    """Why a job's attempt was stopped through no fault of its own and it waits again
+    (sched/requeue.py): shown as a waiting job's state word and as that attempt's state."""
+
+    PREEMPTED = "preempted"  # stopped to make room for a waiting job of higher priority
+    INTERRUPTED = "interrupted"  # the machine rebooted under it
+    REQUEUED = "requeued"  # it exited with its requeue_exit code
+    GPU_FAULT = "gpu_fault"  # the health watch took its GPU out under it
+
+
+CAUSES = frozenset(c.value for c in Cause)
+# Attempts ended by these lost their GPU-hours (`gtui report`); a requeue_exit was asked for.
+LOST_CAUSES = frozenset({Cause.PREEMPTED.value, Cause.INTERRUPTED.value, Cause.GPU_FAULT.value})
+
 WAITING_STATES = frozenset({JobState.QUEUED, JobState.HELD})
 ACTIVE_STATES = frozenset({JobState.RUNNING, JobState.SUSPENDED})
 FINAL_STATES = frozenset(
@@ -123,6 +140,24 @@ class GroupRule:
     name: str
     max_parallel: int = 0
     priority: int = 0
+
+
+@dataclass(frozen=True)
+class Resume:
+    """How a job is stopped when the stop is not its fault, and what brings it back
+    (sched/requeue.py): ``preemptible`` lets a waiting job of higher priority stop it;
+    ``signal`` (a number; SIGUSR1 by default) goes to its process group first, ``grace``
+    seconds before SIGTERM / SIGKILL; ``warn_before_s`` sends that signal so long before its
+    ``timeout``; exiting with ``requeue_exit`` queues it again with no retry spent."""
+
+    preemptible: bool = False
+    signal: int = 10  # SIGUSR1
+    grace_s: float = 120.0
+    warn_before_s: float | None = None
+    requeue_exit: int | None = None
+
+
+NO_RESUME = Resume()
 
 
 @dataclass(frozen=True)
@@ -178,6 +213,10 @@ class Settings:
     env_file: str | None = None
     groups: tuple[GroupRule, ...] = ()  # the [groups.NAME] tables, in file order
     health_recheck_s: float | None = None  # a quarantined GPU back once clean this long
+    # The queue's preemptible / signal / grace / requeue_exit: a job's own keys override them.
+    resume: Resume = NO_RESUME
+    # A scheduler that finds the machine booted again since its jobs ran queues them again.
+    requeue_on_reboot: bool = True
 
 
 def _shared_empty(*_: object, **__: object) -> NoReturn:
@@ -267,6 +306,9 @@ class JobSpec:
     group: str | None = None  # its group's name (a matrix entry's jobs: the entry's, by default)
     setup: str | None = None  # None: the queue's `setup` setting
     env_file: str | None = None  # None: the queue's `env_file` setting
+    resume: Resume | None = (
+        None  # its own preemptible / signal / grace / requeue_exit; None: the queue's
+    )
 
     def __post_init__(self) -> None:
         if not self.env and self.env is not NO_STRINGS:
@@ -298,6 +340,7 @@ class JobSpec:
         group: str | None = None,
         setup: str | None = None,
         env_file: str | None = None,
+        resume: Resume | None = None,
     ) -> JobSpec:
         """``JobSpec(...)`` with every field given in order, filled through its slots: the
         frozen ``__init__`` sets each field through ``object.__setattr__`` and runs
@@ -309,7 +352,7 @@ class JobSpec:
             name, cmd, gpus, mem_mib, priority, after, mem_auto, retries,
             timeout_s, cwd, env or NO_STRINGS, matrix or NO_STRINGS, isolate, line, entry,
             cpus, ram_mib, ram_auto,
-            group, setup, env_file,
+            group, setup, env_file, resume,
         )  # fmt: skip
         for set_field, value in zip(_SPEC_SETTERS, values, strict=True):
             set_field(spec, value)
@@ -374,6 +417,18 @@ class JobRecord:
     status_file: str | None = None  # where the wrapper writes this attempt's exit status
     token: str | None = None  # set in the job's environment (GTUI_TOKEN) to find it after a crash
     node: str | None = None  # the cluster node it runs / ran on (Ray executor); None: this machine
+    # Stops that were not its fault (sched/requeue.py): the last one's cause ("preempted",
+    # "interrupted", "requeued"; None once it ends otherwise), who caused it and when, how
+    # many preemptions it has had and how many times it asked to be queued again.
+    requeued_as: str | None = None
+    preempted_by: str | None = None
+    preempted_at: float | None = None
+    preemptions: int = 0
+    requeues: int = 0
+    # Set while its run is being stopped to make room for that job: saved before the first
+    # signal, so a scheduler that restarts mid-stop goes on with it instead of failing it.
+    preempt_for: str | None = None
+    boot_id: str | None = None  # the machine's boot id when this attempt started
 
     @property
     def waiting(self) -> bool:

@@ -37,7 +37,7 @@ from gtui.core.sched.handover import taken_over
 from gtui.styles import stylesheet
 from gtui.ui import escape
 from gtui.ui.events import EventBuffer
-from gtui.ui.keys import DETAIL_KEYS, KEYS, PANEL_KEYS, VIEW_KEYS
+from gtui.ui.keys import DETAIL_KEYS, KEYS, PANEL_KEYS, ROOM_KEYS, VIEW_KEYS
 from gtui.ui.port import EnginePort
 from gtui.ui.prefs import save_theme, saved_theme
 from gtui.ui.screens.detail import DetailScreen
@@ -410,7 +410,7 @@ class GtuiApp(App[int]):
         """The keys of the screen the palette was opened on (the job detail view has its
         own), each run on that screen; from a dialog, the main screen's."""
         target: Screen[Any] = screen if isinstance(screen, DetailScreen) else self.main
-        main_keys = (*KEYS, *VIEW_KEYS, *PANEL_KEYS)
+        main_keys = (*KEYS, *VIEW_KEYS, *PANEL_KEYS, *ROOM_KEYS)
         keys = DETAIL_KEYS if isinstance(screen, DetailScreen) else main_keys
         for k in keys:
             yield SystemCommand(

@@ -15,6 +15,7 @@ import os
 import signal as _signal
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Group, RenderableType
@@ -23,11 +24,12 @@ from rich.text import Text
 
 from gtui.core.api import JobView
 from gtui.core.gpus.snapshot import NODE_GPU_STRIDE, GpuInfo
-from gtui.core.model import JobRecord, JobSpec, JobState, Settings
+from gtui.core.model import CAUSES, JobRecord, JobSpec, JobState, Settings
 from gtui.core.queue.placeholders import substitute
 from gtui.core.queue.queuefile import isolated
 from gtui.core.sched.eta import Estimate
 from gtui.core.sched.jobenv import job_env, on_node
+from gtui.core.sched.requeue import shown_state
 from gtui.core.state.history import Attempt, attempt_of, gpu_hours
 from gtui.core.state.usage import mem_advice
 from gtui.core.units import format_duration, format_mib
@@ -113,8 +115,11 @@ def every_attempt(rec: JobRecord, history: Sequence[Attempt]) -> list[Attempt]:
     return [by_number[k] for k in sorted(by_number)]
 
 
-def _state_text(state: JobState) -> Text:
-    return Text(f"{STATE_GLYPH[state]} {state.value}", style=STATE_STYLE[state])
+def _state_text(state: JobState, rec: JobRecord | None = None) -> Text:
+    """The state's glyph and word; a queued ``rec`` stopped through no fault of its own shows
+    why ("preempted", "interrupted", "requeued")."""
+    word = shown_state(rec) if rec is not None else state.value
+    return Text(f"{STATE_GLYPH[state]} {word}", style=STATE_STYLE[state])
 
 
 def _jobs_text(names: Iterable[str], views: dict[str, JobView]) -> Text:
@@ -177,7 +182,14 @@ def _attempt_text(a: Attempt, now: float, node: str | None) -> Text:
             t.append(f" ({format_duration(a.ended_at - a.started_at)})")
         t.append("  ")
         ok = a.exit_code == 0 and not a.signal
-        t.append(how_it_ended(a.exit_code, a.signal), style="green" if ok else "bold red")
+        if a.state in CAUSES:  # stopped through no fault of its own: no failure, no retry spent
+            t.append(how_it_ended(a.exit_code, a.signal), style="yellow")
+            t.append(f" · {a.state}, queued again", style="bold yellow")
+            if a.diag_line:
+                t.append(": " + a.diag_line.strip())
+            a = replace(a, diag_kind=None)
+        else:
+            t.append(how_it_ended(a.exit_code, a.signal), style="green" if ok else "bold red")
         if a.state == JobState.QUEUED.value:
             t.append(" · retried", style="yellow")
     if a.peak_mib:
@@ -238,8 +250,13 @@ def detail_renderable(
 
     # What happened, and why: first, as everywhere on the dashboard.
     grid = _grid()
-    state = _state_text(rec.state)
+    state = _state_text(rec.state, rec)
     state.append(f"  attempt {rec.attempt}" if rec.attempt else "  not started yet")
+    if rec.preempted_by and rec.preempted_at:
+        state.append(f" · preempted by {rec.preempted_by} at {when(rec.preempted_at)}")
+        state.append(f" ({rec.preemptions} so far)", style="dim")
+    if rec.preempt_for:
+        state.append(f" · stopping: making room for {rec.preempt_for}", style="bold yellow")
     state.append(f" · {_retries(spec, rec)}", style="dim")
     _row(grid, "state", state)
     if rec.started_at is not None:
@@ -374,7 +391,7 @@ def detail_title(view: JobView) -> Text:
     t = Text(" gtui · job ", style="bold")
     t.append(view.spec.name, style="bold")
     t.append("  ")
-    t.append_text(_state_text(rec.state))
+    t.append_text(_state_text(rec.state, rec))
     if rec.attempt:
         t.append(f" · attempt {rec.attempt}")
     return t

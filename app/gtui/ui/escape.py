@@ -35,4 +35,3 @@ def install(*, in_tmux: bool) -> None:
     XTermParser.feed = _feed  # type: ignore[method-assign]
     if in_tmux and "ESCDELAY" not in os.environ:
         constants.ESCAPE_DELAY = TMUX_ESCAPE_DELAY_S  # type: ignore[misc]
-

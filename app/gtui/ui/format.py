@@ -24,6 +24,7 @@ from gtui.core.gpus.health import HARDWARE, judge
 from gtui.core.gpus.snapshot import NODE_GPU_STRIDE, GpuInfo, gpu_label
 from gtui.core.model import JobState, Settings
 from gtui.core.sched.reasonkey import reason_key
+from gtui.core.sched.requeue import shown_state
 from gtui.core.state.history import gpu_hours
 from gtui.core.units import format_duration, format_mib
 
@@ -273,6 +274,9 @@ def note_cell(view: JobView) -> Text:
     """The waiting reason, the diagnosis or a warning: what a person would act on."""
     rec = view.record
     st = rec.state
+    if st == JobState.QUEUED and rec.requeued_as and rec.diagnosis is not None:
+        # stopped through no fault of its own: what stopped it (by whom, when), no "retry"
+        return Text(rec.diagnosis.line + (f"; {rec.reason}" if rec.reason else ""), style="yellow")
     if st == JobState.QUEUED and rec.attempt and rec.diagnosis is not None:
         why = kind_label(rec.diagnosis.kind)
         return Text(
@@ -336,7 +340,7 @@ def job_cells(view: JobView, now: float) -> JobCells:
     return JobCells(
         glyph=Text(STATE_GLYPH[st], style=style),
         name=Text(view.spec.name, style="bold" if view.record.active else ""),  # cut by the table
-        state=Text(st.value, style=style),
+        state=Text(shown_state(view.record), style=style),  # "preempted" for a queued one
         gpu=Text(gpu_cell(view)),
         mem=Text(mem_request(view)),
         tries=Text(tries_cell(view)),

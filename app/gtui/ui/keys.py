@@ -190,6 +190,20 @@ VIEW_KEYS: tuple[Key, ...] = (
     ),
 )
 
+# Keys for a need now and then, not every day: bound on the main screen and in the command
+# palette (docs/preemption.md says the key), not in the footer (full at 80 columns).
+ROOM_KEYS: tuple[Key, ...] = (
+    Key(
+        "M",
+        "make_room",
+        "Make room",
+        "M",
+        "make room now for the selected waiting job: stop the preemptible jobs of lower "
+        "priority it needs (asks first, naming them)",
+        "Make room for the selected job (preempt)",
+    ),
+)
+
 KEY_BY_ACTION = {k.action: k for k in KEYS}
 
 # Keys of the log wherever it has the focus (the main screen's, zoomed or not, and the job

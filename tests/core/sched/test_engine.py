@@ -49,9 +49,7 @@ async def run_to_end(engine: Engine, timeout: float = 30.0) -> int:
 
 
 def twelve_gig_jobs(mode: str, n: int = 6) -> str:
-    jobs = "".join(
-        f'[[jobs]]\nname = "j{i}"\ncmd = "sleep 30"\nmem = "12G"\n\n' for i in range(n)
-    )
+    jobs = "".join(f'[[jobs]]\nname = "j{i}"\ncmd = "sleep 30"\nmem = "12G"\n\n' for i in range(n))
     return f'[settings]\nmode = "{mode}"\npoll = "0.1s"\nkill_grace = "2s"\n\n{jobs}'
 
 
@@ -324,8 +322,10 @@ async def test_pause_suspends_and_resume_continues(tmp_path: Path) -> None:
         assert states(engine)["next"] == "queued"
         # (Reasons are worked out at most every 0.5 s: waited for, not read at once.)
         await wait_for(
-            lambda: engine.view("next").record.reason
-            == "needs 1 GPU with 60G: none eligible (GPU0 20G < 60G)",
+            lambda: (
+                engine.view("next").record.reason
+                == "needs 1 GPU with 60G: none eligible (GPU0 20G < 60G)"
+            ),
             what="the reason naming the memory left",
         )
         await engine.resume(["long"])

@@ -56,9 +56,14 @@ async def test_a_gpu_fault_quarantines_the_gpu_and_the_retry_runs_elsewhere(
             )
         )
         await until(
-            lambda: all(state(engine, f"later{i}") == "done" for i in range(3)
-                        if f"later{i}" in {v.spec.name for v in engine.jobs()})
-            and len(engine.jobs()) == 4,
+            lambda: (
+                all(
+                    state(engine, f"later{i}") == "done"
+                    for i in range(3)
+                    if f"later{i}" in {v.spec.name for v in engine.jobs()}
+                )
+                and len(engine.jobs()) == 4
+            ),
             what="the later jobs done",
         )
         for i in range(3):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gtui.core.api import freeze
-from gtui.core.model import NO_ITEMS, NO_STRINGS, JobRecord, JobSpec, JobState, copy_record
+from gtui.core.model import NO_ITEMS, NO_STRINGS, JobRecord, JobSpec, JobState, Resume, copy_record
 from gtui.core.sched.occupancy import record_gpu_peaks
 from gtui.core.sched.outcome import leftover_warning
 from gtui.core.state.store import Store, record_from_json, record_to_json
@@ -117,13 +117,14 @@ def test_records_read_back_share_equal_values_and_keep_their_types(tmp_path: Pat
     "values",
     [
         ("a", "true", 1, 70_000, 0, (), False, 0, None, ".", {}, {}, None, 3, 0,
-         None, None, False, None, None, None),
+         None, None, False, None, None, None, None),
         ("b-x=1", "run {x}", 2, None, 5, ("a",), True, -1, 30.0, "sub", {"K": "v"},
-         {"x": "1"}, False, 12, 4, 8, 65_536, False, None, None, None),
+         {"x": "1"}, False, 12, 4, 8, 65_536, False, None, None, None, None),
         ("c", "true", 0, None, 0, (), False, 0, None, ".", {}, {}, None, 5, 1, 2, None, True,
-         None, None, None),
+         None, None, None, None),
         ("b-x=1", "run {x}", 2, None, 5, ("a",), True, -1, 30.0, "sub", {"K": "v"},
-         {"x": "1"}, False, 12, 4, None, None, False, "b", "source env/bin/activate", ".env"),
+         {"x": "1"}, False, 12, 4, None, None, False, "b", "source env/bin/activate", ".env",
+         Resume(preemptible=True)),
     ],
 )  # fmt: skip
 def test_jobspec_make_equals_the_constructor(values: tuple) -> None:

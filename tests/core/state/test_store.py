@@ -54,6 +54,13 @@ def full_record(name: str = "train/lr=0.1 “q”") -> JobRecord:
         status_file="/tmp/q/.gtui/q.run/train.3.status",
         token="0f" * 16,
         node="node2",
+        requeued_as="preempted",
+        preempted_by="urgent",
+        preempted_at=1_700_000_400.0,
+        preemptions=2,
+        requeues=1,
+        preempt_for="urgent",
+        boot_id="b0b1",
     )
 
 

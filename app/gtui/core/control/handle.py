@@ -29,6 +29,7 @@ from gtui.core.control.protocol import (
     PauseQueue,
     Ping,
     Pong,
+    Preempt,
     Reload,
     Remove,
     Reply,
@@ -56,6 +57,7 @@ class Operations(Protocol):
     async def pause(self, names: Sequence[str]) -> None: ...
     async def resume(self, names: Sequence[str]) -> None: ...
     async def retry(self, names: Sequence[str]) -> None: ...
+    async def preempt(self, name: str, *, dry_run: bool = False) -> list[str]: ...
     async def pause_queue(self) -> None: ...
     async def resume_queue(self) -> None: ...
     async def reload(self) -> None: ...
@@ -103,6 +105,8 @@ async def handle(owner: Owner, req: Request[Any]) -> Reply | RawReply:
         case Retry(names):
             await owner.retry(names)
             return Acted(names)
+        case Preempt(name, dry_run):
+            return Acted(tuple(await owner.preempt(name, dry_run=dry_run)))
         case PauseQueue():
             await owner.pause_queue()
             return Done()

@@ -103,6 +103,13 @@ class StoreClient:
                         self._executor.resume(handle_of(rec))
                 book.commit(rec)
 
+    async def preempt(self, name: str, *, dry_run: bool = False) -> list[str]:
+        """Refused: only a running scheduler stops jobs to make room (and starts the job)."""
+        raise GtuiError(
+            f"no scheduler runs {self.queue_path.name}: start one (gtui run) to make room for "
+            f"{name}; it preempts by itself where the queue allows it"
+        )
+
     async def retry(self, names: Sequence[str]) -> None:
         with self._book() as (book, _settings):
             transitions.check_retry(book.require, names)

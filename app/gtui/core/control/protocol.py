@@ -167,6 +167,17 @@ class Retry(Request[Acted]):
 
 
 @dataclasses.dataclass(frozen=True)
+class Preempt(Request[Acted]):
+    """Make room now for the waiting job ``name``: stop the preemptible jobs of lower priority
+    it needs gone (the reply names them). ``dry_run``: only name them (asked first)."""
+
+    op = "preempt"
+    live_only = True
+    name: str
+    dry_run: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
 class PauseQueue(Request[Done]):
     op = "pause_queue"
 
@@ -262,7 +273,7 @@ REQUESTS: dict[str, type[Request[Any]]] = {
     cls.op: cls
     for cls in (
         Kill, Pause, Resume, Retry, PauseQueue, ResumeQueue, Reload, Add, Edit, Remove, Move,
-        Status, Ping, Watch, Stop, ClearQuarantine,
+        Status, Ping, Watch, Stop, ClearQuarantine, Preempt,
     )
 }  # fmt: skip
 READS = frozenset(op for op, cls in REQUESTS.items() if cls.reads)

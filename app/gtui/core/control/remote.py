@@ -56,6 +56,7 @@ from gtui.core.control.protocol import (
     Move,
     Pause,
     PauseQueue,
+    Preempt,
     Reload,
     Remove,
     Reply,
@@ -255,6 +256,9 @@ class RemoteEngine:
 
     async def retry(self, names: Sequence[str]) -> None:
         await self.do(Retry(tuple(names)))
+
+    async def preempt(self, name: str, *, dry_run: bool = False) -> list[str]:
+        return list((await self.do(Preempt(name, dry_run))).names)
 
     async def pause_queue(self) -> None:
         await self.do(PauseQueue())

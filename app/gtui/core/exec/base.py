@@ -156,6 +156,10 @@ class Executor(Protocol):
         """Freeze the job (its GPU memory stays held)."""
         ...
 
+    def signal(self, handle: Handle, signum: int) -> None:
+        """Send ``signum`` to the job's processes (a warning it may trap: save and exit)."""
+        ...
+
     def resume(self, handle: Handle) -> None:
         """Continue a job that :meth:`suspend` froze."""
         ...

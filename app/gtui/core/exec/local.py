@@ -53,6 +53,9 @@ class LocalExecutor:
     def suspend(self, handle: Handle) -> None:
         runner.suspend(handle.pid, create_time=handle.create_time or None)
 
+    def signal(self, handle: Handle, signum: int) -> None:
+        runner.signal_group(handle.pid, signum, create_time=handle.create_time or None)
+
     def resume(self, handle: Handle) -> None:
         runner.resume(handle.pid, create_time=handle.create_time or None)
 

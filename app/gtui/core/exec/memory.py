@@ -181,6 +181,9 @@ class MemoryExecutor:
             job.left = max(0.0, job.deadline - time.monotonic())
             self._cancel_timer(job)
 
+    def signal(self, handle: Handle, signum: int) -> None:
+        """A job in memory traps nothing: a warning changes nothing (its stop is a kill)."""
+
     def resume(self, handle: Handle) -> None:
         """Restart the clock with the time left at :meth:`suspend`."""
         job = self._running(handle.pid)

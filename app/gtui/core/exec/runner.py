@@ -879,6 +879,15 @@ def suspend(pid: int, *, create_time: float | None = None) -> None:
         _send(pid, _group_and_tree(pid), _signal.SIGSTOP)
 
 
+def signal_group(pid: int, signum: int, *, create_time: float | None = None) -> None:
+    """Send ``signum`` to the job's processes (its group and those outside it), the wrapper
+    (``pid``) left out: the warning before a preemption or a time limit, which the job may
+    trap to save its work, would end the wrapper (it traps only TERM, INT and HUP) before it
+    records the job's exit."""
+    if not _pid_reused(pid, create_time):
+        _send_each([p for p in _group_and_tree(pid) if p.pid != pid], _signal.Signals(signum))
+
+
 def resume(pid: int, *, create_time: float | None = None) -> None:
     """SIGCONT what :func:`suspend` stopped."""
     if not _pid_reused(pid, create_time):

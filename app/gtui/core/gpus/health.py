@@ -9,10 +9,7 @@ driver does not support is None (n/a) and never a fault.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-
-from gtui.core.model import Diagnosis, JobRecord, JobState
 
 # What an Xid means, and whether it is the hardware's (a fault) or usually the job's own doing
 # (a note). From NVIDIA's Xid catalog.
@@ -119,20 +116,3 @@ def fault_words(label: str, fault: str, requeued: bool) -> str:
 
 REQUEUE_HINT = "the GPU failed, not the job: it runs again on another GPU, no retry spent"
 RESUME_ENV = "GTUI_RESUME"  # set to "1" on the attempt after such a requeue: resume, not restart
-
-
-def requeue_after_fault(rec: JobRecord, words: str) -> None:
-    """A job stopped because its GPU failed goes back to waiting: its attempt is recorded as
-    ended by ``gpu_fault``, no retry is spent (its budget starts one attempt later) and no
-    back-off is owed. ``resumes`` then tells the next attempt to resume."""
-    rec.state = JobState.QUEUED
-    rec.first_attempt += 1
-    rec.diagnosis = Diagnosis("gpu_fault", words, REQUEUE_HINT)
-    rec.retry_at = None
-    rec.queued_since = time.time()
-
-
-def resumes(rec: JobRecord) -> bool:
-    """Whether the job's next attempt follows a requeue after its GPU failed."""
-    d = rec.diagnosis
-    return rec.state == JobState.QUEUED and d is not None and d.hint == REQUEUE_HINT

@@ -23,6 +23,7 @@ from gtui.core.queue.placeholders import (
     placeholders_used,
     substitute_matrix,
 )
+from gtui.core.queue.resumekeys import RESUME_KEYS, resume_value
 from gtui.core.queue.schema import JOB_KEYS, JOB_KEYSET, MAX_JOBS_PER_ENTRY, SETTINGS_KEYS
 from gtui.core.queue.values import (
     NUL_MESSAGE,
@@ -102,6 +103,7 @@ def _matrix(w: Where, value: Any) -> list[dict[str, str]]:
     return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*columns)]
 
 
+RESUME_KEYSET = frozenset(RESUME_KEYS)
 _NO_MATRIX: tuple[dict[str, str], ...] = ({},)  # (never changed)
 
 
@@ -165,6 +167,9 @@ def expand_entry(
     # An empty `setup` is allowed: it turns the queue's setup off for this job.
     setup = str_value(w, "setup", fields["setup"], empty_ok=True) if "setup" in fields else None
     env_file = str_value(w, "env_file", fields["env_file"]) if "env_file" in fields else None
+    resume = (
+        resume_value(w, fields, settings.resume) if not RESUME_KEYSET.isdisjoint(fields) else None
+    )
 
     used = placeholders_used(cmd)
     if used:
@@ -195,7 +200,7 @@ def expand_entry(
         job = JobSpec.make(  # the constructor's, a quarter of the load faster
             base, cmd, gpus, mem_mib, priority, after_t, mem_auto, retries, timeout_s, cwd,
             env, NO_STRINGS, isolate, w.line or 0, entry, cpus, ram_mib, ram_auto,
-            group, setup, env_file,
+            group, setup, env_file, resume,
         )  # fmt: skip
         return Expanded(jobs=[job], template=None, where=w, used=used)
     for combo in combos:
@@ -232,6 +237,7 @@ def expand_entry(
                 group=group,
                 setup=setup,
                 env_file=env_file,
+                resume=resume,
             )
         )
     notes = _unused_matrix_keys(w, combos[0], used, env, cwd)

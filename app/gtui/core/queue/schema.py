@@ -39,6 +39,11 @@ SETTINGS_KEYS = (
     "setup",
     "env_file",
     "health_recheck",
+    "preemptible",
+    "signal",
+    "grace",
+    "requeue_exit",
+    "requeue_on_reboot",
 )
 JOB_KEYS = (
     "name",
@@ -58,6 +63,10 @@ JOB_KEYS = (
     "group",
     "setup",
     "env_file",
+    "preemptible",
+    "signal",
+    "grace",
+    "requeue_exit",
 )
 RULE_KEYS = ("kind", "pattern", "hint", "exit_codes", "signals")
 JOB_KEYSET = frozenset(JOB_KEYS)

@@ -13,8 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from gtui.core.errors import QueueFileError
-from gtui.core.model import NOTIFY_EVENTS, DiagnosisRule, Mode, Notify, Placement, Settings
+from gtui.core.model import (
+    NOTIFY_EVENTS,
+    DiagnosisRule,
+    Mode,
+    Notify,
+    Placement,
+    Resume,
+    Settings,
+)
 from gtui.core.queue.hostreq import cpus_value, fake_host_value, ram_value
+from gtui.core.queue.resumekeys import RESUME_KEYS, resume_value
 from gtui.core.queue.schema import (
     CLUSTER_KEYS,
     JOB_KEYS,
@@ -225,7 +234,9 @@ def parse_settings(
             kw["ram_mib"], kw["ram_auto"] = ram_value(w, value)
         elif key == "fake_host":
             kw["fake_host"] = fake_host_value(w, value)
-        elif key in ("isolate", "multi_gpu_first", "neighbours", "enforce"):
+        elif key in RESUME_KEYS:
+            continue  # read together below: `signal` and its warning are one value
+        elif key in ("isolate", "multi_gpu_first", "neighbours", "enforce", "requeue_on_reboot"):
             kw[key] = bool_value(w, key, value)
         elif key == "on_failure":
             kw["on_failure"] = choice_value(w, key, value, ["continue", "pause"])
@@ -240,6 +251,9 @@ def parse_settings(
         elif key == "diagnose":
             wheres = [Where(str(path), ln, ks, "[[settings.diagnose]]") for ln, ks in rule_lines]
             kw["diagnose"] = tuple(parse_rules(str(path), value, wheres, w))
+    resume = resume_value(w, data, Resume())
+    if resume != Resume():
+        kw["resume"] = resume
     return Settings(**kw)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gtui.core.model import JobSpec, Mode, Notify, Placement, Settings
+from gtui.core.model import JobSpec, Mode, Notify, Placement, Resume, Settings
 
 
 def settings_to_json(settings: Settings) -> dict[str, Any]:
@@ -33,6 +33,8 @@ def settings_to_json(settings: Settings) -> dict[str, Any]:
             out[key] = dict(value)
         elif isinstance(value, (Mode, Placement)):
             out[key] = value.value
+        elif isinstance(value, Resume):
+            out[key] = dict(vars(value))
         elif isinstance(value, Notify):
             out[key] = {k: list(v) if isinstance(v, tuple) else v for k, v in vars(value).items()}
         else:
@@ -58,4 +60,5 @@ def job_to_json(job: JobSpec) -> dict[str, Any]:
         # (only when the job has them: the shape of a job without stays as it was)
         **{k: v for k, v in (("group", job.group), ("setup", job.setup),
                              ("env_file", job.env_file)) if v is not None},
+        **({"resume": dict(vars(job.resume))} if job.resume is not None else {}),
     }  # fmt: skip

@@ -17,9 +17,11 @@ from gtui.core.api import JobChanged
 from gtui.core.bus import EventBus
 from gtui.core.errors import GtuiError
 from gtui.core.exec.base import Executor, handle_of
+from gtui.core.model import JobState
 from gtui.core.sched import transitions
 from gtui.core.sched.config import QueueConfig
 from gtui.core.sched.intake import Intake
+from gtui.core.sched.preempting import Preemption
 from gtui.core.sched.quarantine import Quarantine
 from gtui.core.sched.runs import JobRunner
 from gtui.core.state.book import JobBook
@@ -42,8 +44,10 @@ class Operations:
         config: QueueConfig,
         queue_path: Path,
         kick: Callable[[], None],
+        preemption: Preemption | None = None,
     ) -> None:
         self.queue_path = queue_path
+        self._preemption = preemption
         self._book = book
         self._bus = bus
         self._executor = executor
@@ -110,6 +114,28 @@ class Operations:
             book.commit(rec)
             self._changed(name)
         self._kick()
+
+    async def preempt(self, name: str, *, dry_run: bool = False) -> list[str]:
+        """Make room now for the waiting job ``name`` (the dashboard's key, ``gtui preempt``):
+        the preemptible jobs of lower priority it needs gone are stopped as a preemption
+        would stop them; ``dry_run`` only names them. Refused, with why, when none would do."""
+        rec = self._book.require(name)
+        if rec.state is not JobState.QUEUED:
+            raise GtuiError(f"{name} is {rec.state.value}: only a queued job can make room")
+        preemption = self._preemption
+        if preemption is None:
+            raise GtuiError("this engine starts no job: it makes no room")
+        victims = preemption.victims_for(name)
+        if victims == ():
+            raise GtuiError(f"{name} needs no room made: it starts at the next pass")
+        if victims is None:
+            raise GtuiError(
+                f"no set of preemptible jobs of lower priority than {name} frees enough for it"
+            )
+        if not dry_run:
+            preemption.make_room(name)
+            self._kick()
+        return list(victims)
 
     async def retry(self, names: Sequence[str]) -> None:
         """Queue finished jobs again (failed, killed, blocked, or done to run it once more)."""

@@ -150,6 +150,7 @@ class Engine:
     pause = _Operation(Operations.pause)
     resume = _Operation(Operations.resume)
     retry = _Operation(Operations.retry)
+    preempt = _Operation(Operations.preempt)
     pause_queue = _Operation(Operations.pause_queue)
     resume_queue = _Operation(Operations.resume_queue)
     clear_quarantine = _Operation(Operations.clear_quarantine)
@@ -478,7 +479,7 @@ class Engine:
                 starts = decision.starts
             for start in starts:
                 self.parts.runner.start_job(start.name, start.gpus)
-        self._planner.explain(decision)
+        self._planner.explain(self.parts.preemption.plan(decision) if self._dispatch else decision)
 
     def _kick(self) -> None:
         self._schedule()

@@ -1,5 +1,6 @@
 """Fault injection for the crash tests: ``GTUI_CRASH_AT="point:n"`` makes the scheduler SIGKILL
 itself the n-th time it reaches ``point`` (after_intent, after_launch, after_exit, after_finish;
+a preemption's after_preempt_intent, after_preempt_signal;
 a dashboard's hand-over of its queue: handover_spawned, handover_released; its successor's take
 over: handover_locked, handover_adopted). The variable is inherited, so one setting reaches the
 successor too: each point names the process it kills. Unset (always, outside the tests), a

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from gtui.core.gpus.health import RESUME_ENV
 from gtui.core.gpus.snapshot import NODE_GPU_STRIDE, GpuInfo
 from gtui.core.model import JobRecord, JobSpec, Settings
 from gtui.core.queue.queuefile import isolated
+from gtui.core.sched.requeue import resume_env
 
 # What OpenMP and MKL size their thread pools by: a job with ``cpus`` gets them set to it.
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -51,14 +51,10 @@ def job_env(
     gpus: Sequence[int],
     infos: Sequence[GpuInfo],
     from_file: Mapping[str, str] | None = None,
-    *,
-    resume: bool = False,
 ) -> dict[str, str]:
     """The environment gtui gives attempt ``rec.attempt`` of ``spec`` on ``gpus`` (read in
     ``infos``), on top of the user's own: the queue's ``env``, then the variables of the
-    job's ``env_file`` (``from_file``), then the job's own ``env``, then gtui's own.
-    ``resume``: the attempt follows a requeue that was not the job's doing (its GPU failed):
-    ``GTUI_RESUME=1`` tells it to resume."""
+    job's ``env_file`` (``from_file``), then the job's own ``env``, then gtui's own."""
     env = dict(settings.env)
     if from_file:
         env.update(from_file)
@@ -78,8 +74,7 @@ def job_env(
         env["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices(gpus, infos)
     if rec.port is not None:
         env["GTUI_PORT"] = str(rec.port)
-    if resume:
-        env[RESUME_ENV] = "1"
+    env.update(resume_env(rec))  # GTUI_RESUME / GTUI_PREEMPTED after a stop not its fault
     return env
 
 

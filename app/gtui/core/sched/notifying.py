@@ -10,8 +10,9 @@ from pathlib import Path
 
 from gtui.core.bus import EventBus
 from gtui.core.exec.notify import Message, Notifier
-from gtui.core.model import JobState
+from gtui.core.model import LOST_CAUSES, JobState
 from gtui.core.sched.config import QueueConfig
+from gtui.core.sched.requeue import shown_state
 from gtui.core.sched.runs import RunEnded
 from gtui.core.state.book import JobBook
 
@@ -36,9 +37,12 @@ class Notifying:
     def on_run_ended(self, ended: RunEnded) -> None:
         """A job's run ended (the runs' bus): tell, if ``[notify]`` asks for this end."""
         rec = ended.record
-        if rec.state not in ENDS:
+        # Stopped through no fault of its own (preempted, interrupted): told as an "end" with
+        # that word for its state, though it is queued again.
+        stopped = rec.state is JobState.QUEUED and rec.requeued_as in LOST_CAUSES
+        if rec.state not in ENDS and not stopped:
             return  # queued again for a retry: not an end yet
-        self._ends_since_done += 1
+        self._ends_since_done += not stopped
         conf = self._config.settings.notify
         if not (conf.command or conf.apprise):
             return  # nobody to tell (the dashboard's bell and OSC 9 are its own)
@@ -49,13 +53,13 @@ class Notifying:
             if rec.ended_at is not None and rec.started_at is not None
             else None
         )
-        how = rec.state.value + (f" ({d.kind})" if d is not None else "")
+        how = shown_state(rec) + (f" ({d.kind})" if d is not None and not stopped else "")
         env = {
             "GTUI_EVENT": event,
             "GTUI_QUEUE": str(self.queue_path),
             "GTUI_HOST": socket.gethostname(),
             "GTUI_JOB_NAME": rec.name,
-            "GTUI_JOB_STATE": rec.state.value,
+            "GTUI_JOB_STATE": shown_state(rec),
             "GTUI_EXIT_CODE": "" if rec.exit_code is None else str(rec.exit_code),
             "GTUI_SIGNAL": "" if rec.signal is None else str(rec.signal),
             "GTUI_ATTEMPT": str(rec.attempt),

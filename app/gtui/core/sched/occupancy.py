@@ -17,7 +17,8 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 from gtui.core.api import GpusRead, JobChanged
 from gtui.core.bus import EventBus
@@ -36,7 +37,7 @@ from gtui.core.gpus.claims import (
 from gtui.core.gpus.fake import FAKE_USE_ENV, fake_use_mib
 from gtui.core.gpus.reader import GpuReader
 from gtui.core.gpus.snapshot import GpuSnapshot, JobUsage
-from gtui.core.model import JobRecord, JobState
+from gtui.core.model import JobRecord, JobState, Settings
 from gtui.core.paths import QueuePaths
 from gtui.core.sched.config import QueueConfig
 from gtui.core.sched.hostuse import HostUse
@@ -60,6 +61,16 @@ def record_gpu_peaks(rec: JobRecord, observed: dict[int, int]) -> None:
         seen = observed.get(index, 0)
         if seen > peaks[i]:
             peaks[i] = seen
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """The GPU reading, the settings in force, our jobs' seen use and the neighbours' claims."""
+
+    snapshot: GpuSnapshot
+    settings: Settings
+    observed: Mapping[str, Mapping[int, int]]
+    claims: Sequence[NeighbourClaim]
 
 
 class Occupancy:
@@ -250,6 +261,16 @@ class Occupancy:
             self._fast_until = time.monotonic() + FAST_POLL_FOR_S
 
     # ------------------------------------------------------------------ neighbours' claims
+    def inputs(self) -> PlanInputs:
+        """What a pass is planned from, as last read: for a question asked of the policy
+        beside the pass (sched/preempting.py: would this job start without those?)."""
+        return PlanInputs(
+            self._snapshot,
+            self._quarantine.apply(self._config.settings),
+            self._observed,
+            self._neighbour_claims,
+        )
+
     def decide(self) -> Decision:
         """One pass of the planner, counting the neighbours' claims last read; again, with the
         host's claims read, when a job asking cores or memory has just come."""

@@ -7,9 +7,10 @@ commits, tells the front ends (the bus) and the parts that follow runs (``RunEnd
 scheduler's own bus). Timeouts, kills and the check for processes a job left behind live here
 too. No pid is touched: only handles, through the executor.
 
-Size: about 585 lines (the class under 500), as a start, its watch and its end share one
+Size: about 635 lines (the class under 500), as a start, its watch and its end share one
 attempt's state (the handle, the log, the timers); split, each half would reach into the
-other's. The check for what a job left running is its own part (sched.leftovers).
+other's. The check for what a job left running is its own part (sched.leftovers), as is
+a stop that is not the job's fault (sched.stops) and what such an end means (sched.requeue).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gtui.core.api import JobChanged, LogGrew, Notice
+from gtui.core.bootid import boot_id
 from gtui.core.bus import EventBus, Topic
 from gtui.core.deadline import detached
 from gtui.core.errors import GtuiError
@@ -38,7 +40,6 @@ from gtui.core.exec.base import (
     handle_of,
     off_loop,
 )
-from gtui.core.gpus.health import requeue_after_fault, resumes
 from gtui.core.gpus.reader import GpuReader
 from gtui.core.gpus.snapshot import GpuInfo
 from gtui.core.model import RECORD_FIELDS, JobRecord, JobSpec, JobState, copy_record
@@ -54,6 +55,9 @@ from gtui.core.sched.leftovers import LeftoverCheck
 from gtui.core.sched.planner import Planner
 from gtui.core.sched.quarantine import Quarantine, faulty_gpus
 from gtui.core.sched.recovery import Recovered
+from gtui.core.sched.requeue import Cause, after_end, resume_of
+from gtui.core.sched.requeue import requeue as requeue_job
+from gtui.core.sched.stops import Stops
 from gtui.core.state.book import JobBook
 from gtui.core.state.history import attempt_of, attempts, record_attempt
 from gtui.core.state.usage import auto_mem, mem_note, mem_notes, peaks_by_job
@@ -85,6 +89,7 @@ class _Run:
     killed: bool = False
     deadline_hit: float | None = None  # the deadline its timer fired for
     requeue: str | None = None  # stopped because its GPU failed: why (queued again, not killed)
+    warning: asyncio.TimerHandle | None = None  # its signal before the time limit
 
 
 class JobRunner:
@@ -129,6 +134,7 @@ class JobRunner:
         self._leftovers = LeftoverCheck(executor, book, bus, self.spawn)
         self._kill_failures: dict[str, str] = {}  # job -> why its kill signalled nothing
         self._start_tries: dict[str, int] = {}  # job -> starts put off in a row (_defer_start)
+        self._stops = Stops(book, bus, executor, config, self)
 
     # ------------------------------------------------------------------ start
     def _infos(self) -> tuple[GpuInfo, ...]:
@@ -141,14 +147,11 @@ class JobRunner:
         rec: JobRecord,
         gpus: tuple[int, ...],
         from_file: dict[str, str] | None = None,
-        *,
-        resume: bool = False,
     ) -> dict[str, str]:
         """The environment on top of the user's: gtui.core.sched.jobenv, the rule the job
         detail view shows too."""
         settings = self._config.settings
-        infos = self._infos()
-        return job_env(spec, rec, settings, self.queue_path, gpus, infos, from_file, resume=resume)
+        return job_env(spec, rec, settings, self.queue_path, gpus, self._infos(), from_file)
 
     def _on_node(self, gpus: tuple[int, ...]) -> tuple[str | None, tuple[int, ...]]:
         """The node of a placement and the GPUs' indices there: a cluster's pool
@@ -160,7 +163,6 @@ class JobRunner:
         spec = book.specs[name]
         rec = book.records[name]
         before = copy_record(rec)
-        resume = resumes(rec)  # read before the record is reset for the new attempt
         rec.attempt += 1
         rec.state = JobState.RUNNING
         rec.gpus = tuple(gpus)
@@ -178,6 +180,8 @@ class JobRunner:
         rec.reason = ""
         rec.token = uuid.uuid4().hex
         rec.node = None
+        rec.preempt_for = None
+        rec.boot_id = boot_id()
         ex = self._executor
         rec.port = ex.free_port() if "port" in placeholders_used(spec.cmd) else None
         try:
@@ -212,7 +216,7 @@ class JobRunner:
                     attempt=rec.attempt,
                     cmd=cmd,
                     cwd=(self.queue_path.parent / os.path.expanduser(spec.cwd)).resolve(),
-                    env=self.job_env(spec, rec, gpus, from_file, resume=resume),
+                    env=self.job_env(spec, rec, gpus, from_file),
                     log_dir=self.paths.log_dir(self._config.settings.log_dir),
                     run_dir=self.paths.run_dir,
                     gpus=tuple(gpus),
@@ -278,6 +282,9 @@ class JobRunner:
         delay = max(0.0, rec.started_at + spec.timeout_s - time.time())
         loop = asyncio.get_running_loop()
         run.timer = loop.call_later(delay, self._on_timeout, name)
+        warn = resume_of(spec, self._config.settings).warn_before_s
+        if warn is not None and delay > warn:
+            run.warning = loop.call_later(delay - warn, self._stops.warn, name)
 
     def _on_timeout(self, name: str) -> None:
         """The limit's timer: kill the job unless its own record says it ended in time (a
@@ -363,6 +370,8 @@ class JobRunner:
         requeue = run.requeue if run is not None else None
         if run is not None and run.timer is not None:
             run.timer.cancel()
+        if run is not None and run.warning is not None:
+            run.warning.cancel()
         self._log_sizes.pop(name, None)
         self._progress_sizes.pop(name, None)
         exited_ok = status.exit_code == 0 and status.signal is None
@@ -390,9 +399,19 @@ class JobRunner:
             timed_out=timed_out,
             recovered=recovered,
         )
-        if requeue is not None:  # its GPU failed under it: waiting again, not killed
-            requeue_after_fault(rec, requeue)
         spec = book.specs[name]
+        if requeue is not None:  # its GPU failed under it: waiting again, not killed
+            requeue_job(rec, Cause.GPU_FAULT, why=requeue)
+        else:
+            after_end(
+                rec,
+                resume_of(spec, self._config.settings),
+                status,
+                self._config.settings,
+                killed=killed,
+                timed_out=timed_out,
+                recovered=recovered,
+            )
         if spec.mem_auto and rec.peak_mib and rec.mem_mib == before_mem:  # not grown after OOM
             peaks = [a.peak_mib for a in attempts(self.paths.db, name)] + [rec.peak_mib]
             rec.mem_mib = auto_mem(peaks, self._largest_gpu())
@@ -503,11 +522,24 @@ class JobRunner:
 
     def requeue(self, name: str, why: str) -> Coroutine[Any, Any, None]:
         """Stop the running job because its GPU failed (``why``): its end is recorded as
-        queued again with no retry spent (``requeue_after_fault``), not as killed."""
+        queued again with no retry spent (sched.requeue), not as killed."""
         run = self._runs.get(name)
         if run is not None:
             run.requeue = why
         return self.kill(name)
+    def preempt(self, name: str, by: str) -> None:
+        """Stop a running job to make room for ``by`` (sched/stops.py)."""
+        self._stops.preempt(name, by)
+
+    def watcher(self, name: str) -> asyncio.Task[None] | None:
+        """The task watching ``name``'s run to its end, if one does."""
+        run = self._runs.get(name)
+        return run.task if run is not None else None
+
+    def kill_process(self, name: str) -> Coroutine[Any, Any, None]:
+        """The kill (TERM, then KILL after ``kill_grace``) with the run not marked killed:
+        the end of a stop that was not the job's fault."""
+        return self._kill_process(name)
 
     def kill_failure(self, name: str) -> str | None:
         """Why the last kill of ``name`` signalled nothing (taken: told once), or None."""
@@ -561,6 +593,8 @@ class JobRunner:
         """Re-adopt the jobs a restart found running; record those that ended meanwhile."""
         for name, handle in found.adopt:
             self.adopt(name, handle)
+            if self._book.records[name].preempt_for is not None:  # a stop under way
+                self.spawn(self._stops.stop(name))
         for name, status in found.ended:
             self.finish(name, status, recovered=True)
 

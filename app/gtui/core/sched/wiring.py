@@ -24,6 +24,7 @@ from gtui.core.sched.intake import Intake, Pool
 from gtui.core.sched.notifying import Notifying
 from gtui.core.sched.occupancy import Occupancy
 from gtui.core.sched.planner import Planner
+from gtui.core.sched.preempting import Preemption
 from gtui.core.sched.quarantine import Quarantine
 from gtui.core.sched.runs import JobRunner, RunEnded
 from gtui.core.state.book import JobBook
@@ -49,6 +50,7 @@ class Parts:
     intake: Intake
     ops: Operations
     health: HealthWatch
+    preemption: Preemption
 
 
 def wire(
@@ -107,6 +109,7 @@ def wire(
         kick=hooks.kick,
         stopping=hooks.stopping,
     )
+    preemption = Preemption(book, config, occupancy, runner)
     ops = Operations(
         book=book,
         bus=bus,
@@ -117,6 +120,7 @@ def wire(
         config=config,
         queue_path=queue_path,
         kick=hooks.kick,
+        preemption=preemption,
     )
     health = HealthWatch(
         book=book,
@@ -127,4 +131,6 @@ def wire(
         notifying=notifying,
         config=config,
     )
-    return Parts(planner, quarantine, forecast, notifying, runner, occupancy, intake, ops, health)
+    return Parts(
+        planner, quarantine, forecast, notifying, runner, occupancy, intake, ops, health, preemption
+    )

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from gtui.core.errors import GtuiError
-from gtui.core.model import JobRecord
+from gtui.core.model import JobRecord, JobState
 from gtui.core.state.store import BUSY_TIMEOUT_MS, Store
 
 TABLE = "attempts"
@@ -93,7 +93,7 @@ def attempt_of(rec: JobRecord) -> Attempt:
     return Attempt(
         name=rec.name,
         attempt=rec.attempt,
-        state=rec.state.value,
+        state=_end_word(rec),
         started_at=rec.started_at,
         ended_at=rec.ended_at,
         exit_code=rec.exit_code,
@@ -107,6 +107,14 @@ def attempt_of(rec: JobRecord) -> Attempt:
         host_peak_mib=rec.host_peak_mib,
         gpu_hours=gpu_hours(len(rec.gpus), rec.started_at, rec.ended_at),
     )
+
+
+def _end_word(rec: JobRecord) -> str:
+    """What the end made of the job; an attempt stopped through no fault of its own (and
+    queued again) shows its cause: "preempted", "interrupted", "requeued"."""
+    if rec.state is JobState.QUEUED and rec.requeued_as:
+        return rec.requeued_as
+    return rec.state.value
 
 
 def record_attempt(store: Store, rec: JobRecord) -> None:
@@ -217,6 +225,7 @@ def _q(n: int) -> str:
 
 
 # -- the whole history (estimates and `gtui report`) --------------------------------------------
+
 
 def open_readonly(db: Path) -> sqlite3.Connection:
     """A read-only connection to the state db, as every reader of the history opens one (a

@@ -26,7 +26,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gtui.core.model import JobRecord, JobSpec, JobState
+from gtui.core.model import LOST_CAUSES, JobRecord, JobSpec, JobState
 from gtui.core.state.history import Attempt
 
 Interval = tuple[float, float]
@@ -50,6 +50,9 @@ class JobReport:
     # (mem x GPUs x hours) against the peak it used (peak x GPUs x hours), in GiB-hours.
     asked_gib_h: float = 0.0
     peak_gib_h: float = 0.0
+    # GPU-hours of attempts stopped through no fault of the job's (preempted, a reboot):
+    # cause -> hours, spent and lost unless the job saved and resumed.
+    lost_h: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -76,6 +79,15 @@ class Report:
     @property
     def gpu_hours(self) -> float:
         return sum(j.gpu_hours for j in self.jobs)
+
+    @property
+    def lost_h(self) -> dict[str, float]:
+        """GPU-hours lost to preemptions and reboots, by cause."""
+        out: dict[str, float] = {}
+        for j in self.jobs:
+            for cause, h in j.lost_h.items():
+                out[cause] = out.get(cause, 0.0) + h
+        return out
 
     @property
     def idle_waiting_h(self) -> float:
@@ -177,6 +189,7 @@ def build(
         asked_gib_h = peak_gib_h = 0.0
         mem_asked = spec.mem_mib if spec else (rec.mem_mib if rec else None)
         prev_end: float | None = None
+        lost: dict[str, float] = {}
         for a in runs:
             if a.started_at is None:
                 continue
@@ -184,7 +197,10 @@ def build(
             dur = max(0.0, end - a.started_at)
             runtime += dur
             given = getattr(a, "gpu_hours", None)  # the history's own figure, where recorded
-            gpu_h += float(given) if isinstance(given, int | float) else dur * len(a.gpus) / 3600
+            held_h = float(given) if isinstance(given, int | float) else dur * len(a.gpus) / 3600
+            gpu_h += held_h
+            if a.state in LOST_CAUSES:
+                lost[a.state] = lost.get(a.state, 0.0) + held_h
             if mem_asked and a.peak_mib is not None and a.gpus:
                 hours_held = dur * len(a.gpus) / 3600
                 asked_gib_h += mem_asked / 1024 * hours_held
@@ -224,6 +240,7 @@ def build(
                 failures=fails,
                 asked_gib_h=asked_gib_h,
                 peak_gib_h=peak_gib_h,
+                lost_h=lost,
             )
         )
 
@@ -278,6 +295,7 @@ def to_json(r: Report) -> dict[str, object]:
             "mem_asked_over_peak_median": over_asked(r.jobs),
             "mem_asked_gib_hours": round(sum(j.asked_gib_h for j in r.jobs), 3),
             "mem_peak_gib_hours": round(sum(j.peak_gib_h for j in r.jobs), 3),
+            "lost_gpu_hours": {k: round(v, 4) for k, v in sorted(r.lost_h.items())},
         },
         "jobs": [
             {
@@ -293,6 +311,7 @@ def to_json(r: Report) -> dict[str, object]:
                 "failures": j.failures,
                 "mem_asked_gib_hours": round(j.asked_gib_h, 3),
                 "mem_peak_gib_hours": round(j.peak_gib_h, 3),
+                "lost_gpu_hours": {k: round(v, 4) for k, v in sorted(j.lost_h.items())},
             }
             for j in r.jobs
         ],

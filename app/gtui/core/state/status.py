@@ -58,6 +58,13 @@ def job_dict(view: JobView) -> dict[str, Any]:
             )
         ),
         "node": rec.node,  # the cluster node it runs / ran on; null on one server
+        # Stopped through no fault of its own and queued again: "preempted", "interrupted"
+        # (a reboot) or "requeued" (its requeue_exit code); null once it ends otherwise.
+        "requeued_as": rec.requeued_as,
+        "preempted_by": rec.preempted_by,
+        "preempted_at": rec.preempted_at,
+        "preemptions": rec.preemptions,
+        "preempting_for": rec.preempt_for,  # a running job being stopped to make room for it
     }
 
 

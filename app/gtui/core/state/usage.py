@@ -172,8 +172,7 @@ def _rows_from(db: Path, rowid: int) -> list[tuple[int, str, int, int | None]] |
         if top < rowid:
             return [(int(top), "", 0, None)]  # says "a new db" to the caller
         return conn.execute(
-            f"SELECT rowid, name, attempt, peak_mib FROM {TABLE} WHERE rowid >= ? "
-            "ORDER BY rowid",
+            f"SELECT rowid, name, attempt, peak_mib FROM {TABLE} WHERE rowid >= ? ORDER BY rowid",
             (rowid,),
         ).fetchall()
     except sqlite3.Error:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Literal
 
 from gtui.core.api import JobView
+from gtui.core.errors import GtuiError
 from gtui.core.model import JobRecord, JobState
 from gtui.core.sched import transitions
 from gtui.core.units import format_duration, plural
@@ -102,6 +103,48 @@ class JobKeys:
             ),
             chosen,
         )
+
+    def make_room(self) -> None:
+        """M: make room now for the selected waiting job. The victims are asked of the
+        core first (a dry run) and named in the question; nothing is stopped before y."""
+        s = self.screen
+        view = self.selection.view()
+        if view is None:
+            return
+        name = view.spec.name
+
+        async def ask() -> None:
+            try:
+                victims = await s.engine.preempt(name, dry_run=True)
+            except GtuiError as e:
+                self.commands.refused(str(e), timeout=6)
+                return
+            listed = ", ".join(victims)
+            body = (
+                f"To start {name}, gtui stops {listed}: each gets its signal and its grace to "
+                "save, then SIGTERM / SIGKILL, and goes back to the queue as preempted (no "
+                f"retry spent; its next attempt has GTUI_RESUME=1). {name} starts once their "
+                "memory is free."
+            )
+
+            def chosen(value: str | None) -> None:
+                if value == "preempt":
+                    self.commands.run(
+                        "make room",
+                        lambda: s.engine.preempt(name),
+                        f"preempting {listed} for {name}",
+                    )
+
+            s.app.push_screen(
+                ConfirmScreen(
+                    f"Preempt {listed} for {name}?",
+                    body,
+                    [Choice("y", "Preempt", "preempt", "warning")],
+                ),
+                chosen,
+            )
+
+        s.run_worker(ask(), group="commands", exit_on_error=False)
 
     def retry(self) -> None:
         s = self.screen

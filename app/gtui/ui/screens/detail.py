@@ -148,6 +148,7 @@ class DetailScreen(Screen[None]):
             if isinstance(estimates, dict):
                 return estimates.get(self.job)
         return None
+
     def _backfill(self, view: JobView) -> str:
         """The main table's backfill note for ``view`` (it knows the whole queue), if any."""
         tables = [w for screen in self.app.screen_stack for w in screen.query(JobTable)]

@@ -25,7 +25,7 @@ from gtui.ui.alerts import Alerts
 from gtui.ui.events import Batch
 from gtui.ui.forecast import UiForecast
 from gtui.ui.format import display_path
-from gtui.ui.keys import KEYS, PANEL_KEYS, VIEW_KEYS, Key
+from gtui.ui.keys import KEYS, PANEL_KEYS, ROOM_KEYS, VIEW_KEYS, Key
 from gtui.ui.port import EnginePort
 from gtui.ui.rooms.commands import Commands
 from gtui.ui.rooms.feed import Feed
@@ -58,6 +58,7 @@ class MainScreen(MainView):
         Binding("escape", "back", "Back", show=False),
         *(Binding(k.keys, k.action, k.label, show=False) for k in PANEL_KEYS),
         *(Binding(k.keys, k.action, k.label, show=False) for k in VIEW_KEYS),
+        *(Binding(k.keys, k.action, k.label, show=False) for k in ROOM_KEYS),
     ]
 
     def __init__(
@@ -313,6 +314,9 @@ class MainScreen(MainView):
 
     def action_retry(self) -> None:
         self.job_keys.retry()
+
+    def action_make_room(self) -> None:
+        self.job_keys.make_room()
 
     def action_details(self) -> None:
         view = self.selection.view()

@@ -56,7 +56,9 @@ def diagnosis_text(view: JobView, oom_grow: float) -> Text | None:
                 bits.append(f"the retry asks {format_mib(now)} (oom_grow {oom_grow:g})")
             if len(bits) > 1:  # "asked 10G" alone says nothing the queue table does not
                 t.append("\n" + "; ".join(bits))
-        if rec.state == JobState.QUEUED:
+        if rec.state == JobState.QUEUED and rec.requeued_as:
+            t.append("\nit will run again (no retry spent)", style="yellow")
+        elif rec.state == JobState.QUEUED:
             t.append("\nit will run again (retries left)", style="yellow")
     for w in rec.warnings:
         if diag is not None and diag.kind == "cuda_oom" and w.startswith("CUDA OOM:"):

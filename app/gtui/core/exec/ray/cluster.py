@@ -111,12 +111,12 @@ def _check_reachable(address: str) -> str | None:
             target = ""
         if not target:
             raise ClusterError(
-                "no Ray cluster found on this machine (address = \"auto\"): start one with "
-                "`ray start --head`, or give [cluster] address = \"HOST:PORT\""
+                'no Ray cluster found on this machine (address = "auto"): start one with '
+                '`ray start --head`, or give [cluster] address = "HOST:PORT"'
             )
     host, _, port = target.rpartition(":")
     if not port.isdigit():
-        raise ClusterError(f"Ray address {address!r}: expected HOST:PORT, \"auto\" or ray://...")
+        raise ClusterError(f'Ray address {address!r}: expected HOST:PORT, "auto" or ray://...')
     try:
         socket.create_connection((host or "127.0.0.1", int(port)), timeout=3.0).close()
     except OSError as e:
@@ -204,9 +204,7 @@ def connect(address: str) -> Any:
 
 def _lost_words(name: str, why: str) -> str:
     """Why a dead node's jobs are lost. A dead raylet's detached jobs can live on: say so."""
-    return (
-        f"node {name} declared dead by Ray ({why}); its processes there may still run"
-    )
+    return f"node {name} declared dead by Ray ({why}); its processes there may still run"
 
 
 @dataclass
@@ -225,9 +223,7 @@ class _Node:
 class _Waits:
     """The jobs of one node the scheduler waits for, and the exits to acknowledge."""
 
-    futures: dict[tuple[int, float], list[asyncio.Future[ExitStatus]]] = field(
-        default_factory=dict
-    )
+    futures: dict[tuple[int, float], list[asyncio.Future[ExitStatus]]] = field(default_factory=dict)
     status: dict[tuple[int, float], str] = field(default_factory=dict)
     ack: set[tuple[int, float]] = field(default_factory=set)
     task: asyncio.Task[None] | None = None
@@ -498,6 +494,10 @@ class RayExecutor:
         node = self.cluster.node(handle.node)
         self.cluster.call(node, "suspend", handle.pid, handle.create_time)
 
+    def signal(self, handle: Handle, signum: int) -> None:
+        """Not carried to a node's agent yet: a job on a cluster gets no warning; its stop
+        after the grace is the kill every executor has."""
+
     def resume(self, handle: Handle) -> None:
         node = self.cluster.node(handle.node)
         self.cluster.call(node, "resume", handle.pid, handle.create_time)
@@ -560,9 +560,7 @@ class RayExecutor:
             if got is not None:
                 return Found(int(got[0]), float(got[1]), node=node.name)
         if silent:
-            raise GtuiError(
-                f"node {', '.join(silent)} did not answer whether it runs the job"
-            )
+            raise GtuiError(f"node {', '.join(silent)} did not answer whether it runs the job")
         return None
 
     def leftovers(self, tokens: Collection[str]) -> dict[str, list[int]]:
@@ -675,16 +673,23 @@ class RayGpus:
                 at = node.base + g.index
                 gpus.append(replace(g, index=at, node=node.name, node_index=g.index))
         self._source = "fake" if sources == {"fake"} else "nvml" if gpus else "none"
-        return GpuSnapshot(
-            tuple(gpus), time.time(), self._source, error="; ".join(errors) or None
-        )
+        return GpuSnapshot(tuple(gpus), time.time(), self._source, error="; ".join(errors) or None)
 
     def _lost(self, node: _Node, why: str) -> list[GpuInfo]:
         """A silent node's GPUs as lost (nothing is placed there) until it answers again."""
         return [
             GpuInfo(
-                node.base + i, "?", f"{node.name}:{i}", None, None, None, None,
-                lost=True, error=why, node=node.name, node_index=i,
+                node.base + i,
+                "?",
+                f"{node.name}:{i}",
+                None,
+                None,
+                None,
+                None,
+                lost=True,
+                error=why,
+                node=node.name,
+                node_index=i,
             )
             for i in range(node.gpus)
         ]

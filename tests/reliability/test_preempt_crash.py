@@ -1,0 +1,63 @@
+"""A SIGKILL of the scheduler at each step of a preemption (the intent saved, the signal sent,
+the victim's exit seen, its end recorded), then a restart: nothing runs twice, nothing is
+lost. The victim checkpoints and resumes once, the preemptor runs once, both end done."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.reliability.helpers import finish, start_run, status, wait_for
+
+TRAINER = REPO / "sample_queues" / "mock_trainer.py"
+
+
+def _write(q: Path, tmp: Path, *, urgent: bool) -> None:
+    text = f"""
+[settings]
+poll = "0.1s"
+kill_grace = "2s"
+fake_gpus = "1x80G"
+
+[[jobs]]
+name = "train"
+cmd = "echo start >> {tmp}/train.runs; exec {sys.executable} {TRAINER} {tmp}/ckpt 60 0.05"
+mem = "60G"
+preemptible = true
+grace = "20s"
+requeue_exit = 3
+"""
+    if urgent:
+        text += f"""
+[[jobs]]
+name = "urgent"
+cmd = "echo ran >> {tmp}/urgent.runs"
+mem = "60G"
+priority = 5
+"""
+    q.write_text(text)
+
+
+@pytest.mark.parametrize(
+    "point",
+    ["after_preempt_intent:1", "after_preempt_signal:1", "after_exit:1", "after_finish:1"],
+)
+def test_a_kill_at_each_step_of_a_preemption_loses_nothing(tmp_path: Path, point: str) -> None:
+    q = tmp_path / "q.toml"
+    _write(q, tmp_path, urgent=False)
+    first = start_run(q, env={"GTUI_CRASH_AT": point})
+    wait_for(lambda: (tmp_path / "train.runs").exists(), what="the trainer started")
+    _write(q, tmp_path, urgent=True)
+    out, _ = first.communicate(timeout=60)
+    assert first.returncode == -9, out  # killed at the point
+    second = start_run(q)
+    finish(second)
+    jobs = status(q)
+    assert jobs["train"]["state"] == "done" and jobs["urgent"]["state"] == "done"
+    assert (tmp_path / "train.runs").read_text().count("start") == 2
+    assert (tmp_path / "urgent.runs").read_text().count("ran") == 1
+    saved = int((tmp_path / "ckpt").read_text())
+    assert f"resumed at step {saved}" in (tmp_path / "logs" / "train.2.log").read_text()
