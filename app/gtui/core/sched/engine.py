@@ -443,10 +443,10 @@ class Engine:
             self._reader.close()
 
     def _idle(self) -> bool:
-        """Nothing runs and nothing more can start without a person (``gtui run`` exits). A
+        """Nothing runs and nothing more can start without a person (``gtui run`` exits); a
         paused queue is not idle: `gtui resume` must find someone to resume."""
-        gpus_known = len(_snapshot(self._reader).gpus)
-        return not self._config.paused and self._book.idle(gpus_known=gpus_known)
+        known = len(_snapshot(self._reader).gpus)
+        return not self._config.paused and self._book.idle(gpus_known=known)
 
     async def reload(self) -> None:
         """Read the queue file again now (the control socket's ``reload``, after ``gtui add``)."""
@@ -459,9 +459,8 @@ class Engine:
         if time.monotonic() - book.reasons_saved >= REASON_SAVE_S:
             book.save_reasons()
         self.parts.intake.reload_if_changed()
-        backups = self._backups
-        if self._scheduler and backups is not None and backups.due():
-            self.parts.runner.spawn(_back_up(backups))  # a copy of the whole file: not on the loop
+        if self._scheduler and self._backups is not None and self._backups.due():
+            self.parts.runner.spawn(_back_up(self._backups))  # a whole file's copy: off the loop
         await self.parts.occupancy.read()  # the GPUs, our jobs' use of them, the neighbours' claims
         self.parts.health.check()  # a GPU that failed: out, its jobs queued again
 
