@@ -9,6 +9,9 @@ live ones, and our own jobs' claims are published for them, with since when each
 pass that starts jobs on GPUs the board is locked and read again (``claiming``), so two
 schedulers never both find the same GPU free. A queue with ``neighbours = false``, or on GPUs
 no one else can see (a plain fake spec), does neither.
+
+Size: about 420 lines, as the GPUs' and the host's use by our jobs and the neighbours' claims
+of both are read in one poll and judged against one reading; the host's own part is HostUse.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 
-from gtui.core.bootid import boot_id
 from gtui.core.exec.base import ExitStatus
 from gtui.core.gpus.health import REQUEUE_HINT
 from gtui.core.model import (
@@ -27,6 +26,7 @@ from gtui.core.model import (
     Resume,
     Settings,
 )
+from gtui.core.procstat import boot_id
 
 __all__ = ["REQUEUE_CAP", "Cause", "requeue", "resume_env", "resume_of", "shown_state"]
 

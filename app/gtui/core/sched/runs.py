@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from gtui.core.api import JobChanged, LogGrew, Notice
-from gtui.core.bootid import boot_id
 from gtui.core.bus import EventBus, Topic
 from gtui.core.deadline import detached
 from gtui.core.errors import GtuiError
@@ -44,6 +43,7 @@ from gtui.core.gpus.reader import GpuReader
 from gtui.core.gpus.snapshot import GpuInfo
 from gtui.core.model import RECORD_FIELDS, JobRecord, JobSpec, JobState, copy_record
 from gtui.core.paths import QueuePaths
+from gtui.core.procstat import boot_id
 from gtui.core.queue.placeholders import placeholders_used, substitute
 from gtui.core.queue.queuefile import isolated
 from gtui.core.sched import outcome
