@@ -238,13 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
         "killed, blocked, unknown, or waiting, active, ended, trouble",
     )
     p.add_argument("--watch", action="store_true", help="redraw in place, like watch(1)")
-    p.add_argument(
-        "--interval", default="2s", metavar="DURATION", help="with --watch (default 2s)"
-    )
+    p.add_argument("--interval", default="2s", metavar="DURATION", help="with --watch (default 2s)")
 
-    p = _add(
-        sub, "gpus", "the GPUs, their memory, utilization and processes", "gtui gpus --json"
-    )
+    p = _add(sub, "gpus", "the GPUs, their memory, utilization and processes", "gtui gpus --json")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = _add(
@@ -262,6 +258,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retries", type=int, help="retries on failure (-1 = until it succeeds)")
     p.add_argument("--timeout", help="e.g. 4h")
     p.add_argument("--cwd", help="working directory")
+    p.add_argument(
+        "--from",
+        dest="from_file",
+        metavar="FILE",
+        help="add one job per line of FILE ('-': stdin): a command, or a JSON object with cmd, "
+        "name, gpus, mem, ...; all in one edit (the options above apply to every line)",
+    )
     p.add_argument("cmd", nargs="*", metavar="-- CMD...", help="the command, after --")
 
     for verb, text, example in (
@@ -287,7 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
         _queue_arg(p)
         _complete(
             p.add_argument(
-                "names", nargs="+" if verb == "kill" else "*", metavar="NAME",
+                "names",
+                nargs="+" if verb == "kill" else "*",
+                metavar="NAME",
                 help=NAMES_HELP,
             ),
             "jobs",

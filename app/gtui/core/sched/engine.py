@@ -154,6 +154,7 @@ class Engine:
     resume_queue = _Operation(Operations.resume_queue)
     clear_quarantine = _Operation(Operations.clear_quarantine)
     add = _Operation(Operations.add)
+    add_many = _Operation(Operations.add_many)
     edit = _Operation(Operations.edit)
     remove = _Operation(Operations.remove)
     move = _Operation(Operations.move)
