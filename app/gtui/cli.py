@@ -262,6 +262,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retries", type=int, help="retries on failure (-1 = until it succeeds)")
     p.add_argument("--timeout", help="e.g. 4h")
     p.add_argument("--cwd", help="working directory")
+    p.add_argument(
+        "--from",
+        dest="from_file",
+        metavar="FILE",
+        help="add one job per line of FILE ('-': stdin): a command, or a JSON object with cmd, "
+        "name, gpus, mem, ...; all in one edit (the options above apply to every line)",
+    )
     p.add_argument("cmd", nargs="*", metavar="-- CMD...", help="the command, after --")
 
     for verb, text, example in (

@@ -7,6 +7,10 @@ notice the file change within one poll anyway).
 The command: one argument is taken as a shell command line as it is (``-- "a | b"``); several
 are one word each, quoted as given (``-- python train.py --name "my run"``). Without ``--cwd``
 the job runs where ``gtui add`` was run, as in task-spooler and pueue.
+
+``--from FILE`` (``-``: stdin) adds one job per line, all in one edit of the file that a running
+scheduler takes in at once (10,000 commands in one call, not 10,000 calls): see
+gtui.commands.addfrom for what a line may hold.
 """
 
 from __future__ import annotations
@@ -55,6 +59,13 @@ def fields_of(ns: argparse.Namespace, paths: QueuePaths, words: list[str]) -> di
     if ns.name:
         fields["name"] = ns.name
     fields["cmd"] = command_line(words)
+    fields.update(option_fields(ns, paths))
+    return fields
+
+
+def option_fields(ns: argparse.Namespace, paths: QueuePaths) -> dict[str, object]:
+    """The job keys the command line's options give (all but the name and the command)."""
+    fields: dict[str, object] = {}
     for key in ("gpus", "mem", "priority", "retries", "timeout"):
         value = getattr(ns, key, None)
         if value is not None:
@@ -86,6 +97,10 @@ def current_pool(
 def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     # Only what a running scheduler needs is imported before it is asked (see control/rpc).
     paths = queue_file(ns.queue)
+    if getattr(ns, "from_file", None) is not None:
+        from gtui.commands.addfrom import add_from
+
+        return add_from(ns, opts, paths)
     fields = fields_of(ns, paths, list(ns.cmd or []))
     # A running scheduler holds the file's jobs already: it checks and appends the new one
     # without anything here reading the file (100,000 jobs: 13.9 s the other way).

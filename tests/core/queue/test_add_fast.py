@@ -183,15 +183,15 @@ def _held_after_write(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event,
     from gtui.core.queue import writeback
 
     written, release = threading.Event(), threading.Event()
-    real = writeback.append_known
+    real = writeback.append_known_many
 
-    def append_known(*args: Any, **kw: Any) -> Any:
+    def append_known_many(*args: Any, **kw: Any) -> Any:
         out = real(*args, **kw)
         written.set()
         release.wait(30)
         return out
 
-    monkeypatch.setattr(writeback, "append_known", append_known)
+    monkeypatch.setattr(writeback, "append_known_many", append_known_many)
     return written, release
 
 

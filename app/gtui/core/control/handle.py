@@ -18,6 +18,7 @@ from gtui.core.control.protocol import (
     STATUS_HEAD,
     Acted,
     Add,
+    AddMany,
     Cleared,
     ClearQuarantine,
     Done,
@@ -62,6 +63,7 @@ class Operations(Protocol):
     async def resume_queue(self) -> None: ...
     async def reload(self) -> None: ...
     async def add(self, fields: dict[str, object]) -> str: ...
+    async def add_many(self, many: Sequence[dict[str, object]]) -> list[str]: ...
     async def edit(self, name: str, fields: dict[str, object]) -> None: ...
     async def remove(self, name: str) -> None: ...
     async def move(self, name: str, where: Where) -> None: ...
@@ -118,6 +120,8 @@ async def handle(owner: Owner, req: Request[Any]) -> Reply | RawReply:
             return Done()
         case Add(fields):
             return Named(await owner.add(fields))
+        case AddMany(jobs):
+            return Acted(tuple(await owner.add_many(list(jobs))))
         case Edit(name, fields):
             await owner.edit(name, fields)
             return Named(name)

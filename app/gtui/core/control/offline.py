@@ -138,6 +138,12 @@ class StoreClient:
 
         return append_job(self.queue_path, dict(fields))
 
+    async def add_many(self, many: Sequence[dict[str, object]]) -> list[str]:
+        """With no scheduler, adding is one edit of the file."""
+        from gtui.core.queue.writeback import append_jobs
+
+        return append_jobs(self.queue_path, [dict(f) for f in many])
+
     async def reload(self) -> None:
         """Nothing to tell: the next scheduler reads the queue file as it is."""
 

@@ -50,6 +50,7 @@ from gtui.core.api import (
 from gtui.core.bus import EventBus
 from gtui.core.control.protocol import (
     Add,
+    AddMany,
     ClearQuarantine,
     Edit,
     Kill,
@@ -275,6 +276,9 @@ class RemoteEngine:
 
     async def add(self, fields: dict[str, object]) -> str:
         return (await self.do(Add(fields))).name
+
+    async def add_many(self, many: Sequence[dict[str, object]]) -> list[str]:
+        return list((await self.do(AddMany(tuple(many)))).names)
 
     async def edit(self, name: str, fields: dict[str, object]) -> None:
         await self.do(Edit(name, fields))

@@ -255,7 +255,7 @@ def check_new_entry(
         if job.name in known or job.name in new_names:
             raise w.error(f"`{job.name}` is already the name of a job; give it a distinct `name`")
         new_names.add(job.name)
-    names = _Either(known, new_names)
+    names = EitherNames(known, new_names)
     check_pool = PoolCheck(settings, pool)
     jobs: list[JobSpec] = []
     warnings: list[str] = list(exp.notes)
@@ -269,7 +269,7 @@ def check_new_entry(
     return jobs, warnings
 
 
-class _Either(Collection[str]):
+class EitherNames(Collection[str]):
     """Two collections of names seen as one, without copying the 100,000 known ones."""
 
     def __init__(self, a: Collection[str], b: Collection[str]) -> None:

@@ -55,12 +55,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import tomlkit
-from tomlkit.items import InlineTable, Table
+from tomlkit.items import InlineTable
 
 from gtui.core.atomic import write_atomically
 from gtui.core.errors import GtuiError, QueueFileError
 from gtui.core.model import JobSpec, Settings
-from gtui.core.queue.checks import check_new_entry
+from gtui.core.queue.checks import EitherNames, check_new_entry
 from gtui.core.queue.cliedits import (
     JobText,
     Place,
@@ -92,10 +92,10 @@ from gtui.core.queue.tomlkitedit import (
     apply_fields,
     check_fields,
     drop_matrix_value,
+    job_table_text,
     new_table,
     set_keys,
     standalone,
-    table_text,
 )
 from gtui.core.units import first_few
 
@@ -155,10 +155,26 @@ def append_job(
     reader: QueueReader | None = None,
 ) -> str:
     """Add a job at the end of the queue; returns its name (the first one, for a matrix)."""
+    return append_jobs(path, [fields], pool=pool, reader=reader)[0]
+
+
+def append_jobs(
+    path: Path | str,
+    many: Sequence[Mapping[str, Any]],
+    *,
+    pool: Sequence[int | None] | None = None,
+    reader: QueueReader | None = None,
+) -> list[str]:
+    """Add jobs at the end of the queue in one edit (one lock, one check, one write), so a
+    scheduler takes them in together or, if one is wrong, none; returns the first name of each
+    entry (a matrix entry's first job)."""
     p = Path(path)
-    check_fields(p, fields)
-    if "cmd" not in fields:
-        raise QueueFileError(str(p), "a job needs a `cmd`", None, "cmd")
+    if not many:
+        return []
+    for fields in many:
+        check_fields(p, fields)
+        if "cmd" not in fields:
+            raise QueueFileError(str(p), "a job needs a `cmd`", None, "cmd")
 
     def change(ctx: EditContext) -> str:
         blocks = ctx.blocks()
@@ -166,16 +182,16 @@ def append_job(
         inline = ctx.inline() if blocks is None else None
         if inline is not None:
             slots = [[inline.parts(i)] for i in range(len(inline.pieces))]
-            new = new_table(fields, inline=True).as_string().strip()
-            slots[-1].append(inline.new_piece(len(slots) - 1, new))
+            for fields in many:
+                new = new_table(fields, inline=True).as_string().strip()
+                slots[-1].append(inline.new_piece(len(slots) - 1, new))
             return inline.rebuild(slots)
         if blocks is None:
             doc = tomlkit.parse(ctx.text)
-            doc["jobs"].append(new_table(fields, inline=True))
+            for fields in many:
+                doc["jobs"].append(new_table(fields, inline=True))
             return doc.as_string()
-        table = new_table(fields, inline=False)
-        assert isinstance(table, Table)
-        text = table_text(table).replace("\n", nl)
+        text = nl.join(job_table_text(fields).replace("\n", nl) for fields in many)
         if not blocks:
             body = ctx.text
             if body and not body.endswith("\n"):
@@ -187,9 +203,13 @@ def append_job(
         return ended(before, nl) + nl + text + after
 
     result = edit_file(p, change, pool=pool, adding=True, reader=reader)
-    new_entry = max((j.entry for j in result.jobs), default=-1)
-    added = [j.name for j in result.jobs if j.entry == new_entry]
-    return added[0] if added else str(fields.get("name", ""))
+    entries = sorted({j.entry for j in result.jobs})[-len(many) :]
+    first: dict[int, str] = {}
+    for j in result.jobs:
+        if j.entry in entries:
+            first.setdefault(j.entry, j.name)
+    names = [first[e] for e in entries if e in first]
+    return names or [str(f.get("name", "")) for f in many]
 
 
 @dataclass(frozen=True)
@@ -213,42 +233,80 @@ def append_known(
     pool: Sequence[int | None] | None = None,
     tables: Callable[[str], bool | None] = lambda text: None,
 ) -> Appended | None:
-    """Append a job for a scheduler that already holds the file's jobs: only the new entry is
-    checked (against ``known``), and the file is not parsed again. ``runs(text)`` says whether
-    the file on disk is the version the scheduler runs; when it is not (an edit not yet taken),
-    or when only a whole load can check the entry, None: use :func:`append_job`. ``tables(text)``
-    True: the caller knows the text holds no inline ``jobs = [...]`` (None: search it).
+    """Append a job for a scheduler that already holds the file's jobs: see
+    :func:`append_known_many`."""
+    return append_known_many(
+        path,
+        [fields],
+        runs=runs,
+        settings=settings,
+        known=known,
+        entry=entry,
+        pool=pool,
+        tables=tables,
+    )
 
-    At 100,000 jobs, ``gtui add`` took 13.9 s through three whole loads; this is a read, one
-    entry's check and the atomic write."""
+
+def append_known_many(
+    path: Path | str,
+    many: Sequence[Mapping[str, Any]],
+    *,
+    runs: Callable[[str], bool],
+    settings: Settings,
+    known: Collection[str],
+    entry: int,
+    pool: Sequence[int | None] | None = None,
+    tables: Callable[[str], bool | None] = lambda text: None,
+) -> Appended | None:
+    """Append jobs, in one write, for a scheduler that already holds the file's jobs: only the
+    new entries are checked (against ``known`` and each other), and the file is not parsed
+    again. ``runs(text)`` says whether the file on disk is the version the scheduler runs; when
+    it is not (an edit not yet taken), or when only a whole load can check an entry, None: use
+    :func:`append_jobs`. ``tables(text)`` True: the caller knows the text holds no inline
+    ``jobs = [...]`` (None: search it).
+
+    At 100,000 jobs, ``gtui add`` took 13.9 s through three whole loads; this is a read, each
+    new entry's check and one atomic write."""
     p = Path(path)
-    check_fields(p, fields)
-    if "cmd" not in fields:
-        raise QueueFileError(str(p), "a job needs a `cmd`", None, "cmd")
-    table = new_table(fields, inline=False)
-    assert isinstance(table, Table)
-    plain = read_document(table_text(table), str(p)).data["jobs"][0]  # as a load reads them
+    for fields in many:
+        check_fields(p, fields)
+        if "cmd" not in fields:
+            raise QueueFileError(str(p), "a job needs a `cmd`", None, "cmd")
+    texts = [job_table_text(fields) for fields in many]
+    # Each entry as a load reads it; one parse for all of them.
+    plains = read_document("\n".join(texts), str(p)).data["jobs"]
     with locked(p):
         text, mark = read_with_mark(p)
         if not runs(text) or (not tables(text) and has_inline_jobs(text)):
-            # An inline ``jobs = [...]`` takes no [[jobs]] table after it: append_job adds an
-            # element to the array.
+            # An inline ``jobs = [...]`` takes no [[jobs]] table after it: append_jobs adds
+            # elements to the array.
             return None
         nl = "\r\n" if "\r\n" in text[: text.find("\n") + 1] else "\n"
         body = ended(text, nl) if text else ""
         gap = nl if body and not body.isspace() else ""  # strip() copied all 9 MB
-        line = body.count("\n") + len(gap) // len(nl) + 1  # where its [[jobs]] header goes
-        try:
-            checked = check_new_entry(p, plain, settings, known, entry, pool, line)
-        except QueueFileError as e:
-            what = f"{e.detail} (the job was not added)"
-            raise QueueFileError(e.path, what, None, e.key) from None
-        if checked is None:
-            return None
-        new_text = body + gap + table_text(table).replace("\n", nl)
+        line = body.count("\n") + len(gap) // len(nl) + 1  # where the first [[jobs]] header goes
+        jobs: list[JobSpec] = []
+        warnings: list[str] = []
+        added: set[str] = set()
+        names = EitherNames(known, added)
+        for n, (plain, table) in enumerate(zip(plains, texts, strict=True)):
+            try:
+                checked = check_new_entry(p, plain, settings, names, entry + n, pool, line)
+            except QueueFileError as e:
+                if len(many) == 1:
+                    what = f"{e.detail} (the job was not added)"
+                else:
+                    what = f"{e.detail} (job {n + 1} of {len(many)}: nothing was added)"
+                raise QueueFileError(e.path, what, None, e.key) from None
+            if checked is None:
+                return None
+            jobs.extend(checked[0])
+            warnings.extend(checked[1])
+            added.update(j.name for j in checked[0])
+            line += table.count("\n") + 1
+        new_text = body + gap + nl.join(t.replace("\n", nl) for t in texts)
         data = mark + new_text.encode()
         write_atomically(p, data)
-    jobs, warnings = checked
     return Appended(jobs, warnings, new_text, digest_of_bytes(data))
 
 

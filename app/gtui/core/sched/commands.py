@@ -174,22 +174,29 @@ class Operations:
 
     # ------------------------------------------------------------------ the queue file
     async def add(self, fields: dict[str, object]) -> str:
-        """Append a job to the queue file (validated like the file) and take it in at once.
+        """Append a job to the queue file (validated like the file) and take it in at once."""
+        return (await self.add_many([fields]))[0]
+
+    async def add_many(self, many: Sequence[dict[str, object]]) -> list[str]:
+        """Append jobs to the queue file in one edit (validated like the file: one wrong job
+        adds none) and take them in at once; the first name of each entry.
 
         The write and the take-in are one step under the intake's ``file_edits``: a second
-        add (another shell) or a reload between them would read the new job from the file,
-        and the take-in would then make it a second time (two records, two runs)."""
+        add (another shell) or a reload between them would read the new jobs from the file,
+        and the take-in would then make them a second time (two records, two runs)."""
+        if not many:
+            return []
         async with self._intake.file_edits:
-            return await self._add(fields)
+            return await self._add(many)
 
-    async def _add(self, fields: dict[str, object]) -> str:
-        from gtui.core.queue.writeback import append_job, append_known
+    async def _add(self, many: Sequence[dict[str, object]]) -> list[str]:
+        from gtui.core.queue.writeback import append_jobs, append_known_many
 
         book = self._book
         fast = await asyncio.to_thread(
-            append_known,
+            append_known_many,
             self.queue_path,
-            dict(fields),
+            [dict(f) for f in many],
             runs=self._source.runs,
             settings=self._config.settings,
             known=book.index,
@@ -213,21 +220,26 @@ class Operations:
             for warning in fast.warnings:
                 self._bus.notice("warning", warning)
             self._kick()
-            return fast.jobs[0].name
+            firsts: dict[int, str] = {}
+            for spec in fast.jobs:
+                firsts.setdefault(spec.entry, spec.name)
+            return list(firsts.values())
 
         before = set(self._book.specs)
         # Checked against the GPUs too: a job none can take would make the file unrunnable.
-        await asyncio.to_thread(
-            append_job,
+        names = await asyncio.to_thread(
+            append_jobs,
             self.queue_path,
-            dict(fields),
+            [dict(f) for f in many],
             pool=self._intake.pool(),
             reader=self._source.reader,
         )
         self._intake.reload_if_changed(force=True, edit=True)
         added = [n for n in self._book.order if n not in before]
         self._kick()
-        return added[-1] if added else str(fields.get("name", ""))
+        if len(many) == 1:
+            return added[-1:] if added else [str(many[0].get("name", ""))]
+        return names
 
     async def edit(self, name: str, fields: dict[str, object]) -> None:
         from gtui.core.queue.writeback import update_job

@@ -155,6 +155,7 @@ class Engine:
     resume_queue = _Operation(Operations.resume_queue)
     clear_quarantine = _Operation(Operations.clear_quarantine)
     add = _Operation(Operations.add)
+    add_many = _Operation(Operations.add_many)
     edit = _Operation(Operations.edit)
     remove = _Operation(Operations.remove)
     move = _Operation(Operations.move)
@@ -195,8 +196,7 @@ class Engine:
         return book.view(name)
 
     def names_in(self, *states: JobState) -> list[tuple[str, JobState]]:
-        """The jobs in one of ``states``, by name and state in queue order (the quit
-        question's: ``jobs`` would make a view of every job)."""
+        """The jobs in ``states``, by name and state, in queue order (no view of every job)."""
         return self._book.names_in(states) if self._book is not None else []
 
     def counts(self) -> dict[str, int]:
