@@ -20,6 +20,7 @@ from gtui.core.control.protocol import (
     REQUESTS,
     Acted,
     Add,
+    AddMany,
     Cleared,
     ClearQuarantine,
     Edit,
@@ -66,6 +67,7 @@ def test_every_request_comes_back_equal_from_its_wire_form() -> None:
         Kill(("a",), wait=False),
         Pause(("a",)),
         Add({"cmd": "true", "gpus": 0}),
+        AddMany(({"cmd": "true"}, {"name": "b", "cmd": "echo", "gpus": 0})),
         Edit("a", {"mem": "20G", "priority": None}),
         Remove("a"),
         Move("a", "top"),
@@ -242,7 +244,7 @@ def test_the_store_answers_the_edits_and_refuses_what_needs_a_scheduler(tmp_path
     assert reply == Named("b") and not live
     assert load_queue(q).jobs[1].priority == 5
     asyncio.run(perform(paths, Move("b", "up")))
-    assert [s.name for s in load_queue(q).jobs] == ["b", "a"]
+    assert [s.name for s in load_queue(q).jobs] == ["b", "a", "d", "e"]
     asyncio.run(perform(paths, Kill(("a",))))
     with pytest.raises(GtuiError, match="only waiting"):
         asyncio.run(perform(paths, Move("a", "top")))  # killed: it stays where it is
@@ -265,6 +267,7 @@ def test_every_request_has_its_case_in_the_one_handler(tmp_path: Path) -> None:
         "resume": Resume(("b",)),
         "retry": Retry(("a",)),
         "add": Add({"name": "c", "cmd": "true"}),
+        "add_many": AddMany(({"name": "d", "cmd": "true"}, {"name": "e", "cmd": "true"})),
         "edit": Edit("c", {"priority": 2}),
         "move": Move("b", "top"),
         "remove": Remove("c"),
@@ -287,4 +290,4 @@ def test_every_request_has_its_case_in_the_one_handler(tmp_path: Path) -> None:
             assert json.loads("".join(reply.pieces))["status"]["jobs"], op
         else:
             assert isinstance(reply, cls.reply), op
-    assert [s.name for s in load_queue(q).jobs] == ["b", "a"]
+    assert [s.name for s in load_queue(q).jobs] == ["b", "a", "d", "e"]

@@ -177,7 +177,8 @@ async def test_errors_are_replies_and_the_server_survives(
     assert await ask(queue, "frobnicate") == {
         "ok": False,
         "error": "unknown request 'frobnicate'; this scheduler knows: kill, pause, resume, "
-        "retry, pause_queue, resume_queue, reload, add, edit, remove, move, status, ping, watch, stop, clear_quarantine",
+        "retry, pause_queue, resume_queue, reload, add, add_many, edit, remove, move, status, "
+        "ping, watch, stop, clear_quarantine, preempt",
         "exit": 2,
     }
     reply = await ask(queue, "kill", names=[])

@@ -210,7 +210,7 @@ class AddMany(Request[Acted]):
     them, or none when one is wrong. Replies with the first name of each."""
 
     op = "add_many"
-    jobs: FieldsList = ()
+    jobs: FieldsList
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,6 +8,7 @@ import difflib
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import tomlkit
@@ -84,7 +85,7 @@ def new_table(fields: Mapping[str, Any], inline: bool) -> Container:
 
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-_ESCAPES = {
+_ESCAPES: Mapping[str, str] = MappingProxyType({
     '"': '\\"',
     "\\": "\\\\",
     "\b": "\\b",
@@ -92,7 +93,7 @@ _ESCAPES = {
     "\n": "\\n",
     "\f": "\\f",
     "\r": "\\r",
-}
+})
 _TO_ESCAPE = re.compile(r'["\\\x00-\x1f\x7f]')
 
 
