@@ -244,7 +244,7 @@ def test_the_store_answers_the_edits_and_refuses_what_needs_a_scheduler(tmp_path
     assert reply == Named("b") and not live
     assert load_queue(q).jobs[1].priority == 5
     asyncio.run(perform(paths, Move("b", "up")))
-    assert [s.name for s in load_queue(q).jobs] == ["b", "a", "d", "e"]
+    assert [s.name for s in load_queue(q).jobs] == ["b", "a"]
     asyncio.run(perform(paths, Kill(("a",))))
     with pytest.raises(GtuiError, match="only waiting"):
         asyncio.run(perform(paths, Move("a", "top")))  # killed: it stays where it is
