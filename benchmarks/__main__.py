@@ -33,6 +33,7 @@ SUITE = [
     "forecast",  # progress from a log's tail, estimates at 100,000 jobs
     "usage",  # host memory walk and GPU holders' names, per poll
     "log_lines",  # a log's endless last line to a terminal: linear in its length
+    "floor",  # per-job cost, throughput and submissions beside tsp and the fork+exec floor
 ]
 FULL_ONLY = {"ui_latency"}  # keeps --quick under two minutes on 2 cores
 NOTES = Path(__file__).with_name("OPTIMIZATIONS.md")

@@ -154,3 +154,47 @@ def test_a_commands_words_are_shlexs_words(cmd: str) -> None:
     except ValueError:
         expected = cmd.split()
     assert command_words(cmd) == expected
+
+
+def test_the_same_command_twice_is_two_jobs_with_and_without_a_scheduler(
+    tmp_path: Path, procs: Procs
+) -> None:
+    q = write_queue(tmp_path, HEAD.format(gate=gate("first")))
+    src = tmp_path / "cmds.txt"
+    src.write_text("python train.py\npython train.py\n")
+    r = gtui("add", str(q), "--from", str(src), "--gpus", "0")  # no scheduler
+    assert r.returncode == 0, r.stderr
+    procs.scheduler(q)
+    r = gtui("add", str(q), "--from", str(src), "--gpus", "0")  # into the running one
+    assert r.returncode == 0, r.stderr
+    names = [j.name for j in load_queue(q).jobs if j.cmd == "python train.py"]
+    assert len(names) == 4 and len(set(names)) == 4
+    base = names[0]
+    assert names[1:] == [f"{base}-2", f"{base}-3", f"{base}-4"]
+    assert {j["name"] for j in status(q)["jobs"]} >= set(names)
+    release(q, "first")
+
+
+def test_add_into_a_running_queue_imports_no_textual_and_no_tomlkit(
+    tmp_path: Path, procs: Procs
+) -> None:
+    """A single add into a running queue is one request: nothing of the dashboard or of the
+    queue file's editor is loaded for it (its start-up is most of its time)."""
+    q = write_queue(tmp_path, HEAD.format(gate=gate("first")))
+    procs.scheduler(q)
+    probe = (
+        "import sys; from gtui import cli; code = cli.main(sys.argv[1:]); "
+        "bad = sorted({m.split('.')[0] for m in sys.modules} & {'textual', 'tomlkit', 'rich'}); "
+        "print(bad); sys.exit(code)"
+    )
+    for args in (["--", "true"], ["--from", str(tmp_path / "one.txt")]):
+        (tmp_path / "one.txt").write_text("echo one\necho two\n")
+        r = subprocess.run(
+            [sys.executable, "-c", probe, "add", str(q), "--gpus", "0", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.splitlines()[-1] == "[]"
+    release(q, "first")

@@ -252,12 +252,16 @@ def _write(paths: QueuePaths, opts: GlobalOptions, jobs: list[dict[str, object]]
     pool = current_pool(paths, opts, reader)
     text, _ = read_with_mark(paths.queue)
     queue = load_queue(paths.queue, text=text, reader=reader, pool=pool)
+    from gtui.core.queue.names import named_apart
+
+    known = {j.name for j in queue.jobs}
+    jobs = named_apart(jobs, known)
     fast = append_known_many(
         paths.queue,
         jobs,
         runs=lambda now: now == text,  # not edited since it was read
         settings=queue.settings,
-        known={j.name for j in queue.jobs},
+        known=known,
         entry=max((j.entry for j in queue.jobs), default=-1) + 1,
         pool=pool,
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shlex
+from collections.abc import Collection, Mapping, Sequence
 
 _NAME_BAD = re.compile(r"[\s/\\,{}\"'$*?\[\]<>|;&()`\x00-\x1f\x7f]")
 
@@ -116,3 +117,28 @@ def name_safe(value: str) -> str:
     """``value`` with every character a job name cannot hold made ``_`` (a matrix value in a
     name)."""
     return _NAME_BAD.sub("_", value) or "_"
+
+
+def named_apart(
+    many: Sequence[Mapping[str, object]], taken: Collection[str]
+) -> list[dict[str, object]]:
+    """Jobs added together (``gtui add --from``), each without a ``name`` given the name its
+    command derives, made distinct with ``-2``, ``-3``, ... where the queue (``taken``) or an
+    earlier one of them has it: the same command given twice is two jobs. A name given is
+    kept as it is (a clash is then the user's to fix, and refused)."""
+    out: list[dict[str, object]] = []
+    used: set[str] = set()
+    for fields in many:
+        job = dict(fields)
+        cmd = job.get("cmd")
+        if "name" not in job and "matrix" not in job and isinstance(cmd, str):
+            base = derive_name(cmd)
+            name, n = base, 1
+            while name in taken or name in used:
+                n += 1
+                name = f"{base}-{n}"
+            job["name"] = name
+        if isinstance(job.get("name"), str):
+            used.add(job["name"])  # type: ignore[arg-type]
+        out.append(job)
+    return out

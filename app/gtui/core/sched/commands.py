@@ -187,6 +187,10 @@ class Operations:
         if not many:
             return []
         async with self._intake.file_edits:
+            if len(many) > 1:  # the same command twice is two jobs (a name each)
+                from gtui.core.queue.names import named_apart
+
+                many = named_apart(many, self._book.index)
             return await self._add(many)
 
     async def _add(self, many: Sequence[dict[str, object]]) -> list[str]:

@@ -1,0 +1,178 @@
+"""Overhead near the floor: gtui beside task-spooler (``tsp``) and a bare fork+exec loop, all
+in the same run, interleaved, medians of several repeats. One command:
+``python -m benchmarks --only floor`` (``--quick``: smaller counts).
+
+1. per-job overhead on a chain of ``true`` jobs, steady state: (T600 - T200) / 400, where T is
+   the wall from the first submission (gtui: ``gtui run`` of a queue of N jobs, max_parallel 1;
+   tsp: N ``tsp true`` from a bash loop into ``tsp -S 1``, then ``tsp -w``) to the last end; the
+   floor is a bash loop of N ``/bin/true`` (a fork and exec each).
+2. throughput of 1,000 ``true`` jobs on 8 slots: jobs/s, gtui ``max_parallel = 8`` against
+   ``tsp -S 8`` (its clients' submissions included, as a user meets it).
+3. ``gtui add`` into a running queue (median of a bash loop's adds) beside ``python -c pass`` and
+   ``python -S -c pass`` (the floor of any Python client) and ``tsp true``; and
+   ``gtui add --from FILE`` of 10,000 commands into a running queue, one call.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.common import Row, Section, median, missed_by
+from benchmarks.peers import (
+    TSP,
+    Work,
+    bytecode_cache,
+    gtui_cmd,
+    is_task_spooler,
+    tail,
+    wait_for,
+    workdir,
+    write_queue,
+)
+
+
+def gtui_true(work: Work, n: int, parallel: int, label: str) -> float:
+    """Wall of a headless ``gtui run`` of ``n`` ``true`` jobs (it exits when they are done)."""
+    queue = work.dir / f"{label}.toml"
+    write_queue(queue, parallel, [(f"j{i}", "true") for i in range(n)])
+    log = work.dir / f"{label}.log"
+    t0 = time.perf_counter()
+    proc = work.popen([*gtui_cmd(), "run", str(queue)], log)
+    code = proc.wait(timeout=120 + n * 0.2)
+    if code != 0:
+        raise RuntimeError(f"gtui run {label} exited {code}: {tail(log)}")
+    return time.perf_counter() - t0
+
+
+def tsp_true(work: Work, n: int, slots: int) -> float:
+    """Wall of ``n`` ``tsp true`` submitted from a bash loop until the last one ended."""
+    tsp = shlex.quote(TSP or "tsp")
+    work.tsp("-K") if (work.dir / "tsp.sock").exists() else None
+    work.tsp("-S", str(slots))
+    script = (
+        f"for i in $(seq {n}); do {tsp} true >/dev/null; done; "
+        f"while {tsp} -l | grep -qE ' (running|queued) '; do sleep 0.01; done"
+    )
+    wall = work.sh(script, timeout=120 + n)
+    work.tsp("-C")
+    return wall
+
+
+def floor_loop(work: Work, n: int) -> float:
+    return work.sh(f"for i in $(seq {n}); do /bin/true; done", timeout=60 + n)
+
+
+def hold_queue(work: Work, label: str, waiting: int = 0) -> Path:
+    """A queue whose running scheduler holds one blocking job, for adds into it."""
+    queue = work.dir / f"{label}.toml"
+    jobs = [("hold", work.hold_cmd())] + [(f"w{i}", "true") for i in range(waiting)]
+    write_queue(queue, 1, jobs)
+    work.ready.unlink(missing_ok=True)
+    proc = work.popen([*gtui_cmd(), "run", str(queue)], work.dir / f"{label}.log")
+    wait_for(lambda: work.ready.exists() or proc.poll() is not None, 120, label)
+    if proc.poll() is not None:
+        raise RuntimeError(f"gtui run {label} exited: {tail(work.dir / f'{label}.log')}")
+    return queue
+
+
+def per_call_ms(work: Work, line: str, count: int) -> float:
+    return work.sh(f"for i in $(seq {count}); do {line}; done", timeout=600) / count * 1e3
+
+
+def run(quick: bool) -> Section:
+    reps = 1 if quick else 3
+    small, big = (50, 150) if quick else (200, 600)
+    many = 200 if quick else 1000
+    lines_n = 1000 if quick else 10000
+    adds = 10 if quick else 40
+    with_tsp = is_task_spooler(TSP)
+    f: dict[str, list[float]] = {}
+
+    def put(key: str, value: float) -> None:
+        f.setdefault(key, []).append(value)
+
+    with bytecode_cache():
+        for r in range(reps):
+            with workdir() as work:
+                for n in (small, big):  # interleaved: each peer's T_small and T_big in turn
+                    put(f"floor T{n}", floor_loop(work, n))
+                    put(f"gtui T{n}", gtui_true(work, n, 1, f"chain{r}-{n}"))
+                    if with_tsp:
+                        put(f"tsp T{n}", tsp_true(work, n, 1))
+                put("gtui 8 slots s", gtui_true(work, many, 8, f"thr{r}"))
+                if with_tsp:
+                    put("tsp 8 slots s", tsp_true(work, many, 8))
+            with workdir() as work:
+                q = shlex.quote(str(hold_queue(work, f"adds{r}")))
+                gtui = shlex.join(gtui_cmd())
+                py = shlex.quote(sys.executable)
+                put("python -c pass ms", per_call_ms(work, f"{py} -c pass", adds))
+                put("python -S -c pass ms", per_call_ms(work, f"{py} -S -c pass", adds))
+                put(
+                    "gtui add ms",
+                    per_call_ms(
+                        work, f"{gtui} add {q} --gpus 0 --name a$i -- true >/dev/null", adds
+                    ),
+                )
+                src = work.dir / "cmds.txt"
+                src.write_text("".join(f"echo {i}\n" for i in range(lines_n)))
+                t0 = time.perf_counter()
+                work.sh(f"{gtui} add {q} --gpus 0 --from {shlex.quote(str(src))}", 120)
+                put(f"gtui add --from {lines_n} s", time.perf_counter() - t0)
+            if with_tsp:
+                with workdir() as work:
+                    work.tsp("-S", "1")
+                    work.tsp("-N", "1", "bash", "-c", work.hold_cmd())
+                    tsp = shlex.quote(TSP or "tsp")
+                    put("tsp true ms", per_call_ms(work, f"{tsp} true >/dev/null", adds))
+
+    def m(key: str) -> float:
+        return median(f.get(key, []))
+
+    def per_job(peer: str) -> float:
+        return (m(f"{peer} T{big}") - m(f"{peer} T{small}")) / (big - small) * 1e3
+
+    g, fl = per_job("gtui"), per_job("floor")
+    t = per_job("tsp") if with_tsp else float("nan")
+    g_rate, t_rate = many / m("gtui 8 slots s"), many / m("tsp 8 slots s") if with_tsp else 0.0
+    add_ms, from_s = m("gtui add ms"), m(f"gtui add --from {lines_n} s")
+    rows = [
+        Row(
+            f"per-job overhead, chain of `true`, (T{big} - T{small}) / {big - small}",
+            "gtui <= tsp",
+            f"gtui {g:.2f} ms/job ({g / t:.2f}x tsp)" if with_tsp else f"gtui {g:.2f} ms/job",
+            f"tsp {t:.2f} ms/job; fork+exec floor {fl:.2f} ms/job (gtui adds {g - fl:.2f} ms)",
+            g <= t if with_tsp else None,
+            missed_by(g, t) if with_tsp and g > t else "",
+        ),
+        Row(
+            f"throughput, {many} `true` jobs, 8 slots",
+            "gtui >= tsp -S 8",
+            f"gtui {g_rate:.0f} jobs/s" + (f" ({g_rate / t_rate:.2f}x tsp)" if with_tsp else ""),
+            f"tsp {t_rate:.0f} jobs/s" if with_tsp else "",
+            g_rate >= t_rate if with_tsp else None,
+            missed_by(g_rate, t_rate, higher_is_better=True) if with_tsp else "",
+        ),
+        Row(
+            "`gtui add` into a running queue",
+            "<= 40 ms",
+            f"{add_ms:.1f} ms",
+            f"python -c pass {m('python -c pass ms'):.1f} ms, -S {m('python -S -c pass ms'):.1f}"
+            f" ms; tsp true {m('tsp true ms'):.1f} ms",
+            add_ms <= 40,
+            missed_by(add_ms, 40),
+        ),
+        Row(
+            f"`gtui add --from` {lines_n} commands into a running queue",
+            "<= 2 s" if lines_n == 10000 else "",
+            f"{from_s:.2f} s",
+            "",
+            from_s <= 2 if lines_n == 10000 else None,
+            missed_by(from_s, 2),
+        ),
+    ]
+    figures = {k: ", ".join(f"{v:.4g}" for v in vs) for k, vs in f.items()}
+    return Section(title="floor", method=__doc__ or "", rows=rows, figures=figures)
