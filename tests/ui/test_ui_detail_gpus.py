@@ -208,6 +208,13 @@ SHOWN: dict[str, Callable[[dict[str, Any]], list[str] | None]] = {
         [f"host {format_mib(d['host_peak_mib'])}"] if d["host_peak_mib"] else None
     ),
     "gpu_hours": lambda d: [f"{d['gpu_hours']:.2f} GPU-h"] if d["gpu_hours"] else None,
+    "requeued_as": lambda d: [d["requeued_as"]] if d["requeued_as"] else None,
+    "preempted_by": lambda d: [f"preempted by {d['preempted_by']}"] if d["preempted_by"] else None,
+    "preempted_at": lambda d: [when(d["preempted_at"])] if d["preempted_at"] else None,
+    "preemptions": lambda d: [f"({d['preemptions']} so far)"] if d["preemptions"] else None,
+    "preempting_for": lambda d: (
+        [f"making room for {d['preempting_for']}"] if d["preempting_for"] else None
+    ),
 }
 
 
@@ -247,8 +254,19 @@ def test_every_key_gtui_status_knows_about_a_job_is_in_the_detail_view() -> None
         reason_at=NOW - 30,
     )
     starts = Estimate(start_at=NOW + 900)
+    preempted = on_node2(
+        gpus=(),
+        state=JobState.QUEUED,
+        attempt=1,
+        requeued_as="preempted",
+        preempted_by="urgent",
+        preempted_at=NOW - 60,
+        preemptions=1,
+    )
+    stopping = on_node2(gpus=(S + 3, S + 4), preempt_for="urgent")
     checked: set[str] = set()
-    for view, est in ((running, going), (failed, None), (killed, None), (waiting, starts)):
+    views = ((running, going), (failed, None), (killed, None), (waiting, starts))
+    for view, est in (*views, (preempted, None), (stopping, None)):
         doc = job_dict(view)
         if est is not None:
             estimate_json(doc, est, NOW)

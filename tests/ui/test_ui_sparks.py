@@ -113,7 +113,7 @@ async def test_the_panel_keys_are_in_the_help_the_palette_and_the_readme(tmp_pat
     for k in PANEL_KEYS:
         assert f"| `{k.shown}` | {k.help} |" in keys_table
     q = write_queue(tmp_path, '[settings]\npoll = "0.1s"\n\n[[jobs]]\ncmd = "true"\ngpus = 0\n')
-    async with dashboard(q, size=(120, 40), fake="1x80G") as (app, pilot, _engine):
+    async with dashboard(q, size=(120, 60), fake="1x80G") as (app, pilot, _engine):
         titles = {c.title for c in app.get_system_commands(app.main)}
         assert {k.palette for k in PANEL_KEYS} <= titles
         await pilot.press("question_mark")
