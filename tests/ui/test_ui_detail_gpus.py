@@ -263,7 +263,7 @@ def test_every_key_gtui_status_knows_about_a_job_is_in_the_detail_view() -> None
         preempted_at=NOW - 60,
         preemptions=1,
     )
-    stopping = on_node2(gpus=(S + 3, S + 4), preempt_for="urgent")
+    stopping = on_node2(gpus=(S + 3, S + 4), started_at=NOW - 3600, preempt_for="urgent")
     checked: set[str] = set()
     views = ((running, going), (failed, None), (killed, None), (waiting, starts))
     for view, est in (*views, (preempted, None), (stopping, None)):
