@@ -115,4 +115,3 @@ def fault_words(label: str, fault: str, requeued: bool) -> str:
 
 
 REQUEUE_HINT = "the GPU failed, not the job: it runs again on another GPU, no retry spent"
-RESUME_ENV = "GTUI_RESUME"  # set to "1" on the attempt after such a requeue: resume, not restart
