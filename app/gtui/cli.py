@@ -54,6 +54,7 @@ SUBCOMMANDS = (
     "attach",
     "ls",
     "completion",
+    "fleet",
 )
 
 EXIT_CODES = (
@@ -238,13 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
         "killed, blocked, unknown, or waiting, active, ended, trouble",
     )
     p.add_argument("--watch", action="store_true", help="redraw in place, like watch(1)")
-    p.add_argument(
-        "--interval", default="2s", metavar="DURATION", help="with --watch (default 2s)"
-    )
+    p.add_argument("--interval", default="2s", metavar="DURATION", help="with --watch (default 2s)")
 
-    p = _add(
-        sub, "gpus", "the GPUs, their memory, utilization and processes", "gtui gpus --json"
-    )
+    p = _add(sub, "gpus", "the GPUs, their memory, utilization and processes", "gtui gpus --json")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = _add(
@@ -287,7 +284,9 @@ def build_parser() -> argparse.ArgumentParser:
         _queue_arg(p)
         _complete(
             p.add_argument(
-                "names", nargs="+" if verb == "kill" else "*", metavar="NAME",
+                "names",
+                nargs="+" if verb == "kill" else "*",
+                metavar="NAME",
                 help=NAMES_HELP,
             ),
             "jobs",
@@ -463,6 +462,28 @@ def build_parser() -> argparse.ArgumentParser:
         "gtui completion bash > ~/.local/share/bash-completion/completions/gtui",
     )
     p.add_argument("shell", choices=("bash", "zsh", "fish"), help="the shell")
+
+    p = _add(
+        sub,
+        "fleet",
+        "several servers' queues over ssh: no arguments or HOST:QUEUE... opens one dashboard; "
+        "`status [--json]` prints every host's jobs and GPUs (exit 0 only when all answered); "
+        "`kill|pause|resume|retry HOST:QUEUE JOB...` acts on one host. Hosts come from the "
+        "arguments, else from ~/.config/gtui/fleet.toml",
+        "gtui fleet status --json gpu1:~/q.toml gpu2:~/q.toml",
+    )
+    p.add_argument(
+        "words",
+        nargs=argparse.REMAINDER,
+        metavar="ARGS",
+        help="[status|kill|pause|resume|retry] HOST:QUEUE... (options may stand among them)",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output (status)")
+    p.add_argument(
+        "--remote-gtui",
+        metavar="CMD",
+        help="the gtui command on hosts that do not set gtui = ... (default: gtui)",
+    )
     return parser
 
 
