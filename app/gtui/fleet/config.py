@@ -33,6 +33,11 @@ class Host:
         """How the user names it: ``HOST:QUEUE`` unless a label was given."""
         return self.label or f"{self.name}:{self.queue}"
 
+    @property
+    def short(self) -> str:
+        """How a table column names it: the label, else the host's name."""
+        return self.label or self.name
+
 
 def fleet_file() -> Path:
     """``$XDG_CONFIG_HOME/gtui/fleet.toml`` (``~/.config`` without it)."""
