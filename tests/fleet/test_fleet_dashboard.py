@@ -24,11 +24,14 @@ def test_the_dashboard_shows_both_hosts_and_a_kill_reaches_the_right_one(fleet: 
     outer(fleet.config.parent, "t", f"{PY} -m gtui fleet", size=(120, 35))
     wait_screen("t", "alpha-long")
     wait_screen("t", "beta-long")
+    keys("t", "Up")  # the selection follows a job; the jobs come host by host, alpha first
+    wait_screen("t", "alpha epoch 1 loss")  # the selected job's log, from its host
     screen = wait_screen("t", "scheduler running")
     print(f"\n--- 120x35 ---\n{capture('t')}")
     assert "alpha " in screen and "beta " in screen
-    keys("t", "Down")  # the jobs come host by host: beta's is the second row
+    keys("t", "Down")  # beta's job, the second row
     wait_screen("t", "host   beta")
+    wait_screen("t", "beta epoch 1 loss")
     keys("t", "x")
     wait_screen("t", "kill beta-long on beta?")
     keys("t", "y")
@@ -43,6 +46,8 @@ def test_a_stopped_host_shows_unreachable_and_comes_back_at_80x24(fleet: Fleet) 
     outer(fleet.config.parent, "t", f"{PY} -m gtui fleet", size=(80, 24))
     wait_screen("t", "alpha-long")
     wait_screen("t", "beta-long")
+    keys("t", "Up")
+    wait_screen("t", "alpha epoch 1 loss")
     print(f"\n--- 80x24 ---\n{capture('t')}")
     fleet.hosts["alpha"].stop()
     screen = wait_screen("t", "unreachable for", timeout=30)

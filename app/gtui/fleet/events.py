@@ -19,7 +19,8 @@ async def watch(host: Host, changed: asyncio.Event) -> None:
         proc = None
         try:
             proc = await asyncio.create_subprocess_exec(
-                *transport.ssh_argv(host, "-tt"),  # a pty: the host hangs it up when we go
+                # A pty: the host hangs the stream up when the connection goes.
+                *transport.ssh_argv(host, "-tt", master="no"),
                 transport.remote_line(host, ["events", host.queue]),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,

@@ -47,12 +47,12 @@ def control_dir() -> Path:
     return d
 
 
-def ssh_argv(host: Host, *extra: str) -> list[str]:
+def ssh_argv(host: Host, *extra: str, master: str = "auto") -> list[str]:
     """The host's ssh with multiplexing, never a prompt (BatchMode: a key it cannot use is an
     error to show, not a question in a terminal the dashboard owns)."""
     return [
         *host.ssh,
-        "-o", "ControlMaster=auto",
+        "-o", f"ControlMaster={master}",
         "-o", f"ControlPath={control_dir()}/%C",
         "-o", f"ControlPersist={PERSIST}",
         "-o", "BatchMode=yes",

@@ -82,6 +82,8 @@ class FleetApp(App[None]):
     async def follow(self, state: HostState) -> None:
         """Keep one host fresh: at once, on its events, every POLL_S, after its back-off."""
         events = asyncio.Event()
+        await refresh(state)  # opens the host's shared connection before the stream rides on it
+        self.draw()
         stream = asyncio.create_task(watch(state.host, events))
         try:
             while True:
