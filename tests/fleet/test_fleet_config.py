@@ -34,7 +34,7 @@ def test_a_fleet_file_with_every_key() -> None:
     ],
 )
 def test_mistakes_are_refused_saying_which(text: str, says: str) -> None:
-    with pytest.raises(GtuiError, match=".*") as e:
+    with pytest.raises(GtuiError) as e:
         parse_hosts(text, "fleet.toml")
     assert says in str(e.value) and str(e.value).startswith("fleet.toml")
 
