@@ -21,7 +21,7 @@ def running(fleet: Fleet) -> None:
 
 def test_the_dashboard_shows_both_hosts_and_a_kill_reaches_the_right_one(fleet: Fleet) -> None:
     running(fleet)
-    outer(fleet.config.parent, "t", f"{PY} -m gtui fleet", size=(120, 35))
+    outer(fleet.config.parent, "t", f"env -u COLUMNS -u LINES {PY} -m gtui fleet", size=(120, 35))
     wait_screen("t", "alpha-long")
     wait_screen("t", "beta-long")
     keys("t", "Up")  # the selection follows a job; the jobs come host by host, alpha first
@@ -43,7 +43,7 @@ def test_the_dashboard_shows_both_hosts_and_a_kill_reaches_the_right_one(fleet: 
 
 def test_a_stopped_host_shows_unreachable_and_comes_back_at_80x24(fleet: Fleet) -> None:
     running(fleet)
-    outer(fleet.config.parent, "t", f"{PY} -m gtui fleet", size=(80, 24))
+    outer(fleet.config.parent, "t", f"env -u COLUMNS -u LINES {PY} -m gtui fleet", size=(80, 24))
     wait_screen("t", "alpha-long")
     wait_screen("t", "beta-long")
     keys("t", "Up")
