@@ -55,6 +55,7 @@ SUBCOMMANDS = (
     "attach",
     "ls",
     "completion",
+    "fleet",
 )
 
 EXIT_CODES = (
@@ -482,6 +483,28 @@ def build_parser() -> argparse.ArgumentParser:
         "gtui completion bash > ~/.local/share/bash-completion/completions/gtui",
     )
     p.add_argument("shell", choices=("bash", "zsh", "fish"), help="the shell")
+
+    p = _add(
+        sub,
+        "fleet",
+        "several servers' queues over ssh: no arguments or HOST:QUEUE... opens one dashboard; "
+        "`status [--json]` prints every host's jobs and GPUs (exit 0 only when all answered); "
+        "`kill|pause|resume|retry HOST:QUEUE JOB...` acts on one host. Hosts come from the "
+        "arguments, else from ~/.config/gtui/fleet.toml",
+        "gtui fleet status --json gpu1:~/q.toml gpu2:~/q.toml",
+    )
+    p.add_argument(
+        "words",
+        nargs=argparse.REMAINDER,
+        metavar="ARGS",
+        help="[status|kill|pause|resume|retry] HOST:QUEUE... (options may stand among them)",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output (status)")
+    p.add_argument(
+        "--remote-gtui",
+        metavar="CMD",
+        help="the gtui command on hosts that do not set gtui = ... (default: gtui)",
+    )
     return parser
 
 
