@@ -84,7 +84,7 @@ def judge(host: Host, rc: int, out: str, err: str) -> Reply:
     line = one_line(err)
     gtui = " ".join(host.gtui)
     if rc == UNREACHABLE:
-        return Reply(rc, out, err, "unreachable", line or "ssh failed (exit 255)")
+        return Reply(rc, out, err, "unreachable", line or "the connection was lost (ssh exit 255)")
     if rc == 127 or "command not found" in err or "No such file or directory" in line:
         return Reply(
             rc, out, err, "missing",
