@@ -235,6 +235,7 @@ class JobSpec:
     isolate: bool | None = None  # None: the queue's `isolate` setting
     line: int = 0  # where it was declared in the queue file (for messages)
     entry: int = 0  # index of its [[jobs]] table in the file (a matrix entry yields several jobs)
+    sweep: str = ""  # a matrix job's entry name as written (its sweep's name); "" without matrix
 
     def __post_init__(self) -> None:
         if not self.env and self.env is not NO_STRINGS:
@@ -269,7 +270,7 @@ class JobSpec:
         spec = object.__new__(cls)
         values = (
             name, cmd, gpus, mem_mib, priority, after, mem_auto, retries,
-            timeout_s, cwd, env or NO_STRINGS, matrix or NO_STRINGS, isolate, line, entry,
+            timeout_s, cwd, env or NO_STRINGS, matrix or NO_STRINGS, isolate, line, entry, "",
         )  # fmt: skip
         for set_field, value in zip(_SPEC_SETTERS, values, strict=True):
             set_field(spec, value)

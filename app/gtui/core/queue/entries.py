@@ -214,6 +214,7 @@ def expand_entry(
                 isolate=isolate,
                 line=w.line or 0,
                 entry=entry,
+                sweep=base if combo else "",
             )
         )
     notes = _unused_matrix_keys(w, combos[0], used, env, cwd)
