@@ -431,6 +431,9 @@ class JobRecord:
     # signal, so a scheduler that restarts mid-stop goes on with it instead of failing it.
     preempt_for: str | None = None
     boot_id: str | None = None  # the machine's boot id when this attempt started
+    # This attempt's experiment-tracker run links, (tracker, url), the first of each tracker
+    # its log printed (sched/linkwatch.py); the shared empty list until one is found.
+    links: list[tuple[str, str]] = NO_ITEMS
 
     @property
     def waiting(self) -> bool:

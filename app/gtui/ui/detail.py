@@ -2,11 +2,11 @@
 
 Everything ``gtui status --json`` knows about a job is here (state, GPUs and node, memory,
 attempt, exit status, times, log, waiting reason and since when, diagnosis, warnings, estimates,
-what it used; tests/ui/test_ui_detail_gpus.py checks each key), and what the table has no room
-for: the command after its placeholders, the working directory, the environment gtui sets (by
-the engine's own rule, gtui.core.sched.jobenv), every attempt (from the attempts history,
-gtui.core.state.history), the jobs it runs after and the jobs that wait on it. Values wrap;
-nothing is cut.
+what it used, its tracker run links; tests/ui/test_ui_detail_gpus.py checks each key), and what
+the table has no room for: the command after its placeholders, the working directory, the
+environment gtui sets (by the engine's own rule, gtui.core.sched.jobenv), every attempt (from
+the attempts history, gtui.core.state.history), the jobs it runs after and the jobs that wait
+on it. Values wrap; nothing is cut.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from gtui.core.sched.jobenv import job_env, on_node
 from gtui.core.sched.requeue import shown_state
 from gtui.core.state.history import Attempt, attempt_of, gpu_hours
 from gtui.core.state.usage import mem_advice
+from gtui.core.trackers import links_line
 from gtui.core.units import format_duration, format_mib
 from gtui.ui.forecast import detail_lines
 from gtui.ui.format import STATE_GLYPH, STATE_STYLE, display_path, gpus_label, kind_label
@@ -171,7 +172,7 @@ def usage_text(
     return out
 
 
-def _attempt_text(a: Attempt, now: float, node: str | None) -> Text:
+def _attempt_text(a: Attempt, now: float, node: str | None, with_links: bool = True) -> Text:
     t = Text()
     t.append(when(a.started_at))
     if a.state in (JobState.RUNNING.value, JobState.SUSPENDED.value):
@@ -203,6 +204,8 @@ def _attempt_text(a: Attempt, now: float, node: str | None) -> Text:
         t.append(kind_label(a.diag_kind), style="bold red")
         if a.diag_line:
             t.append(": " + a.diag_line.strip())
+    if a.links and with_links:
+        t.append("\nruns " + links_line(a.links), style="cyan")
     return t
 
 
@@ -283,6 +286,8 @@ def detail_renderable(
             _row(grid, "hint", d.hint)
     for w in rec.warnings:
         _row(grid, "warning", Text("⚠ " + w, style="yellow"))
+    if rec.links:  # its experiment-tracker runs, as its log printed them
+        _row(grid, "runs", Text(links_line(rec.links), style="cyan"))
     if rec.reason and (rec.waiting or rec.state == JobState.BLOCKED or rec.active):
         why = Text(rec.reason)
         if rec.reason_at is not None:
@@ -304,7 +309,9 @@ def detail_renderable(
         parts.append(_heading("attempts"))
         grid = _grid()
         for a in tries:
-            _row(grid, f"#{a.attempt}", _attempt_text(a, now, node_of(a.gpus, rec, gpus)))
+            # the current attempt's tracker links stand in their own row above
+            node = node_of(a.gpus, rec, gpus)
+            _row(grid, f"#{a.attempt}", _attempt_text(a, now, node, a.attempt != rec.attempt))
         parts.append(grid)
 
     # What it runs, where, with what; whom it waits for, who waits for it.
