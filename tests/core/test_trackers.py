@@ -10,8 +10,8 @@ Where the lines come from:
   {host}/#/experiments/{id}/runs/{run_id}`` and ``🧪 View experiment at:
   {host}/#/experiments/{id}``, printed when a run ends against a tracking server.
 - TensorBoard: the server's own line, ``TensorBoard 2.x at http://HOST:6006/ (Press CTRL+C to
-  quit)`` with the machine's name as host (tensorflow/tensorboard issue 993), and the
-  uploader's ``View your TensorBoard at: https://tensorboard.dev/experiment/ID/``.
+  quit)`` with the machine's name as host (as tensorflow/tensorboard's tracker shows it
+  pasted, ``TensorBoard 1.x at http://MACHINE:6006``), and the uploader's ``View your TensorBoard at: https://tensorboard.dev/experiment/ID/``.
 """
 
 from __future__ import annotations

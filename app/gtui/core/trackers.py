@@ -61,10 +61,9 @@ def _line_links(line: str, syncing: str) -> list[TrackerLink]:
     m = _WANDB.search(line)
     if m:
         url = m.group("url").rstrip(".,;)")
-        what = m.group("what")
-        if what == "run" and "/runs/" not in url:  # not a run's page: its project's
-            what = "project"
-        kind = what
+        kind = m.group("what")
+        if kind == "run" and "/runs/" not in url:  # not a run's page: its project's
+            kind = "project"
         name = (m.group("name") or "").strip() or (syncing if kind == "run" else "")
         return [TrackerLink("wandb", kind, url, name)]
     m = _MLFLOW.search(line)

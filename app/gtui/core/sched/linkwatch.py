@@ -83,10 +83,10 @@ class LinkWatch:
             offset = 0
         if offset >= size:
             return
-        read = self._reader(log)
+        read, attempt = self._reader(log), rec.attempt
         self._reading.add(name)
         fut = off_loop(lambda: scan(read, offset, size))
-        fut.add_done_callback(lambda f: self._read(name, log, rec.attempt, f))
+        fut.add_done_callback(lambda f: self._read(name, log, attempt, f))
 
     def _reader(self, log: str) -> Callable[[int, int], bytes]:
         executor = self._executor
