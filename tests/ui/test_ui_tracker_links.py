@@ -1,5 +1,5 @@
 """The detail view shows the tracker run link a real job printed (Pilot over a real Engine, fake
-GPUs): while it runs, and, for an attempt before the current one, on that attempt's row."""
+GPUs) on its attempt's row: a running attempt's, and each attempt's own."""
 
 from __future__ import annotations
 
@@ -45,6 +45,6 @@ async def test_the_detail_view_shows_the_run_links_of_the_job_and_its_attempts(
         await open_detail(pilot, app, "train", f"runs W&B {RUN}")
         await pilot.press("escape")
         await until(pilot, lambda: state(engine, "flaky") == JobState.DONE, what="flaky done")
-        # its own (second) attempt's link above, the first attempt's on its row
+        # each attempt's own link, on its row
         await open_detail(pilot, app, "flaky", f"runs W&B {RUN}", f"runs W&B {FIRST}")
         go.touch()

@@ -172,7 +172,7 @@ def usage_text(
     return out
 
 
-def _attempt_text(a: Attempt, now: float, node: str | None, with_links: bool = True) -> Text:
+def _attempt_text(a: Attempt, now: float, node: str | None) -> Text:
     t = Text()
     t.append(when(a.started_at))
     if a.state in (JobState.RUNNING.value, JobState.SUSPENDED.value):
@@ -204,7 +204,7 @@ def _attempt_text(a: Attempt, now: float, node: str | None, with_links: bool = T
         t.append(kind_label(a.diag_kind), style="bold red")
         if a.diag_line:
             t.append(": " + a.diag_line.strip())
-    if a.links and with_links:
+    if a.links:  # its experiment-tracker runs, as its log printed them (a running one's too)
         t.append("\nruns " + links_line(a.links), style="cyan")
     return t
 
@@ -286,8 +286,6 @@ def detail_renderable(
             _row(grid, "hint", d.hint)
     for w in rec.warnings:
         _row(grid, "warning", Text("⚠ " + w, style="yellow"))
-    if rec.links:  # its experiment-tracker runs, as its log printed them
-        _row(grid, "runs", Text(links_line(rec.links), style="cyan"))
     if rec.reason and (rec.waiting or rec.state == JobState.BLOCKED or rec.active):
         why = Text(rec.reason)
         if rec.reason_at is not None:
@@ -309,9 +307,7 @@ def detail_renderable(
         parts.append(_heading("attempts"))
         grid = _grid()
         for a in tries:
-            # the current attempt's tracker links stand in their own row above
-            node = node_of(a.gpus, rec, gpus)
-            _row(grid, f"#{a.attempt}", _attempt_text(a, now, node, a.attempt != rec.attempt))
+            _row(grid, f"#{a.attempt}", _attempt_text(a, now, node_of(a.gpus, rec, gpus)))
         parts.append(grid)
 
     # What it runs, where, with what; whom it waits for, who waits for it.
