@@ -26,6 +26,10 @@ from gtui.core.termtext import plain_text
 TRACKERS = ("wandb", "mlflow", "tensorboard")
 LABELS = {"wandb": "W&B", "mlflow": "MLflow", "tensorboard": "TensorBoard"}  # as people say them
 
+# What every line read here holds: a cheap first test, on a line or on a log's bytes.
+WORDS = ("View ", "TensorBoard ", "tensorboard.dev/", "Syncing run")
+WORDS_BYTES = tuple(w.encode() for w in WORDS)
+
 _URL = r"(?P<url>https?://[^\s\"'<>`]+)"
 # W&B's own lines start with "wandb:"; "View run|project|sweep [NAME] at[:] URL".
 _WANDB = re.compile(
@@ -82,8 +86,8 @@ def links_in(text: str) -> list[TrackerLink]:
     out: list[TrackerLink] = []
     syncing = ""  # an older W&B names the run on the line before its link
     for raw in re.split(r"[\r\n]", text):
-        if "http" not in raw and "Syncing run" not in raw:
-            continue  # most lines of a log: no regex run on them
+        if not any(w in raw for w in WORDS):
+            continue  # most lines of a log: not stripped, no pattern tried
         line = plain_text(raw)
         s = _WANDB_SYNCING.match(line)
         if s:

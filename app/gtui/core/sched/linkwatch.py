@@ -19,7 +19,7 @@ from gtui.core.bus import EventBus
 from gtui.core.exec.base import Executor, off_loop
 from gtui.core.joblog import decode
 from gtui.core.state.book import JobBook
-from gtui.core.trackers import TrackerLink, links_in, run_links
+from gtui.core.trackers import WORDS_BYTES, TrackerLink, links_in, run_links
 
 CHUNK = 1 << 20  # bytes read per look at most
 BEHIND_MAX = 8 * CHUNK  # further behind than this, the look skips to the last CHUNK
@@ -50,8 +50,8 @@ def scan(
             end = offset + cut + 1
         elif len(data) < CHUNK:
             return offset, []  # one unfinished line: read it again when it is whole
-    if b"http" not in data and b"Syncing run" not in data:
-        return end, []  # most of a log: not decoded, no regex run
+    if not any(w in data for w in WORDS_BYTES):
+        return end, []  # most of a log: not decoded, no line looked at
     return end, links_in(decode(data))
 
 
