@@ -4,7 +4,7 @@ lines that look close and are no run link, and the scan by byte offsets that fee
 Where the lines come from:
 - W&B: the SDK's run header and footer (wandb/sdk/wandb_run.py, ``_header_run_info`` and
   ``_footer_sync_info``): ``wandb: 🚀 View run NAME at: URL``, ``wandb: ⭐️ View project at:
-  URL``, ``wandb: 🧹 View sweep at: URL``; before 0.15 ``wandb: Syncing run NAME`` then
+  URL``, ``wandb: 🧹 View sweep at: URL``; older versions ``wandb: Syncing run NAME`` then
   ``wandb: 🚀 View run at URL`` (no name, no colon), as pasted in many wandb/wandb issues.
 - MLflow: mlflow/tracking/_tracking_service/client.py ``_log_url``: ``🏃 View run NAME at:
   {host}/#/experiments/{id}/runs/{run_id}`` and ``🧪 View experiment at:
