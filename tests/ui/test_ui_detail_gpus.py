@@ -22,6 +22,7 @@ from gtui.core.progress import Progress
 from gtui.core.sched.eta import Estimate, short_duration
 from gtui.core.sched.forecast import estimate_json
 from gtui.core.state.status import job_dict
+from gtui.core.trackers import links_line
 from gtui.core.units import format_mib
 from gtui.ui.detail import detail_renderable, gtui_env, how_it_ended, when
 from gtui.ui.format import display_path, kind_label
@@ -215,6 +216,9 @@ SHOWN: dict[str, Callable[[dict[str, Any]], list[str] | None]] = {
     "preempting_for": lambda d: (
         [f"making room for {d['preempting_for']}"] if d["preempting_for"] else None
     ),
+    "links": lambda d: (
+        [links_line((x["tracker"], x["url"]) for x in d["links"])] if d["links"] else None
+    ),
 }
 
 
@@ -226,6 +230,7 @@ def test_every_key_gtui_status_knows_about_a_job_is_in_the_detail_view() -> None
         peak_gpu_mib=[12 * G, 9 * G],
         host_peak_mib=3 * G,
         warnings=["runs unisolated (isolate = false): no CUDA_VISIBLE_DEVICES, it sees every GPU"],
+        links=[("wandb", "https://wandb.ai/alice/mnist/runs/3kq9x2ab")],
     )
     going = Estimate(
         progress=Progress(0.42, "tqdm", "420/1000"), finish_at=NOW + 1800, basis="progress"

@@ -16,6 +16,7 @@ from gtui.core.queue.queuefile import load_queue
 from gtui.core.state.history import all_attempts
 from gtui.core.state.report import Report, build, over_asked, to_json
 from gtui.core.state.store import StoreError, open_store_readonly
+from gtui.core.trackers import links_line
 from gtui.core.units import format_mib
 
 CHART_WIDTH = 60
@@ -129,6 +130,7 @@ def render(r: Report, name: str) -> str:
             f"GPU-hours stopped through no fault of the jobs: {shown} "
             "(lost unless they resumed from a checkpoint)"
         )
+    out += _links_lines(r)
     if r.gpus and any(g.timeline for g in r.gpus):
         left = time.strftime("%H:%M", time.localtime(r.start))
         right = time.strftime("%H:%M", time.localtime(r.end))
@@ -141,3 +143,14 @@ def render(r: Report, name: str) -> str:
 
 def _mem(mib: int | None) -> str:
     return "-" if mib is None else format_mib(mib)
+
+
+def _links_lines(r: Report) -> list[str]:
+    """Each job's tracker run links, by attempt: where its curves are."""
+    rows = [(j.name, n, t, u) for j in r.jobs for n, t, u in j.links]
+    if not rows:
+        return []
+    out = ["", "runs in trackers"]
+    for name, n, tracker, url in rows:
+        out.append(f"  {name} #{n}  {links_line([(tracker, url)])}")
+    return out

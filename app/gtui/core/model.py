@@ -309,6 +309,7 @@ class JobSpec:
     resume: Resume | None = (
         None  # its own preemptible / signal / grace / requeue_exit; None: the queue's
     )
+    sweep: str = ""  # a matrix job's entry name as written (its sweep's name); "" without matrix
 
     def __post_init__(self) -> None:
         if not self.env and self.env is not NO_STRINGS:
@@ -341,6 +342,7 @@ class JobSpec:
         setup: str | None = None,
         env_file: str | None = None,
         resume: Resume | None = None,
+        sweep: str = "",
     ) -> JobSpec:
         """``JobSpec(...)`` with every field given in order, filled through its slots: the
         frozen ``__init__`` sets each field through ``object.__setattr__`` and runs
@@ -352,7 +354,7 @@ class JobSpec:
             name, cmd, gpus, mem_mib, priority, after, mem_auto, retries,
             timeout_s, cwd, env or NO_STRINGS, matrix or NO_STRINGS, isolate, line, entry,
             cpus, ram_mib, ram_auto,
-            group, setup, env_file, resume,
+            group, setup, env_file, resume, sweep,
         )  # fmt: skip
         for set_field, value in zip(_SPEC_SETTERS, values, strict=True):
             set_field(spec, value)
@@ -429,6 +431,9 @@ class JobRecord:
     # signal, so a scheduler that restarts mid-stop goes on with it instead of failing it.
     preempt_for: str | None = None
     boot_id: str | None = None  # the machine's boot id when this attempt started
+    # This attempt's experiment-tracker run links, (tracker, url), the first of each tracker
+    # its log printed (sched/linkwatch.py); the shared empty list until one is found.
+    links: list[tuple[str, str]] = NO_ITEMS
 
     @property
     def waiting(self) -> bool:

@@ -2,11 +2,11 @@
 
 Everything ``gtui status --json`` knows about a job is here (state, GPUs and node, memory,
 attempt, exit status, times, log, waiting reason and since when, diagnosis, warnings, estimates,
-what it used; tests/ui/test_ui_detail_gpus.py checks each key), and what the table has no room
-for: the command after its placeholders, the working directory, the environment gtui sets (by
-the engine's own rule, gtui.core.sched.jobenv), every attempt (from the attempts history,
-gtui.core.state.history), the jobs it runs after and the jobs that wait on it. Values wrap;
-nothing is cut.
+what it used, its tracker run links; tests/ui/test_ui_detail_gpus.py checks each key), and what
+the table has no room for: the command after its placeholders, the working directory, the
+environment gtui sets (by the engine's own rule, gtui.core.sched.jobenv), every attempt (from
+the attempts history, gtui.core.state.history), the jobs it runs after and the jobs that wait
+on it. Values wrap; nothing is cut.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from gtui.core.sched.jobenv import job_env, on_node
 from gtui.core.sched.requeue import shown_state
 from gtui.core.state.history import Attempt, attempt_of, gpu_hours
 from gtui.core.state.usage import mem_advice
+from gtui.core.trackers import links_line
 from gtui.core.units import format_duration, format_mib
 from gtui.ui.forecast import detail_lines
 from gtui.ui.format import STATE_GLYPH, STATE_STYLE, display_path, gpus_label, kind_label
@@ -203,6 +204,8 @@ def _attempt_text(a: Attempt, now: float, node: str | None) -> Text:
         t.append(kind_label(a.diag_kind), style="bold red")
         if a.diag_line:
             t.append(": " + a.diag_line.strip())
+    if a.links:  # its experiment-tracker runs, as its log printed them (a running one's too)
+        t.append("\nruns " + links_line(a.links), style="cyan")
     return t
 
 
@@ -348,7 +351,7 @@ def detail_renderable(
             len(rec.gpus), rec.started_at, rec.ended_at or (time.time() if rec.active else None)
         )
         mem.append(usage_text(rec.gpus, rec.peak_gpu_mib, rec.host_peak_mib, ran_for, node))
-        advice = mem_advice(spec, history)  # what its recorded runs say of its mem (19.2)
+        advice = mem_advice(spec, history)  # what its recorded runs say of its mem
         if advice is not None:
             mem.append("\n⚠ " + advice.text(), style="yellow")
         _row(grid, "memory", mem)

@@ -117,14 +117,14 @@ def test_records_read_back_share_equal_values_and_keep_their_types(tmp_path: Pat
     "values",
     [
         ("a", "true", 1, 70_000, 0, (), False, 0, None, ".", {}, {}, None, 3, 0,
-         None, None, False, None, None, None, None),
+         None, None, False, None, None, None, None, ""),
         ("b-x=1", "run {x}", 2, None, 5, ("a",), True, -1, 30.0, "sub", {"K": "v"},
-         {"x": "1"}, False, 12, 4, 8, 65_536, False, None, None, None, None),
+         {"x": "1"}, False, 12, 4, 8, 65_536, False, None, None, None, None, "b-{x}"),
         ("c", "true", 0, None, 0, (), False, 0, None, ".", {}, {}, None, 5, 1, 2, None, True,
-         None, None, None, None),
+         None, None, None, None, ""),
         ("b-x=1", "run {x}", 2, None, 5, ("a",), True, -1, 30.0, "sub", {"K": "v"},
          {"x": "1"}, False, 12, 4, None, None, False, "b", "source env/bin/activate", ".env",
-         Resume(preemptible=True)),
+         Resume(preemptible=True), "b-{x}"),
     ],
 )  # fmt: skip
 def test_jobspec_make_equals_the_constructor(values: tuple) -> None:

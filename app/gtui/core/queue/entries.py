@@ -238,6 +238,7 @@ def expand_entry(
                 setup=setup,
                 env_file=env_file,
                 resume=resume,
+                sweep=base if combo else "",
             )
         )
     notes = _unused_matrix_keys(w, combos[0], used, env, cwd)

@@ -9,6 +9,7 @@ i as ``k * NODE_GPU_STRIDE + i`` and the job sees ``i``; a MIG instance is named
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -43,6 +44,18 @@ def cuda_visible_devices(gpus: Sequence[int], infos: Sequence[GpuInfo]) -> str:
     return ",".join(mig.get(g) or str(n) for g, n in zip(gpus, local, strict=True))
 
 
+def tracker_env(spec: JobSpec, given: dict[str, str]) -> dict[str, str]:
+    """What a matrix job tells experiment trackers: its values as ``GTUI_PARAMS`` (JSON) and its
+    sweep's name as ``WANDB_RUN_GROUP``, so W&B groups the sweep's runs; a value the queue's or
+    the job's own env sets is left to win (the caller applies those after)."""
+    if not spec.matrix:
+        return {}
+    out = {"GTUI_PARAMS": json.dumps(dict(spec.matrix), sort_keys=False)}
+    if spec.sweep:
+        out["WANDB_RUN_GROUP"] = spec.sweep
+    return {k: v for k, v in out.items() if k not in given}
+
+
 def job_env(
     spec: JobSpec,
     rec: JobRecord,
@@ -54,10 +67,12 @@ def job_env(
 ) -> dict[str, str]:
     """The environment gtui gives attempt ``rec.attempt`` of ``spec`` on ``gpus`` (read in
     ``infos``), on top of the user's own: the queue's ``env``, then the variables of the
-    job's ``env_file`` (``from_file``), then the job's own ``env``, then gtui's own."""
+    job's ``env_file`` (``from_file``), then a matrix job's tracker variables where neither set
+    them, then the job's own ``env``, then gtui's own."""
     env = dict(settings.env)
     if from_file:
         env.update(from_file)
+    env.update(tracker_env(spec, env))
     env.update(spec.env)
     if spec.cpus:  # thread pools sized to the cores asked, unless the job or queue says
         for key in THREAD_VARS:

@@ -41,7 +41,7 @@ from gtui.core.exec.base import (
 )
 from gtui.core.gpus.reader import GpuReader
 from gtui.core.gpus.snapshot import GpuInfo
-from gtui.core.model import RECORD_FIELDS, JobRecord, JobSpec, JobState, copy_record
+from gtui.core.model import NO_ITEMS, RECORD_FIELDS, JobRecord, JobSpec, JobState, copy_record
 from gtui.core.paths import QueuePaths
 from gtui.core.procstat import boot_id
 from gtui.core.queue.placeholders import placeholders_used, substitute
@@ -112,6 +112,7 @@ class JobRunner:
         after_end: Callable[[str], Awaitable[None]],
         read_progress: Callable[[str, JobRecord, int], bool],
         stopping: Callable[[], bool],
+        last_look: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.paths = paths
         self.queue_path = queue_path
@@ -127,6 +128,7 @@ class JobRunner:
         self._after_end = after_end  # the engine reads the GPUs and runs a pass
         self._read_progress = read_progress
         self._stopping = stopping
+        self._last_look = last_look  # the link watch's read of a log's last bytes at an end
         self._runs: dict[str, _Run] = {}
         self._bg: set[asyncio.Task[Any]] = set()
         self._log_sizes: dict[str, int] = {}
@@ -175,6 +177,7 @@ class JobRunner:
         rec.peak_mib = None
         rec.peak_gpu_mib = []
         rec.host_peak_mib = None
+        rec.links = NO_ITEMS  # the new attempt's own, as its log prints them
         rec.started_at = time.time()
         rec.ended_at = None
         rec.reason = ""
@@ -324,6 +327,10 @@ class JobRunner:
         if self._stopping():
             return
         crash_point("after_exit")
+        if self._last_look is not None:  # links printed after the last look: on its record
+            await self._last_look(name)
+            if self._stopping():
+                return
         tail = None
         if run.killed or not (status.exit_code == 0 and status.signal is None):
             tail = await self._end_tail(name)
@@ -527,6 +534,7 @@ class JobRunner:
         if run is not None:
             run.requeue = why
         return self.kill(name)
+
     def preempt(self, name: str, by: str) -> None:
         """Stop a running job to make room for ``by`` (sched/stops.py)."""
         self._stops.preempt(name, by)

@@ -65,6 +65,7 @@ _FRESH_FIELDS = (
     "peak_gpu_mib",
     "host_peak_mib",
     "node",
+    "links",
 )
 _FRESH_VALUES = tuple(getattr(_SAMPLE, f) for f in _FRESH_FIELDS)
 
@@ -86,6 +87,7 @@ def _fresh(rec: JobRecord) -> bool:
             rec.peak_gpu_mib,
             rec.host_peak_mib,
             rec.node,
+            rec.links,
         )
         == _FRESH_VALUES
     )

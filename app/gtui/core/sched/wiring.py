@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from gtui.core.api import LogGrew
 from gtui.core.bus import EventBus, Topic
 from gtui.core.diagnosis.userrules import UserRules
 from gtui.core.exec.base import Executor
@@ -21,6 +22,7 @@ from gtui.core.sched.config import QueueConfig
 from gtui.core.sched.forecast import Forecast
 from gtui.core.sched.healthwatch import HealthWatch
 from gtui.core.sched.intake import Intake, Pool
+from gtui.core.sched.linkwatch import LinkWatch
 from gtui.core.sched.notifying import Notifying
 from gtui.core.sched.occupancy import Occupancy
 from gtui.core.sched.planner import Planner
@@ -51,6 +53,7 @@ class Parts:
     ops: Operations
     health: HealthWatch
     preemption: Preemption
+    links: LinkWatch
 
 
 def wire(
@@ -73,6 +76,9 @@ def wire(
     ended: Topic[RunEnded] = Topic(bus)  # a run's end, to the parts that follow runs
     ended.subscribe(forecast.on_run_ended)
     ended.subscribe(notifying.on_run_ended)
+    links = LinkWatch(book, bus, executor)
+    bus.subscribe(links.on_log_grew, (LogGrew,))  # type: ignore[arg-type]
+    ended.subscribe(lambda e: links.forget(e.record.name))
     runner = JobRunner(
         book=book,
         bus=bus,
@@ -88,6 +94,7 @@ def wire(
         after_end=hooks.after_end,
         read_progress=forecast.read_progress,
         stopping=hooks.stopping,
+        last_look=links.at_end,
     )
     occupancy = Occupancy(
         book=book,
@@ -132,5 +139,15 @@ def wire(
         config=config,
     )
     return Parts(
-        planner, quarantine, forecast, notifying, runner, occupancy, intake, ops, health, preemption
+        planner,
+        quarantine,
+        forecast,
+        notifying,
+        runner,
+        occupancy,
+        intake,
+        ops,
+        health,
+        preemption,
+        links,
     )

@@ -9,9 +9,9 @@ machine and user), so no reader ever needs the scheduler.
 The table is created on the first write (``CREATE TABLE IF NOT EXISTS``), not by a schema
 migration: an older gtui opening the db ignores a table it does not know, and a db with no
 table yet reads as no history. Columns added since (the peak on each GPU, the host
-memory peak, GPU-hours) are added to an older table at the first write (``ALTER TABLE ADD
-COLUMN``: older gtuis name their columns, so they read on), and a reader of a table without
-them reads None. History is secondary: a write that fails (a full disk, a locked
+memory peak, GPU-hours, tracker run links) are added to an older table at the first write
+(``ALTER TABLE ADD COLUMN``: older gtuis name their columns, so they read on), and a reader
+of a table without them reads None. History is secondary: a write that fails (a full disk, a locked
 db) is dropped, never raised into the scheduler, whose job record (the truth) was committed
 just before.
 """
@@ -49,7 +49,12 @@ _DDL = (
     " PRIMARY KEY (name, attempt))"
 )
 # Columns added since, additive: name -> type. An older table gets them at the first write.
-_ADDED = {"peak_gpu_mib": "TEXT", "host_peak_mib": "INTEGER", "gpu_hours": "REAL"}
+_ADDED = {
+    "peak_gpu_mib": "TEXT",
+    "host_peak_mib": "INTEGER",
+    "gpu_hours": "REAL",
+    "links": "TEXT",  # JSON list of [tracker, url]: the attempt's tracker run links
+}
 _BASE_COLUMNS = (
     "name, attempt, state, started_at, ended_at, exit_code, signal, diag_kind, diag_line, "
     "peak_mib, gpus, log"
@@ -74,9 +79,10 @@ class Attempt:
     peak_mib: int | None
     gpus: tuple[int, ...]
     log: str | None
-    peak_gpu_mib: tuple[int, ...] = ()  # the peak on each of ``gpus``, in order (19.2)
+    peak_gpu_mib: tuple[int, ...] = ()  # the peak on each of ``gpus``, in order
     host_peak_mib: int | None = None
     gpu_hours: float | None = None
+    links: tuple[tuple[str, str], ...] = ()  # its tracker run links, (tracker, url)
 
 
 def gpu_hours(n_gpus: int, started_at: float | None, ended_at: float | None) -> float | None:
@@ -106,6 +112,7 @@ def attempt_of(rec: JobRecord) -> Attempt:
         peak_gpu_mib=tuple(rec.peak_gpu_mib),
         host_peak_mib=rec.host_peak_mib,
         gpu_hours=gpu_hours(len(rec.gpus), rec.started_at, rec.ended_at),
+        links=tuple(rec.links),
     )
 
 
@@ -139,6 +146,7 @@ def record_attempt(store: Store, rec: JobRecord) -> None:
         json.dumps(list(a.peak_gpu_mib)) if a.peak_gpu_mib else None,
         a.host_peak_mib,
         a.gpu_hours,
+        json.dumps([list(p) for p in a.links]) if a.links else None,
     )
     # AttributeError too: the store's lock and connection are its internals; should they
     # change, history stops (tests/core/state/test_history.py says so) but the scheduler does not.
@@ -207,6 +215,7 @@ def attempts_of(db: Path, names: Sequence[str]) -> dict[str, list[Attempt]]:
                 peak_gpu_mib=_ints(r[12]),
                 host_peak_mib=r[13],
                 gpu_hours=r[14],
+                links=_pairs(r[15]),
             )
         )
     return out
@@ -216,6 +225,15 @@ def _ints(text: str | None) -> tuple[int, ...]:
     """A JSON list of integers, as written above (anything else reads as none)."""
     try:
         return tuple(int(v) for v in json.loads(text or "[]"))
+    except (ValueError, TypeError):
+        return ()
+
+
+def _pairs(text: str | None) -> tuple[tuple[str, str], ...]:
+    """A JSON list of [tracker, url] pairs, as written above (anything else reads as none)."""
+    try:
+        value = json.loads(text or "[]")
+        return tuple((str(t), str(u)) for t, u in value)
     except (ValueError, TypeError):
         return ()
 

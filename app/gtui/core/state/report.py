@@ -53,6 +53,8 @@ class JobReport:
     # GPU-hours of attempts stopped through no fault of the job's (preempted, a reboot):
     # cause -> hours, spent and lost unless the job saved and resumed.
     lost_h: dict[str, float] = field(default_factory=dict)
+    # Its attempts' experiment-tracker run links: (attempt, tracker, url), oldest first.
+    links: list[tuple[int, str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -180,6 +182,7 @@ def build(
                     rec.peak_mib,
                     tuple(rec.gpus),
                     rec.log,
+                    links=tuple(rec.links),
                 )
             )
         gpu_h = 0.0
@@ -241,6 +244,7 @@ def build(
                 asked_gib_h=asked_gib_h,
                 peak_gib_h=peak_gib_h,
                 lost_h=lost,
+                links=[(a.attempt, t, u) for a in runs for t, u in a.links],
             )
         )
 
@@ -312,6 +316,7 @@ def to_json(r: Report) -> dict[str, object]:
                 "mem_asked_gib_hours": round(j.asked_gib_h, 3),
                 "mem_peak_gib_hours": round(j.peak_gib_h, 3),
                 "lost_gpu_hours": {k: round(v, 4) for k, v in sorted(j.lost_h.items())},
+                "links": [{"attempt": n, "tracker": t, "url": u} for n, t, u in j.links],
             }
             for j in r.jobs
         ],

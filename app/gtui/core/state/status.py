@@ -15,6 +15,7 @@ from gtui.core.exec.base import Executor, handle_of
 from gtui.core.exec.local import LocalExecutor
 from gtui.core.model import Diagnosis, JobRecord, JobState
 from gtui.core.state.history import gpu_hours
+from gtui.core.trackers import links_json
 
 
 def _rounded(hours: float | None) -> float | None:
@@ -65,6 +66,8 @@ def job_dict(view: JobView) -> dict[str, Any]:
         "preempted_at": rec.preempted_at,
         "preemptions": rec.preemptions,
         "preempting_for": rec.preempt_for,  # a running job being stopped to make room for it
+        # The attempt's experiment-tracker run links found in its log: [{"tracker", "url"}].
+        "links": links_json(rec.links),
     }
 
 

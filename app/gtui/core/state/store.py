@@ -121,6 +121,7 @@ def record_from_json(text: str, shared: Shared | None = None) -> JobRecord:
             data["warnings"] = [str(w) for w in warnings] if warnings else NO_ITEMS
             if data["peak_gpu_mib"] == []:
                 data["peak_gpu_mib"] = NO_ITEMS  # shared, as a new record's (see JobRecord)
+            data["links"] = _links(data["links"])
             if shared is not None:
                 for key in _SHARED_FIELDS:
                     value = data[key]
@@ -137,7 +138,16 @@ def record_from_json(text: str, shared: Shared | None = None) -> JobRecord:
     kwargs["warnings"] = [str(w) for w in warnings] if warnings else NO_ITEMS
     if kwargs.get("peak_gpu_mib") == []:
         kwargs["peak_gpu_mib"] = NO_ITEMS
+    kwargs["links"] = _links(kwargs.get("links"))
     return JobRecord(**kwargs)
+
+
+def _links(value: Any) -> list[tuple[str, str]]:
+    """A record's tracker links read back (JSON keeps each pair as a list); none: the
+    shared empty list, as a new record's."""
+    if not value:
+        return NO_ITEMS
+    return [(str(p[0]), str(p[1])) for p in value if isinstance(p, list | tuple) and len(p) == 2]
 
 
 class Store:
