@@ -11,6 +11,10 @@ in the same run, interleaved, medians of several repeats. One command:
 3. ``gtui add`` into a running queue (median of a bash loop's adds) beside ``python -c pass`` and
    ``python -S -c pass`` (the floor of any Python client) and ``tsp true``; and
    ``gtui add --from FILE`` of 10,000 commands into a running queue, one call.
+4. where gtui's per-job cost above the floor goes: a chain of ``true`` jobs run by the engine in
+   this process with timers around each step, in CPU time per job (benchmarks/floor_split.py:
+   the wrapper, the start-time read, the store's commits, the placement pass, the log file,
+   the event bus, reaping, the rest), beside the floor's CPU per job.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks import floor_split
 from benchmarks.common import Row, Section, median, missed_by
 from benchmarks.peers import (
     TSP,
@@ -174,5 +179,23 @@ def run(quick: bool) -> Section:
             missed_by(from_s, 2),
         ),
     ]
+    split = floor_split.split(100 if quick else 300)
+    rows.append(split_row(split))
     figures = {k: ", ".join(f"{v:.4g}" for v in vs) for k, vs in f.items()}
+    figures.update({f"CPU ms/job: {k}": f"{v:.3f}" for k, v in split.items()})
     return Section(title="floor", method=__doc__ or "", rows=rows, figures=figures)
+
+
+def split_row(split: dict[str, float]) -> Row:
+    """gtui's CPU per job beside the floor's, and its largest causes (the figures list all)."""
+    total, floor = split["total"], split["floor"]
+    causes = {k: v for k, v in split.items() if k not in ("total", "floor", "wall")}
+    top = sorted(causes.items(), key=lambda kv: -kv[1])[:6]
+    return Row(
+        "CPU per job above the fork+exec floor, chain of `true`, by cause",
+        "",
+        f"gtui {total:.2f} ms CPU/job (the scheduler and the job's own processes)",
+        f"floor {floor:.2f} ms CPU/job (gtui adds {total - floor:.2f} ms): "
+        + "; ".join(f"{k} {v:.2f}" for k, v in top),
+        None,
+    )

@@ -74,3 +74,27 @@ def test_where_time_goes_sorts_samples_into_costs_and_leaves_idle_pool_threads_o
     assert counts["SQLite: records and attempts history committed"] == 5
     assert counts["waiting in the event loop (for the job, or a timer)"] == 4
     assert counts["other"] == 1
+
+
+def test_floor_split_names_each_cause_and_puts_the_engine_back() -> None:
+    """benchmarks/floor_split.py times a real chain's steps, and leaves no timer behind."""
+    import subprocess as sp
+
+    from benchmarks import floor_split
+    from gtui.core.state.book import JobBook
+
+    popen, commit = sp.Popen, JobBook.commit
+    split = floor_split.split(12)
+    assert sp.Popen is popen and JobBook.commit is commit
+    for label in (
+        "the wrapper: Popen (fork + exec, as the scheduler pays it)",
+        "the start-time read from /proc",
+        "the store: records committed",
+        "the placement pass and the engine's bookkeeping",
+        "the log file created (O_EXCL)",
+        floor_split.WRAPPER_PROCS,
+    ):
+        assert split[label] > 0, label
+    causes = sum(v for k, v in split.items() if k not in ("total", "floor", "wall"))
+    assert causes <= split["total"] * 1.001
+    assert split["floor"] > 0

@@ -157,3 +157,31 @@ async def test_enforce_where_the_machine_cannot_says_so_in_the_log(tmp_path: Pat
     first, rest = log.split("\n", 1)
     assert first == f"gtui: enforce = true, but this job runs unlimited here: {WHY_NOT}"
     assert "ran" in rest
+
+
+@pytest.mark.parametrize(("ask", "read_again"), [("", False), ('ram = "1G"', True)])
+async def test_a_jobs_end_reads_the_host_again_only_for_a_job_that_asks_it(
+    tmp_path: Path, ask: str, read_again: bool
+) -> None:
+    """After an end the pass looks at the host only for waiting jobs that ask cores or memory:
+    for the others the poll's reading stands (a read of the host at every end was psutil's
+    work on the path from one job's end to the next start)."""
+    q = write_queue(
+        tmp_path,
+        '[settings]\npoll = "60s"\nmax_parallel = 1\nfake_host = "4c/16G"\n\n'
+        '[[jobs]]\nname = "first"\ngpus = 0\ncmd = "while [ ! -e go ]; do sleep 0.05; done"\n\n'
+        f'[[jobs]]\nname = "second"\ngpus = 0\n{ask}\ncmd = "true"\n\n',
+    )
+    engine = Engine(q, fake_gpus="80G")
+    task = asyncio.create_task(engine.run(exit_when_idle=True))
+    try:
+        await wait_for(lambda: engine.started and engine.view("first").record.pid is not None)
+        before = engine.parts.occupancy.host.info
+        assert before is not None
+        (tmp_path / "go").touch()
+        await wait_for(lambda: engine.view("second").record.state == JobState.DONE)
+        after = engine.parts.occupancy.host.info
+        assert (after is not before) is read_again
+    finally:
+        (tmp_path / "go").touch()
+        await asyncio.wait_for(task, 30)

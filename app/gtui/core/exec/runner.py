@@ -277,10 +277,13 @@ def launch(req: LaunchRequest) -> Launched:
         else:
             with contextlib.suppress(OSError):
                 os.write(log_fd, limits.unlimited_note(why).encode())
-    env = dict(os.environ)
-    env.update(req.env)
-    env["GTUI_CMD"] = cmd
-    env[RUN_ID_VAR] = uuid.uuid4().hex
+    # In bytes, as Popen hands it to exec: the str view of os.environ decodes every variable
+    # and Popen encodes it back (~0.1 ms of each start).
+    env = dict(os.environb)
+    for key, value in req.env.items():
+        env[os.fsencode(key)] = os.fsencode(value)
+    env[b"GTUI_CMD"] = os.fsencode(cmd)
+    env[RUN_ID_VAR.encode()] = uuid.uuid4().hex.encode()
     try:
         with _children_lock:
             proc = subprocess.Popen(

@@ -434,6 +434,13 @@ class Store:
             raise StoreError(f"{self.path}: opened read-only; only the scheduler writes it")
         with self._lock, self._errors("write"):
             conn = self.conn
+            if len(rows) == 1:
+                # The connection is in autocommit mode: one statement is one transaction, as
+                # atomic and as durable as BEGIN ... COMMIT around it, in one call, not three
+                # (a job's start, pid and end are one row each).
+                conn.execute(sql, rows[0])
+                self.writes += 1
+                return
             conn.execute("BEGIN IMMEDIATE")
             try:
                 conn.executemany(sql, rows)
