@@ -34,15 +34,19 @@ if TYPE_CHECKING:
 
 
 def current_pool(
-    paths: QueuePaths, opts: GlobalOptions, reader: QueueReader | None = None
+    paths: QueuePaths,
+    opts: GlobalOptions,
+    reader: QueueReader | None = None,
+    text: str | None = None,
 ) -> list[int | None] | None:
     """The usable GPUs' totals, as `gtui validate` reads them, so that a job no GPU can take is
     refused now rather than written into the file (where it would stop the next `gtui run`).
-    ``reader``: the command's, whose parse the write that follows reuses."""
+    ``reader``: the command's, whose parse the write that follows reuses; ``text``: the file
+    as the command read it (else it is read here)."""
     from gtui.commands.validate import read_machine
     from gtui.core.queue.queuefile import load_queue, pool_from_machine
 
-    settings = load_queue(paths.queue, reader=reader).settings
+    settings = load_queue(paths.queue, reader=reader, text=text).settings
     machine, _ = read_machine(
         opts.fake_gpus or settings.fake_gpus, paths.queue.parent, settings.gpus
     )
@@ -186,14 +190,14 @@ def add_from(ns: argparse.Namespace, opts: GlobalOptions, paths: QueuePaths) -> 
     try:
         added = ask(paths, AddMany(tuple(jobs)), timeout=ADD_TIMEOUT_S)
     except GtuiError as e:
-        raise GtuiError(_which_line(str(e), where, label)) from None
+        raise GtuiError(_which_line(str(e), where, label), e.exit_code) from None
     if added is not None:
         _said(list(added.names), len(jobs), paths)
         return 0
     try:
         names = _write(paths, opts, jobs)
     except GtuiError as e:
-        raise GtuiError(_which_line(str(e), where, label)) from None
+        raise GtuiError(_which_line(str(e), where, label), e.exit_code) from None
     _said(names, len(jobs), paths)
     tell_scheduler(paths, "them", "they start")
     return 0
@@ -207,8 +211,10 @@ def _write(paths: QueuePaths, opts: GlobalOptions, jobs: list[dict[str, object]]
     from gtui.core.queue.writeback import append_jobs, append_known_many
 
     reader = QueueReader()
-    pool = current_pool(paths, opts, reader)
+    # One read and one parse of the file: the pool's settings and the check of the new entries
+    # against the jobs come from the same text (the reader keeps its parse for the second load).
     text, _ = read_with_mark(paths.queue)
+    pool = current_pool(paths, opts, reader, text)
     queue = load_queue(paths.queue, text=text, reader=reader, pool=pool)
     from gtui.core.queue.names import named_apart
 
@@ -224,12 +230,9 @@ def _write(paths: QueuePaths, opts: GlobalOptions, jobs: list[dict[str, object]]
         pool=pool,
     )
     if fast is not None:
-        firsts: dict[int, str] = {}
-        for spec in fast.jobs:
-            firsts.setdefault(spec.entry, spec.name)
         for warning in fast.warnings:
             print(f"warning: {warning}", file=sys.stderr)
-        return list(firsts.values())
+        return fast.firsts
     return append_jobs(paths.queue, jobs, pool=pool, reader=reader)
 
 
