@@ -148,3 +148,17 @@ def test_a_full_disk_is_said_plainly_and_loses_nothing(
     assert r.returncode == 0, r.stderr
     assert len(status(q)["jobs"]) == 2
     release(q, "first")
+
+
+def test_a_batch_over_a_megabyte_is_one_request(tmp_path: Path, procs: Procs) -> None:
+    """10,000 commands of a hundred characters are over a MiB on the wire: still one call."""
+    q = write_queue(tmp_path, HEAD.format(gate=gate("first")))
+    procs.scheduler(q)
+    src = tmp_path / "cmds.txt"
+    src.write_text("".join(f"python train.py --seed {i} {'--flag ' * 280}\n" for i in range(600)))
+    assert src.stat().st_size > 1 << 20
+    r = gtui("add", str(q), "--gpus", "0", "--from", str(src))
+    assert r.returncode == 0, r.stderr
+    assert "added 600 jobs" in r.stdout
+    assert len(status(q)["jobs"]) == 601
+    release(q, "first")

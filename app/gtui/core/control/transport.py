@@ -41,7 +41,9 @@ if TYPE_CHECKING:
 PING_OP = "ping"
 STATUS_OP = "status"
 
-MAX_LINE = 1 << 20  # bytes in one request line
+# Bytes in one request line: an add --from of 10,000 long commands is over a MiB (the old
+# limit, which refused it), 100,000 of them tens of MiB.
+MAX_LINE = 1 << 25
 MAX_REPLY = 1 << 30  # bytes in one reply line (a status of 100,000 jobs is about 45 MiB)
 CONNECT_TIMEOUT_S = 2.0
 DEFAULT_TIMEOUT_S = 30.0
