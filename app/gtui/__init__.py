@@ -8,13 +8,15 @@ used, so ``import gtui`` (and every ``gtui`` command) stays as quick as before.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+TYPE_CHECKING = False  # typing is not imported at run time: ``gtui add`` starts without it
 
 __version__ = "0.1.0"
 
 _API = ("GtuiError", "add", "kill", "log", "pause", "resume", "retry", "status", "stop", "wait")
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from gtui.scripting import (
         GtuiError,
         add,

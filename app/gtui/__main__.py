@@ -1,3 +1,3 @@
-from gtui.cli import main
+from gtui.entry import main
 
 raise SystemExit(main())

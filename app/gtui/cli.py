@@ -19,14 +19,9 @@ import textwrap
 from collections.abc import Sequence
 
 from gtui import __version__
+from gtui.commands.guard import guarded
 from gtui.commands.options import GlobalOptions
-from gtui.core.errors import (
-    EXIT_BAD_INPUT,
-    EXIT_INTERRUPTED,
-    GtuiError,
-    did_you_mean,
-    os_error_text,
-)
+from gtui.core.errors import GtuiError, did_you_mean
 
 SUBCOMMANDS = (
     "run",
@@ -563,19 +558,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gtui.commands.completion import complete
 
         complete(build_parser())  # answers the shell and exits
-    try:
-        return dispatch(sys.argv[1:] if argv is None else argv)
-    except GtuiError as e:
-        print(f"gtui: {e}", file=sys.stderr)
-        return e.exit_code
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        return 0
-    except OSError as e:
-        # A file that cannot be read or written: the user's to fix, not a crash.
-        print(f"gtui: {os_error_text(e)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    return guarded(lambda: dispatch(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

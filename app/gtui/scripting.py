@@ -100,7 +100,7 @@ def add(
     (``priority``, ``retries``, ``timeout``, ``env``, ...). Without ``cwd`` the job runs in
     this process's working directory, as with ``gtui add``. A running scheduler checks and
     appends it (and may start it at once); with none, the file is written here."""
-    from gtui.commands.add import job_cwd
+    from gtui.commands.add_job import job_cwd
 
     paths = _paths(queue)
     fields: dict[str, object] = {"cmd": cmd, **keys}

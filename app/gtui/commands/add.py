@@ -2,7 +2,9 @@
 
 The job is written to the queue file (validated like the file, comments kept, under the file
 lock) whether or not a scheduler runs; a running one is then told to reload at once (it would
-notice the file change within one poll anyway).
+notice the file change within one poll anyway). Into a running queue, a plain command line is
+served before this module is imported (gtui.commands.add_job, from gtui.entry); the keys of the
+job are made there for both.
 
 The command: one argument is taken as a shell command line as it is (``-- "a | b"``); several
 are one word each, quoted as given (``-- python train.py --name "my run"``). Without ``--cwd``
@@ -15,81 +17,36 @@ scheduler takes in at once (10,000 commands in one call, not 10,000 calls): see
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import re
-import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gtui.commands.options import GlobalOptions, queue_file
-from gtui.core.control.protocol import Add, AddMany, Refused, Reload
-from gtui.core.control.rpc import ask, send
+from gtui.commands.add_job import ask_add, fields_of, option_fields, said_added
+from gtui.commands.options import queue_file
 from gtui.core.errors import GtuiError
-from gtui.core.paths import QueuePaths
 
 if TYPE_CHECKING:
+    import argparse
+
+    from gtui.commands.options import GlobalOptions
+    from gtui.core.paths import QueuePaths
     from gtui.core.queue.reader import QueueReader
 
 
-def command_line(words: list[str]) -> str:
-    if not words:
-        raise GtuiError(
-            "gtui add: no command; put it after --, e.g. gtui add q.toml -- python a.py"
-        )
-    return words[0] if len(words) == 1 else shlex.join(words)
-
-
-def job_cwd(paths: QueuePaths, given: str | None) -> str | None:
-    """The job's cwd as written to the file: relative to the queue's folder when inside it."""
-    where = Path(os.path.abspath(os.path.expanduser(given))) if given else Path.cwd()
-    if given and not where.is_dir():
-        raise GtuiError(f"--cwd {given}: no such directory")
-    base = paths.queue.parent
-    if where == base:
-        return "." if given else None
-    try:
-        return str(where.relative_to(base))
-    except ValueError:
-        return str(where)
-
-
-def fields_of(ns: argparse.Namespace, paths: QueuePaths, words: list[str]) -> dict[str, object]:
-    fields: dict[str, object] = {}
-    if ns.name:
-        fields["name"] = ns.name
-    fields["cmd"] = command_line(words)
-    fields.update(option_fields(ns, paths))
-    return fields
-
-
-def option_fields(ns: argparse.Namespace, paths: QueuePaths) -> dict[str, object]:
-    """The job keys the command line's options give (all but the name and the command)."""
-    fields: dict[str, object] = {}
-    for key in ("gpus", "mem", "priority", "retries", "timeout"):
-        value = getattr(ns, key, None)
-        if value is not None:
-            fields[key] = value
-    if ns.after:
-        fields["after"] = [a.strip() for a in ns.after.split(",") if a.strip()]
-    cwd = job_cwd(paths, ns.cwd)
-    if cwd is not None:
-        fields["cwd"] = cwd
-    return fields
-
-
 def current_pool(
-    paths: QueuePaths, opts: GlobalOptions, reader: QueueReader | None = None
+    paths: QueuePaths,
+    opts: GlobalOptions,
+    reader: QueueReader | None = None,
+    text: str | None = None,
 ) -> list[int | None] | None:
     """The usable GPUs' totals, as `gtui validate` reads them, so that a job no GPU can take is
     refused now rather than written into the file (where it would stop the next `gtui run`).
-    ``reader``: the command's, whose parse the write that follows reuses."""
+    ``reader``: the command's, whose parse the write that follows reuses; ``text``: the file
+    as the command read it (else it is read here)."""
     from gtui.commands.validate import read_machine
     from gtui.core.queue.queuefile import load_queue, pool_from_machine
 
-    settings = load_queue(paths.queue, reader=reader).settings
+    settings = load_queue(paths.queue, reader=reader, text=text).settings
     machine, _ = read_machine(
         opts.fake_gpus or settings.fake_gpus, paths.queue.parent, settings.gpus
     )
@@ -97,16 +54,13 @@ def current_pool(
 
 
 def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
-    # Only what a running scheduler needs is imported before it is asked (see control/rpc).
     paths = queue_file(ns.queue)
     if getattr(ns, "from_file", None) is not None:
         return add_from(ns, opts, paths)
     fields = fields_of(ns, paths, list(ns.cmd or []))
-    # A running scheduler holds the file's jobs already: it checks and appends the new one
-    # without anything here reading the file (100,000 jobs: 13.9 s the other way).
-    added = ask(paths, Add(fields), timeout=30.0)
-    if added is not None:
-        print(f"added {added.name or fields.get('name', 'the job')} to {paths.queue.name}")
+    name = ask_add(paths, fields)
+    if name is not None:
+        said_added(name, fields, paths)
         return 0
     from gtui.core.queue.queuefile import QueueReader
     from gtui.core.queue.writeback import append_job
@@ -116,18 +70,28 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     name = append_job(paths.queue, fields, pool=pool, reader=reader)
     shown = name if isinstance(name, str) and name else fields.get("name", "the job")
     print(f"added {shown} to {paths.queue.name}")
+    tell_scheduler(paths, "it", "the job starts")
+    return 0
+
+
+def tell_scheduler(paths: QueuePaths, what: str, starts: str) -> None:
+    """After a write with no scheduler answering: tell one that has started since to take the
+    file in now (it would within one poll), or say that none runs."""
+    from gtui.core.control.protocol import Refused, Reload
+    from gtui.core.control.rpc import send
+
     try:
         reloaded = send(paths, Reload(), timeout=30.0)
     except GtuiError as e:
-        print(f"(the scheduler did not take it yet: {e}; it will within one poll)", file=sys.stderr)
-        return 0
-    if reloaded is None:
         print(
-            f"(no scheduler runs {paths.queue.name}: the job starts when one does)", file=sys.stderr
+            f"(the scheduler did not take {what} yet: {e}; it will within one poll)",
+            file=sys.stderr,
         )
+        return
+    if reloaded is None:
+        print(f"(no scheduler runs {paths.queue.name}: {starts} when one does)", file=sys.stderr)
     elif isinstance(reloaded, Refused):
         print(f"(the scheduler says: {reloaded.error})", file=sys.stderr)
-    return 0
 
 
 # -- gtui add --from FILE ------------------------------------------------------------------
@@ -168,6 +132,8 @@ def jobs_of(
 
 
 def _json_job(line: str, at: str) -> dict[str, object]:
+    import json
+
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as e:
@@ -190,6 +156,8 @@ def _json_job(line: str, at: str) -> dict[str, object]:
 
 def _which_line(message: str, where: list[int], label: str) -> str:
     """The scheduler's "job N of M" said as the line of FILE it came from."""
+    import re
+
     m = re.search(r"job (\d+) of (\d+)", message)
     if m is None or not 1 <= int(m.group(1)) <= len(where):
         return message
@@ -216,28 +184,22 @@ def add_from(ns: argparse.Namespace, opts: GlobalOptions, paths: QueuePaths) -> 
     if not jobs:
         print(f"nothing to add: {label} has no commands", file=sys.stderr)
         return 0
+    from gtui.core.control.protocol import AddMany
+    from gtui.core.control.rpc import ask
+
     try:
         added = ask(paths, AddMany(tuple(jobs)), timeout=ADD_TIMEOUT_S)
     except GtuiError as e:
-        raise GtuiError(_which_line(str(e), where, label)) from None
+        raise GtuiError(_which_line(str(e), where, label), e.exit_code) from None
     if added is not None:
         _said(list(added.names), len(jobs), paths)
         return 0
     try:
         names = _write(paths, opts, jobs)
     except GtuiError as e:
-        raise GtuiError(_which_line(str(e), where, label)) from None
+        raise GtuiError(_which_line(str(e), where, label), e.exit_code) from None
     _said(names, len(jobs), paths)
-    try:
-        reloaded = send(paths, Reload(), timeout=30.0)
-    except GtuiError as e:
-        said = f"(the scheduler did not take them yet: {e}; it will within one poll)"
-        print(said, file=sys.stderr)
-        return 0
-    if reloaded is None:
-        print(f"(no scheduler runs {paths.queue.name}: they start when one does)", file=sys.stderr)
-    elif isinstance(reloaded, Refused):
-        print(f"(the scheduler says: {reloaded.error})", file=sys.stderr)
+    tell_scheduler(paths, "them", "they start")
     return 0
 
 
@@ -249,8 +211,10 @@ def _write(paths: QueuePaths, opts: GlobalOptions, jobs: list[dict[str, object]]
     from gtui.core.queue.writeback import append_jobs, append_known_many
 
     reader = QueueReader()
-    pool = current_pool(paths, opts, reader)
+    # One read and one parse of the file: the pool's settings and the check of the new entries
+    # against the jobs come from the same text (the reader keeps its parse for the second load).
     text, _ = read_with_mark(paths.queue)
+    pool = current_pool(paths, opts, reader, text)
     queue = load_queue(paths.queue, text=text, reader=reader, pool=pool)
     from gtui.core.queue.names import named_apart
 
@@ -266,12 +230,9 @@ def _write(paths: QueuePaths, opts: GlobalOptions, jobs: list[dict[str, object]]
         pool=pool,
     )
     if fast is not None:
-        firsts: dict[int, str] = {}
-        for spec in fast.jobs:
-            firsts.setdefault(spec.entry, spec.name)
         for warning in fast.warnings:
             print(f"warning: {warning}", file=sys.stderr)
-        return list(firsts.values())
+        return fast.firsts
     return append_jobs(paths.queue, jobs, pool=pool, reader=reader)
 
 

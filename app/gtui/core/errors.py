@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable
+TYPE_CHECKING = False  # typing is not imported at run time: ``gtui add`` starts without it
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 EXIT_OK = 0
 EXIT_JOBS_FAILED = 1
@@ -58,5 +59,7 @@ class LockedError(GtuiError):
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """``; did you mean `x`?`` for the choice closest to a mistyped ``word``, or "" (one
     wording for commands, job names and keys, as git and cargo do)."""
+    import difflib  # only for a mistyped word: every command imports this module
+
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f"; did you mean `{close[0]}`?" if close else ""

@@ -13,20 +13,14 @@ database, lock and socket: one queue is one scheduler, and its done jobs stay do
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
 import json
 import os
 import stat
-import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gtui.core.atomic import write_atomically
 from gtui.core.errors import GtuiError
-from gtui.core.flock import locked
 
 REGISTRY = "queues.json"
 STATE_DIR_ENV = "GTUI_STATE_DIR"  # where state goes for a queue whose folder is read-only
@@ -65,6 +59,8 @@ def runtime_dir() -> Path:
     base = os.environ.get("XDG_RUNTIME_DIR")
     if base and Path(base).is_dir() and os.access(base, os.W_OK):
         return Path(base) / "gtui"
+    import tempfile  # only here: with XDG_RUNTIME_DIR set, ``gtui add`` starts without it
+
     shared = Path(tempfile.gettempdir()) / f"gtui-{os.getuid()}"
     if _usable_private(shared):
         return shared
@@ -81,12 +77,24 @@ def config_dir() -> Path:
     return root / "gtui"
 
 
-@dataclass(frozen=True)
 class QueuePaths:
-    """Every path gtui derives from one queue file."""
+    """Every path gtui derives from one queue file. A plain class, not a dataclass: ``gtui
+    add`` finds its scheduler's socket here and starts without dataclasses."""
 
-    queue: Path
-    key: str = ""  # the queue's identity in its state directory ("" = the file's stem)
+    __slots__ = ("key", "queue")
+
+    def __init__(self, queue: Path, key: str = "") -> None:
+        self.queue = queue
+        self.key = key  # the queue's identity in its state directory ("" = the file's stem)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, QueuePaths) and (self.queue, self.key) == (other.queue, other.key)
+
+    def __hash__(self) -> int:
+        return hash((self.queue, self.key))
+
+    def __repr__(self) -> str:
+        return f"QueuePaths(queue={self.queue!r}, key={self.key!r})"
 
     @property
     def stem(self) -> str:
@@ -200,26 +208,28 @@ def read_only_hint(paths: QueuePaths, e: OSError) -> str:
 def queue_paths(queue: str | Path) -> QueuePaths:
     """The paths of ``queue``, under the key its state directory knows it by (read-only)."""
     paths = QueuePaths(Path(queue).expanduser().resolve())
-    return replace(paths, key=_resolve_key(paths, _read_registry(paths.registry)))
+    return QueuePaths(paths.queue, _resolve_key(paths, _read_registry(paths.registry)))
 
 
 def register_queue(paths: QueuePaths) -> QueuePaths:
     """Record ``paths.queue`` (its name and inode) under its key, and return the paths under
     that key. A scheduler calls this before it takes the lock, so that a renamed file (same
     inode) and an atomically saved one (same name) both stay the same queue."""
+    from gtui.core.flock import locked
+
     ensure_state_dir(paths)
-    with _registry_locked(paths.registry):
+    with locked(paths.registry.with_suffix(".lock")):
         entries = _read_registry(paths.registry)
         key = _resolve_key(paths, entries)
         try:
             st = paths.queue.stat()
         except OSError:
-            return replace(paths, key=key)
+            return QueuePaths(paths.queue, key)
         entry = {"name": paths.queue.name, "dev": st.st_dev, "ino": st.st_ino}
         if entries.get(key) != entry:
             entries[key] = entry
             _write_registry(paths.registry, entries)
-    return replace(paths, key=key)
+    return QueuePaths(paths.queue, key)
 
 
 def _resolve_key(paths: QueuePaths, entries: dict[str, dict[str, object]]) -> str:
@@ -268,11 +278,7 @@ def _read_registry(path: Path) -> dict[str, dict[str, object]]:
 
 
 def _write_registry(path: Path, entries: dict[str, dict[str, object]]) -> None:
+    from gtui.core.atomic import write_atomically
+
     text = json.dumps({"version": 1, "queues": entries}, indent=1, sort_keys=True)
     write_atomically(path, text + "\n", mode=0o600)
-
-
-@contextlib.contextmanager
-def _registry_locked(registry: Path) -> Iterator[None]:
-    with locked(registry.with_suffix(".lock")):
-        yield

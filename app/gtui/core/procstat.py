@@ -13,8 +13,10 @@ Readers that end in ``_of`` raise OSError (FileNotFoundError: gone; PermissionEr
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from dataclasses import dataclass
+
+TYPE_CHECKING = False  # typing is not imported at run time: ``gtui add`` starts without it
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 PROC = "/proc"
 
@@ -30,14 +32,35 @@ STOPPED = frozenset({"T"})
 ENDED = frozenset({"Z", "X", "x"})
 
 
-@dataclass(frozen=True)
 class ProcStat:
-    pid: int
-    ppid: int
-    pgid: int
-    start: int  # clock ticks since boot: with pid, identifies a process
-    state: str  # R, S, D, T (stopped), t (traced), Z, ...
-    sid: int = 0
+    """One stat line, read. A plain class, not a dataclass: the control client reads a
+    scheduler's state here before each request, and ``gtui add`` starts without dataclasses."""
+
+    __slots__ = ("pgid", "pid", "ppid", "sid", "start", "state")
+
+    def __init__(
+        self, pid: int, ppid: int, pgid: int, start: int, state: str, sid: int = 0
+    ) -> None:
+        self.pid = pid
+        self.ppid = ppid
+        self.pgid = pgid
+        self.start = start  # clock ticks since boot: with pid, identifies a process
+        self.state = state  # R, S, D, T (stopped), t (traced), Z, ...
+        self.sid = sid
+
+    def _key(self) -> tuple[int, int, int, int, str, int]:
+        return (self.pid, self.ppid, self.pgid, self.start, self.state, self.sid)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ProcStat) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return "ProcStat(pid={}, ppid={}, pgid={}, start={}, state={!r}, sid={})".format(
+            *self._key()
+        )
 
     @property
     def stopped(self) -> bool:

@@ -221,6 +221,15 @@ class Appended:
     text: str
     digest: bytes  # of the bytes written (QueueWatch's), made here, off the scheduler's loop
 
+    @property
+    def firsts(self) -> list[str]:
+        """The first job's name of each entry written, in order: what an add replies with (a
+        matrix entry is several jobs, named by its first)."""
+        firsts: dict[int, str] = {}
+        for spec in self.jobs:
+            firsts.setdefault(spec.entry, spec.name)
+        return list(firsts.values())
+
 
 def append_known(
     path: Path | str,

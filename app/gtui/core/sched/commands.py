@@ -224,10 +224,7 @@ class Operations:
             for warning in fast.warnings:
                 self._bus.notice("warning", warning)
             self._kick()
-            firsts: dict[int, str] = {}
-            for spec in fast.jobs:
-                firsts.setdefault(spec.entry, spec.name)
-            return list(firsts.values())
+            return fast.firsts
 
         before = set(self._book.specs)
         # Checked against the GPUs too: a job none can take would make the file unrunnable.
