@@ -385,6 +385,23 @@ async def test_pause_and_resume_a_waiting_and_a_running_job(queue: Path) -> None
         await until(pilot, lambda: state(engine, "long") == JobState.RUNNING)
 
 
+async def test_x_twice_at_once_asks_once(queue: Path) -> None:
+    """Two x read at once (the question is asked in a worker): one "Kill?" question, and esc
+    answers it, leaving no second one behind."""
+    async with dashboard(queue) as (app, pilot, engine):
+        await until(pilot, lambda: state(engine, "long") == JobState.RUNNING)
+        await select(pilot, app, "long")
+        for _ in range(2):
+            app.post_message(events.Key("x", "x"))  # one read: no wait between them
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await until(pilot, lambda: not commands_under_way(app)[1:], what="one worker left")
+        assert sum(isinstance(s, ConfirmScreen) for s in app.screen_stack) == 1
+        await pilot.press("escape")
+        await until(pilot, lambda: not commands_under_way(app), what="the question answered")
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert state(engine, "long") == JobState.RUNNING
+
+
 async def test_pause_and_resume_the_whole_queue(queue: Path) -> None:
     async with dashboard(queue) as (app, pilot, engine):
         header = app.main.query_one("#header")
