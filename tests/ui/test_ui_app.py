@@ -22,9 +22,18 @@ from gtui.core.errors import GtuiError
 from gtui.core.model import JobState
 from gtui.core.sched.engine import Engine
 from gtui.ui.app import GtuiApp
-from gtui.ui.keys import KEYS
+from gtui.ui.keys import (
+    DETAIL_KEYS,
+    FORM_KEYS,
+    KEYS,
+    LOG_KEYS,
+    PANEL_KEYS,
+    ROOM_KEYS,
+    VIEW_KEYS,
+)
 from gtui.ui.screens.confirm import ConfirmScreen
-from gtui.ui.screens.help import HelpScreen
+from gtui.ui.screens.help import MORE as HELP_MORE
+from gtui.ui.screens.help import HelpBox, HelpScreen
 from gtui.ui.screens.job_form import JobForm
 from gtui.ui.widgets.gpu_panel import GpuPanel
 from gtui.ui.widgets.job_table import JobTable
@@ -35,6 +44,7 @@ from tests.dashboard_helpers import (
     commands_under_way,
     dashboard,
     main_screen_caught_up,
+    read_help_through,
     order,
     screen_text,
     select,
@@ -512,6 +522,29 @@ async def test_help_screen_lists_every_key(queue: Path) -> None:
             raise AssertionError(f"keys missing from the help: {missing()}") from None
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+async def test_the_help_shows_every_bound_key_at_120x40_and_80x24(
+    queue: Path, size: tuple[int, int]
+) -> None:
+    """Every key bound in ui/keys.py (the main screen's, the GPU panel's, the queue view's, the
+    rare ones such as M, the detail view's, the log's and the form's) is on the help screen, read
+    page by page at a terminal of 40 rows and of 24; "more ↓" says the help goes on, until the
+    last page."""
+    bound = [(k.shown, k.help) for k in (*KEYS, *PANEL_KEYS, *VIEW_KEYS, *ROOM_KEYS)]
+    bound += [(k.shown, k.help) for k in DETAIL_KEYS] + [*LOG_KEYS, *FORM_KEYS]
+    async with dashboard(queue, size=size) as (app, pilot, _):
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        box = app.screen.query_one(HelpBox)
+        await until(pilot, lambda: box.border_subtitle == HELP_MORE, what="more ↓ at the top")
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
+        text = await read_help_through(pilot, app)
+        assert app.screen.query_one(HelpBox).border_subtitle == "", "more ↓ said at the end"
+        missing = [s for s, what in bound if " ".join(f"{s} {what[:40]}".split()) not in text]
+        assert not missing, f"keys missing from the help: {missing}"
 
 
 async def test_the_mouse_works_too(queue: Path) -> None:
