@@ -113,4 +113,6 @@ async def read_help_through(pilot: Pilot[int], app: GtuiApp) -> str:
             return " ".join(pages)
         before = box.scroll_y
         await pilot.press("pagedown")
-        await pilot_until(pilot, lambda: box.scroll_y > before, what="pgdn scrolled the help")
+        await pilot_until(
+            pilot, lambda before=before: box.scroll_y > before, what="pgdn scrolled the help"
+        )

@@ -44,8 +44,6 @@ async def test_a_job_requeued_after_a_gpu_fault_shows_as_waiting(tmp_path: Path)
             lambda: engine.view("train").record.requeued_as == "gpu_fault",
             what="queued again after the fault",
         )
-        await until(
-            pilot, lambda: "requeued: GPU 0 fault" in row(app, "train"), what="the note"
-        )
+        await until(pilot, lambda: "requeued: GPU 0 fault" in row(app, "train"), what="the note")
         line = row(app, "train")
         assert "gpu_fault" not in line and " queued " in line, line

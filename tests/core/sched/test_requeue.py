@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from gtui.core.errors import GtuiError
-from gtui.core.model import JobState
+from gtui.core.model import JobRecord, JobState
 from gtui.core.sched import requeue
 from gtui.core.sched.engine import Engine
 from gtui.core.state.history import attempts
@@ -155,6 +155,31 @@ async def test_the_signal_comes_ahead_of_the_time_limit(tmp_path: Path) -> None:
     assert await run_to_end(engine) == 0
     assert out.read_text().split() == ["warned", "resumed"]
     assert attempt_states(engine, "long") == ["requeued", "done"]
+
+
+@pytest.mark.parametrize(
+    ("cause", "word", "note"),
+    [
+        (requeue.Cause.PREEMPTED, "preempted", "preempted by urgent at "),
+        (requeue.Cause.REQUEUED, "requeued", "exited 3 (its requeue_exit)"),
+        (requeue.Cause.GPU_FAULT, "queued", "requeued: GPU 0 fault"),
+    ],
+)
+def test_a_requeued_job_shows_its_cause_or_waits_as_queued(
+    cause: requeue.Cause, word: str, note: str
+) -> None:
+    """A preempted or requeued job shows that word for its state; one whose GPU failed shows
+    ``queued`` like any waiting job (the dashboard, ``gtui status``), its note naming the GPU,
+    the diagnosis keeping the health watch's whole sentence."""
+    why = "GPU 0: Xid 79 (fell off the bus): hardware, not your code; its jobs were queued again"
+    rec = JobRecord("train", state=JobState.RUNNING, attempt=1, exit_code=3, gpus=(0,))
+    requeue.requeue(rec, cause, by="urgent", why=why)
+    assert requeue.shown_state(rec) == word
+    assert requeue.shown_word(rec.state.value, rec.requeued_as) == word  # a status document's
+    assert (requeue.requeue_note(rec) or "").startswith(note)
+    assert rec.diagnosis is not None and rec.diagnosis.kind == cause.value
+    if cause is requeue.Cause.GPU_FAULT:
+        assert rec.diagnosis.line == why
 
 
 def _reboot_kills(pid: int) -> None:
