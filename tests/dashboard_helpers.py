@@ -91,3 +91,28 @@ async def select(pilot: Pilot[int], app: GtuiApp, name: str) -> None:
         ),
         what=f"{name} selected, its log shown",
     )
+
+
+async def read_help_through(pilot: Pilot[int], app: GtuiApp) -> str:
+    """Open the ``?`` help and read it as a user at this terminal size does: a page, pgdn, the
+    next page, to its end. Every page's words, joined (the dialog's borders left out)."""
+    from gtui.ui.screens.help import HelpBox, HelpScreen
+
+    await pilot.press("question_mark")
+    await pilot_until(
+        pilot,
+        lambda: isinstance(app.screen, HelpScreen) and bool(app.screen.query("#help-body")),
+        what="the help screen",
+    )
+    box = app.screen.query_one(HelpBox)
+    await pilot_until(pilot, lambda: box.has_focus and box.max_scroll_y > 0, what="laid out")
+    pages = []
+    while True:
+        pages.append(" ".join(screen_text(app).replace("│", " ").split()))
+        if round(box.scroll_y) >= box.max_scroll_y:
+            return " ".join(pages)
+        before = box.scroll_y
+        await pilot.press("pagedown")
+        await pilot_until(
+            pilot, lambda before=before: box.scroll_y > before, what="pgdn scrolled the help"
+        )

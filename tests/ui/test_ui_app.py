@@ -22,9 +22,18 @@ from gtui.core.errors import GtuiError
 from gtui.core.model import JobState
 from gtui.core.sched.engine import Engine
 from gtui.ui.app import GtuiApp
-from gtui.ui.keys import KEYS
+from gtui.ui.keys import (
+    DETAIL_KEYS,
+    FORM_KEYS,
+    KEYS,
+    LOG_KEYS,
+    PANEL_KEYS,
+    ROOM_KEYS,
+    VIEW_KEYS,
+)
 from gtui.ui.screens.confirm import ConfirmScreen
-from gtui.ui.screens.help import HelpScreen
+from gtui.ui.screens.help import MORE as HELP_MORE
+from gtui.ui.screens.help import HelpBox, HelpScreen
 from gtui.ui.screens.job_form import JobForm
 from gtui.ui.widgets.gpu_panel import GpuPanel
 from gtui.ui.widgets.job_table import JobTable
@@ -36,6 +45,7 @@ from tests.dashboard_helpers import (
     dashboard,
     main_screen_caught_up,
     order,
+    read_help_through,
     screen_text,
     select,
     shows_toast,
@@ -385,6 +395,23 @@ async def test_pause_and_resume_a_waiting_and_a_running_job(queue: Path) -> None
         await until(pilot, lambda: state(engine, "long") == JobState.RUNNING)
 
 
+async def test_x_twice_at_once_asks_once(queue: Path) -> None:
+    """Two x read at once (the question is asked in a worker): one "Kill?" question, and esc
+    answers it, leaving no second one behind."""
+    async with dashboard(queue) as (app, pilot, engine):
+        await until(pilot, lambda: state(engine, "long") == JobState.RUNNING)
+        await select(pilot, app, "long")
+        for _ in range(2):
+            app.post_message(events.Key("x", "x"))  # one read: no wait between them
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await until(pilot, lambda: not commands_under_way(app)[1:], what="one worker left")
+        assert sum(isinstance(s, ConfirmScreen) for s in app.screen_stack) == 1
+        await pilot.press("escape")
+        await until(pilot, lambda: not commands_under_way(app), what="the question answered")
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert state(engine, "long") == JobState.RUNNING
+
+
 async def test_pause_and_resume_the_whole_queue(queue: Path) -> None:
     async with dashboard(queue) as (app, pilot, engine):
         header = app.main.query_one("#header")
@@ -495,6 +522,29 @@ async def test_help_screen_lists_every_key(queue: Path) -> None:
             raise AssertionError(f"keys missing from the help: {missing()}") from None
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+async def test_the_help_shows_every_bound_key_at_120x40_and_80x24(
+    queue: Path, size: tuple[int, int]
+) -> None:
+    """Every key bound in ui/keys.py (the main screen's, the GPU panel's, the queue view's, the
+    rare ones such as M, the detail view's, the log's and the form's) is on the help screen, read
+    page by page at a terminal of 40 rows and of 24; "more ↓" says the help goes on, until the
+    last page."""
+    bound = [(k.shown, k.help) for k in (*KEYS, *PANEL_KEYS, *VIEW_KEYS, *ROOM_KEYS)]
+    bound += [(k.shown, k.help) for k in DETAIL_KEYS] + [*LOG_KEYS, *FORM_KEYS]
+    async with dashboard(queue, size=size) as (app, pilot, _):
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        box = app.screen.query_one(HelpBox)
+        await until(pilot, lambda: box.border_subtitle == HELP_MORE, what="more ↓ at the top")
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
+        text = await read_help_through(pilot, app)
+        assert app.screen.query_one(HelpBox).border_subtitle == "", "more ↓ said at the end"
+        missing = [s for s, what in bound if " ".join(f"{s} {what[:40]}".split()) not in text]
+        assert not missing, f"keys missing from the help: {missing}"
 
 
 async def test_the_mouse_works_too(queue: Path) -> None:

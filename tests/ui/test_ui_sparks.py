@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gtui.ui.widgets.gpu_sparks import MIN_ROWS, GpuSparks, bucket, sparkline
 from tests.conftest import REPO, write_queue
-from tests.dashboard_helpers import dashboard, screen_text
+from tests.dashboard_helpers import dashboard, read_help_through, screen_text
 from tests.waiting import pilot_until as until
 
 
@@ -103,7 +103,6 @@ async def test_s_hides_them_on_a_tall_terminal_too(tmp_path: Path) -> None:
 
 async def test_the_panel_keys_are_in_the_help_the_palette_and_the_readme(tmp_path: Path) -> None:
     from gtui.ui.keys import PANEL_KEYS
-    from gtui.ui.screens.help import HelpScreen
 
     assert {k.shown for k in PANEL_KEYS} == {"h", "s"}
     # The keys table lives in the dashboard's reference page (the README links to it).
@@ -113,11 +112,9 @@ async def test_the_panel_keys_are_in_the_help_the_palette_and_the_readme(tmp_pat
     for k in PANEL_KEYS:
         assert f"| `{k.shown}` | {k.help} |" in keys_table
     q = write_queue(tmp_path, '[settings]\npoll = "0.1s"\n\n[[jobs]]\ncmd = "true"\ngpus = 0\n')
-    async with dashboard(q, size=(120, 60), fake="1x80G") as (app, pilot, _engine):
+    async with dashboard(q, size=(120, 40), fake="1x80G") as (app, pilot, _engine):
         titles = {c.title for c in app.get_system_commands(app.main)}
         assert {k.palette for k in PANEL_KEYS} <= titles
-        await pilot.press("question_mark")
-        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
-        text = " ".join(screen_text(app).replace("│", " ").split())
+        text = await read_help_through(pilot, app)  # page by page, as a user at 120x40
         for k in PANEL_KEYS:
             assert f"{k.shown} {k.help[:40]}" in text

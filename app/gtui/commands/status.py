@@ -25,6 +25,7 @@ from gtui.core.errors import GtuiError
 from gtui.core.gpus.snapshot import gpu_label
 from gtui.core.paths import queue_paths
 from gtui.core.sched.policy import format_wait
+from gtui.core.sched.requeue import shown_word
 from gtui.core.units import UnitError, format_duration, format_mib, parse_duration_s, plural
 
 STATES = (
@@ -175,9 +176,7 @@ def render(status: dict[str, Any], states: frozenset[str] | None = None) -> list
         note = _with_estimate(note, j)  # progress, ETA, start
         note = "; ".join([note, *j["warnings"]]) if j["warnings"] else note
         # a queued job stopped through no fault of its own shows why: preempted, interrupted
-        state = (
-            j.get("requeued_as") if j["state"] == "queued" and j.get("requeued_as") else j["state"]
-        )
+        state = shown_word(j["state"], j.get("requeued_as"))
         rows.append((j["name"], state, gpus, mem, str(j["attempt"]), note))
     width = max([len(r[0]) for r in rows] + [4])
     gw = max([len(r[2]) for r in rows] + [3])

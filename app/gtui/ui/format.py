@@ -24,7 +24,7 @@ from gtui.core.gpus.health import HARDWARE, judge
 from gtui.core.gpus.snapshot import NODE_GPU_STRIDE, GpuInfo, gpu_label
 from gtui.core.model import JobState, Settings
 from gtui.core.sched.reasonkey import reason_key
-from gtui.core.sched.requeue import shown_state
+from gtui.core.sched.requeue import requeue_note, shown_state
 from gtui.core.state.history import gpu_hours
 from gtui.core.units import format_duration, format_mib
 
@@ -274,9 +274,10 @@ def note_cell(view: JobView) -> Text:
     """The waiting reason, the diagnosis or a warning: what a person would act on."""
     rec = view.record
     st = rec.state
-    if st == JobState.QUEUED and rec.requeued_as and rec.diagnosis is not None:
+    stopped = requeue_note(rec)
+    if stopped is not None:
         # stopped through no fault of its own: what stopped it (by whom, when), no "retry"
-        return Text(rec.diagnosis.line + (f"; {rec.reason}" if rec.reason else ""), style="yellow")
+        return Text(stopped + (f"; {rec.reason}" if rec.reason else ""), style="yellow")
     if st == JobState.QUEUED and rec.attempt and rec.diagnosis is not None:
         why = kind_label(rec.diagnosis.kind)
         return Text(

@@ -14,8 +14,9 @@ from dataclasses import dataclass, replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gtui.core.gpus.snapshot import GpuInfo, GpuSnapshot
+from gtui.core.gpus.snapshot import GpuInfo, GpuSnapshot, HostInfo
 from gtui.core.model import Mode, Placement, Settings
+from gtui.core.sched.hostfit import HostHolder
 from gtui.core.sched.policy import Allocation, Candidate, Decision, PassState, place, walk
 
 G = 1024
@@ -42,7 +43,11 @@ class World:
     now: float
     paused: bool
 
-    def decide(self) -> Decision:
+    def decide(
+        self, host: HostInfo | None = None, host_claims: tuple[HostHolder, ...] = ()
+    ) -> Decision:
+        """The policy's decision on this world, on ``host`` (None: not read) with neighbours'
+        ``host_claims`` of its cores and memory."""
         return place(
             self.snapshot,
             self.candidates,
@@ -52,6 +57,8 @@ class World:
             running_count=self.running_count,
             now=self.now,
             queue_paused=self.paused,
+            host=host,
+            host_claims=host_claims,
         )
 
 

@@ -114,4 +114,10 @@ def fault_words(label: str, fault: str, requeued: bool) -> str:
     return f"GPU {label}: {fault}: {HARDWARE}; {after}"
 
 
+def fault_gpu(words: str) -> str | None:
+    """The GPU a :func:`fault_words` sentence names (``GPU 0``), None for another sentence."""
+    head, sep, _ = words.partition(": ")
+    return head if sep and head.startswith("GPU ") else None
+
+
 REQUEUE_HINT = "the GPU failed, not the job: it runs again on another GPU, no retry spent"

@@ -53,13 +53,15 @@ class Notifying:
             if rec.ended_at is not None and rec.started_at is not None
             else None
         )
-        how = shown_state(rec) + (f" ({d.kind})" if d is not None and not stopped else "")
+        # A stopped attempt ends by its cause (a GPU fault's too, though its job shows queued).
+        word = str(rec.requeued_as) if stopped else shown_state(rec)
+        how = word + (f" ({d.kind})" if d is not None and not stopped else "")
         env = {
             "GTUI_EVENT": event,
             "GTUI_QUEUE": str(self.queue_path),
             "GTUI_HOST": socket.gethostname(),
             "GTUI_JOB_NAME": rec.name,
-            "GTUI_JOB_STATE": shown_state(rec),
+            "GTUI_JOB_STATE": word,
             "GTUI_EXIT_CODE": "" if rec.exit_code is None else str(rec.exit_code),
             "GTUI_SIGNAL": "" if rec.signal is None else str(rec.signal),
             "GTUI_ATTEMPT": str(rec.attempt),

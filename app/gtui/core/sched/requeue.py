@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 
 from gtui.core.exec.base import ExitStatus
-from gtui.core.gpus.health import REQUEUE_HINT
+from gtui.core.gpus.health import REQUEUE_HINT, fault_gpu
 from gtui.core.model import (
     NO_RESUME,
     Cause,
@@ -28,7 +28,16 @@ from gtui.core.model import (
 )
 from gtui.core.procstat import boot_id
 
-__all__ = ["REQUEUE_CAP", "Cause", "requeue", "resume_env", "resume_of", "shown_state"]
+__all__ = [
+    "REQUEUE_CAP",
+    "Cause",
+    "requeue",
+    "requeue_note",
+    "resume_env",
+    "resume_of",
+    "shown_state",
+    "shown_word",
+]
 
 # How many times in a row a job may ask to be queued again with its requeue_exit code before
 # that exit is a failure: a loop that never ends is a bug, not a checkpoint.
@@ -164,9 +173,31 @@ def resume_env(rec: JobRecord) -> dict[str, str]:
     return env
 
 
+# The causes a waiting job shows as its state word (the words of the docs' state table). A GPU
+# fault is not one of them: the job waits as any queued job, and its note says which GPU failed.
+WORD_CAUSES = frozenset({Cause.PREEMPTED.value, Cause.INTERRUPTED.value, Cause.REQUEUED.value})
+
+
+def shown_word(state: str, requeued_as: str | None) -> str:
+    """A job's state word as shown, from its state and cause (a record's, or a status
+    document's fields): a queued job stopped through no fault of its own shows why
+    (``preempted``, ``interrupted``, ``requeued``); one whose GPU failed shows ``queued``."""
+    if state == JobState.QUEUED.value and requeued_as in WORD_CAUSES:
+        return str(requeued_as)
+    return state
+
+
 def shown_state(rec: JobRecord) -> str:
-    """A job's state word as shown: a queued job that was stopped through no fault of its
-    own shows why (``preempted``, ``interrupted``, ``requeued``)."""
-    if rec.state is JobState.QUEUED and rec.requeued_as is not None:
-        return rec.requeued_as
-    return rec.state.value
+    """:func:`shown_word` of a record."""
+    return shown_word(rec.state.value, rec.requeued_as)
+
+
+def requeue_note(rec: JobRecord) -> str | None:
+    """What stopped a queued job through no fault of its own, for its note (None if nothing
+    did): ``requeued: GPU 0 fault`` after a GPU fault (the diagnosis keeps the whole sentence),
+    else its diagnosis line (``preempted by urgent-eval at 14:02:11``)."""
+    if rec.state is not JobState.QUEUED or not rec.requeued_as or rec.diagnosis is None:
+        return None
+    if rec.requeued_as == Cause.GPU_FAULT.value:
+        return f"requeued: {fault_gpu(rec.diagnosis.line) or 'GPU'} fault"
+    return rec.diagnosis.line

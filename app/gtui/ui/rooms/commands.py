@@ -4,7 +4,8 @@ in the core's own words."""
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from contextlib import contextmanager
 
 from gtui.core.api import JobView
 from gtui.core.errors import GtuiError
@@ -56,21 +57,28 @@ class Commands:
         self.screen.notify(why, severity="warning", timeout=timeout, markup=False)
         return True
 
+    @contextmanager
+    def told(self, label: str, done: str = "") -> Iterator[None]:
+        """Around an engine command awaited in a worker: marks our own edit, says the core's
+        error (a ``GtuiError``) as a toast titled ``label`` instead of raising it, else
+        ``done``. A key that awaits its command itself (``JobKeys.kill``) uses it directly."""
+        self.mark_own_edit()
+        try:
+            yield
+        except GtuiError as e:
+            self.screen.notify(str(e), title=label, severity="error", timeout=8, markup=False)
+            return
+        if done:
+            self.screen.notify(done, timeout=3, markup=False)
+
     def run(self, label: str, call: Callable[[], Awaitable[object]], done: str = "") -> None:
         """Run an engine command in a worker: the screen stays live; errors become a toast."""
-        screen = self.screen
 
         async def run() -> None:
-            self.mark_own_edit()
-            try:
+            with self.told(label, done):
                 await call()
-            except GtuiError as e:
-                screen.notify(str(e), title=label, severity="error", timeout=8, markup=False)
-                return
-            if done:
-                screen.notify(done, timeout=3, markup=False)
 
-        screen.run_worker(run(), group="commands", exit_on_error=False)
+        self.screen.run_worker(run(), group="commands", exit_on_error=False)
 
     def bulk(
         self,

@@ -33,17 +33,21 @@ class JobKeys:
         self.screen = screen
         self.selection = selection
         self.commands = commands
+        self._asking = False  # a kill's question is on its way or on screen
 
     def pause_label(self, default: str) -> str:
         """``p`` reads Resume on a job that the core would resume."""
         v = self.selection.view(quiet=True)
         return "Resume" if v is not None and why_not_resume(v.record) is None else default
 
-    def kill(self) -> None:
+    async def kill(self) -> None:
+        """``x``, run in a worker (``MainScreen.action_kill``): the core's refusal said word for
+        word, else "Kill NAME?" awaited, and on ``y`` the engine's kill awaited here, the
+        screen live meanwhile (a running job's kill waits out ``kill_grace``)."""
         s = self.screen
         marked = self.selection.marked()
         if marked:
-            self._kill_marked(marked)
+            await self._kill_marked(marked)
             return
         view = self.selection.view()
         if view is None:
@@ -69,16 +73,12 @@ class JobKeys:
             )
         else:
             body = f"{name} has not started. It is marked killed and will not run (r retries it)."
+        if not await self._confirmed(f"Kill {name}?", body):
+            return
+        with self.commands.told("kill", f"killing {name}"):
+            await s.engine.kill([name])
 
-        def chosen(value: str | None) -> None:
-            if value == "kill":
-                self.commands.run("kill", lambda: s.engine.kill([name]), f"killing {name}")
-
-        s.app.push_screen(
-            ConfirmScreen(f"Kill {name}?", body, [Choice("y", "Kill", "kill", "error")]), chosen
-        )
-
-    def _kill_marked(self, marked: list[JobView]) -> None:
+    async def _kill_marked(self, marked: list[JobView]) -> None:
         s = self.screen
         names, refusal = split_by_rule(marked, transitions.why_not_kill)
         if not names:
@@ -92,17 +92,23 @@ class JobKeys:
             f"{listed}.\n{plural(running, 'running job')} get SIGTERM, then SIGKILL after "
             f"{grace}; {plural(n - running, 'waiting job')} will not run. r runs them again."
         )
+        if not await self._confirmed(f"Kill {plural(n, 'job')}?", body):
+            return
+        with self.commands.told("kill", f"killing {plural(n, 'job')}"):
+            await s.engine.kill(names)
 
-        def chosen(value: str | None) -> None:
-            if value == "kill":
-                self.commands.bulk("kill", names, s.engine.kill, "killing")
-
-        s.app.push_screen(
-            ConfirmScreen(
-                f"Kill {plural(n, 'job')}?", body, [Choice("y", "Kill", "kill", "error")]
-            ),
-            chosen,
-        )
+    async def _confirmed(self, title: str, body: str) -> bool:
+        """Whether the user answers ``y`` (Kill) to the question. One question at a time: an
+        ``x`` whose worker starts before the last one's question is on screen asks nothing
+        (once shown, the modal question takes the keys itself)."""
+        if self._asking:
+            return False
+        self._asking = True
+        try:
+            question = ConfirmScreen(title, body, [Choice("y", "Kill", "kill", "error")])
+            return await self.screen.app.push_screen_wait(question) == "kill"
+        finally:
+            self._asking = False
 
     def make_room(self) -> None:
         """M: make room now for the selected waiting job. The victims are asked of the

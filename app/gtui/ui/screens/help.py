@@ -1,4 +1,8 @@
-"""The ``?`` screen: every key, what the glyphs and colours mean."""
+"""The ``?`` screen: every key, what the glyphs and colours mean.
+
+Every key of every screen is longer than a terminal of 40 rows (and far longer than 24): the
+help scrolls, its box has the focus so the arrows, pgup / pgdn, home / end move it, and its
+bottom line says "more ↓" while there is more below."""
 
 from __future__ import annotations
 
@@ -24,7 +28,15 @@ from gtui.ui.format import (
     UTIL_CRIT,
     UTIL_WARN,
 )
-from gtui.ui.keys import DETAIL_KEYS, FORM_KEYS, KEYS, LOG_KEYS, PANEL_KEYS, VIEW_KEYS
+from gtui.ui.keys import (
+    DETAIL_KEYS,
+    FORM_KEYS,
+    KEYS,
+    LOG_KEYS,
+    PANEL_KEYS,
+    ROOM_KEYS,
+    VIEW_KEYS,
+)
 
 
 def help_text(prefix: str = "ctrl+b") -> Table:
@@ -43,6 +55,8 @@ def help_text(prefix: str = "ctrl+b") -> Table:
     for k in VIEW_KEYS:  # what the queue shows: the done jobs
         keys.add_row(k.shown, k.help)
     for k in PANEL_KEYS:  # the GPU panel's: who holds each GPU, the sparklines
+        keys.add_row(k.shown, k.help)
+    for k in ROOM_KEYS:  # now and then: make room for a waiting job (preempt)
         keys.add_row(k.shown, k.help)
     keys.add_row("ctrl+p", "command palette (every action by name)")
 
@@ -111,6 +125,30 @@ def help_text(prefix: str = "ctrl+b") -> Table:
     return outer
 
 
+MORE = "more ↓ · ↓ pgdn end"  # the help's bottom line while text is below the window
+
+
+class HelpBox(VerticalScroll):
+    """The help's scrolling box: says "more ↓" on its bottom line until scrolled to the end,
+    so a reader at 120x40 or 80x24 knows the keys go on."""
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(self._mark_more)  # once laid out with its text
+
+    def _mark_more(self) -> None:
+        self.border_subtitle = MORE if round(self.scroll_y) < self.max_scroll_y else ""
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._mark_more)  # max_scroll_y is its new one after the layout
+
+    def watch_virtual_size(self) -> None:
+        self.call_after_refresh(self._mark_more)  # the text laid out: its height is known
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self._mark_more()
+
+
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [
         Binding("escape,q,question_mark", "close", "Close"),
@@ -121,8 +159,8 @@ class HelpScreen(ModalScreen[None]):
         self.prefix = prefix
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(classes="dialog", id="help"):
-            yield Static("gtui · keys  (esc closes)", classes="dialog-title")
+        with HelpBox(classes="dialog", id="help"):
+            yield Static("gtui · keys  (↑ ↓ pgup pgdn scroll, esc closes)", classes="dialog-title")
             yield Static(help_text(self.prefix), id="help-body")
 
     def action_close(self) -> None:

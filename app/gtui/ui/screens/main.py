@@ -310,7 +310,8 @@ class MainScreen(MainView):
         self.job_keys.clear_quarantine()
 
     def action_kill(self) -> None:
-        self.job_keys.kill()
+        """In a worker: the room awaits the question, then the kill (``kill_grace`` long)."""
+        self.run_worker(self.job_keys.kill(), group="commands", exit_on_error=False)
 
     def action_retry(self) -> None:
         self.job_keys.retry()
