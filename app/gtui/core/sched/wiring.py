@@ -18,6 +18,7 @@ from gtui.core.paths import QueuePaths
 from gtui.core.queue.source import QueueSource
 from gtui.core.sched.commands import Operations
 from gtui.core.sched.config import QueueConfig
+from gtui.core.sched.energymeter import EnergyMeter
 from gtui.core.sched.forecast import Forecast
 from gtui.core.sched.healthwatch import HealthWatch
 from gtui.core.sched.intake import Intake, Pool
@@ -51,6 +52,7 @@ class Parts:
     ops: Operations
     health: HealthWatch
     preemption: Preemption
+    energy: EnergyMeter
 
 
 def wire(
@@ -73,6 +75,7 @@ def wire(
     ended: Topic[RunEnded] = Topic(bus)  # a run's end, to the parts that follow runs
     ended.subscribe(forecast.on_run_ended)
     ended.subscribe(notifying.on_run_ended)
+    energy = EnergyMeter(book, reader)
     runner = JobRunner(
         book=book,
         bus=bus,
@@ -88,6 +91,7 @@ def wire(
         after_end=hooks.after_end,
         read_progress=forecast.read_progress,
         stopping=hooks.stopping,
+        energy=energy,
     )
     occupancy = Occupancy(
         book=book,
@@ -132,5 +136,15 @@ def wire(
         config=config,
     )
     return Parts(
-        planner, quarantine, forecast, notifying, runner, occupancy, intake, ops, health, preemption
+        planner,
+        quarantine,
+        forecast,
+        notifying,
+        runner,
+        occupancy,
+        intake,
+        ops,
+        health,
+        preemption,
+        energy,
     )
