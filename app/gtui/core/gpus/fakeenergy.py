@@ -54,6 +54,4 @@ class FakeMeters:
             total += (last[1] + power) / 2 * (now - last[0]) * 1000
         self._mj[info.index] = total
         self._last[info.index] = (now, power)
-        return dataclasses.replace(
-            info, power_w=power, power_limit_w=tdp, energy_mj=int(total)
-        )
+        return dataclasses.replace(info, power_w=power, power_limit_w=tdp, energy_mj=int(total))

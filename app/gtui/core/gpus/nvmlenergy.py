@@ -17,7 +17,6 @@ from types import ModuleType
 from typing import Any
 
 
-
 @dataclass(frozen=True)
 class PowerReading:
     """One poll's power fields of a GPU; None: n/a."""

@@ -533,6 +533,7 @@ class JobRunner:
         if run is not None:
             run.requeue = why
         return self.kill(name)
+
     def preempt(self, name: str, by: str) -> None:
         """Stop a running job to make room for ``by`` (sched/stops.py)."""
         self._stops.preempt(name, by)

@@ -233,7 +233,10 @@ def _energy_row(energy: AttemptEnergy | None) -> tuple[float | None, int | None]
 def _energy_fields(values: Sequence[Any]) -> dict[str, Any]:
     """The energy columns read back as Attempt fields."""
     kwh, shared = (list(values) + [None, None])[:2]
-    return {"energy_kwh": kwh if isinstance(kwh, int | float) else None, "energy_shared": bool(shared)}
+    return {
+        "energy_kwh": kwh if isinstance(kwh, int | float) else None,
+        "energy_shared": bool(shared),
+    }
 
 
 def _ints(text: str | None) -> tuple[int, ...]:
