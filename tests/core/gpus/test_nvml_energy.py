@@ -114,7 +114,7 @@ def poll(reader: GpuReader, runner: JobRunner) -> GpuSnapshot:
 async def test_the_counter_is_read_at_the_attempts_start_and_end(tmp_path: Path) -> None:
     gpu = nv.fake_state.gpus[0]
     gpu.energy_mj, gpu.power_mw = 1_000_000, 300_000
-    book, reader, runner, ended = parts(tmp_path)
+    _, reader, runner, ended = parts(tmp_path)
     poll(reader, runner)
     runner.start_job("train", (0,))
     gpu.energy_mj += 7_200_000  # 7.2 kJ: 2 Wh
@@ -132,7 +132,7 @@ async def test_the_counter_is_read_at_the_attempts_start_and_end(tmp_path: Path)
 async def test_without_a_counter_the_power_samples_are_integrated(tmp_path: Path) -> None:
     gpu = nv.fake_state.gpus[0]
     gpu.energy_mj, gpu.power_mw = None, 300_000  # the counter NOT_SUPPORTED
-    book, reader, runner, ended = parts(tmp_path)
+    _, reader, runner, ended = parts(tmp_path)
     first = poll(reader, runner)
     runner.start_job("train", (0,))  # its first sample: the reading before it
     second = poll(reader, runner)

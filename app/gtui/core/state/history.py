@@ -9,9 +9,9 @@ machine and user), so no reader ever needs the scheduler.
 The table is created on the first write (``CREATE TABLE IF NOT EXISTS``), not by a schema
 migration: an older gtui opening the db ignores a table it does not know, and a db with no
 table yet reads as no history. Columns added since (the peak on each GPU, the host
-memory peak, GPU-hours, the energy) are added to an older table at the first write (``ALTER TABLE ADD
-COLUMN``: older gtuis name their columns, so they read on), and a reader of a table without
-them reads None. History is secondary: a write that fails (a full disk, a locked
+memory peak, GPU-hours, the energy) are added to an older table at the first write
+(``ALTER TABLE ADD COLUMN``: older gtuis name their columns, so they read on), and a reader of
+a table without them reads None. History is secondary: a write that fails (a full disk, a locked
 db) is dropped, never raised into the scheduler, whose job record (the truth) was committed
 just before.
 """
@@ -232,7 +232,7 @@ def _energy_row(energy: AttemptEnergy | None) -> tuple[float | None, int | None]
 
 def _energy_fields(values: Sequence[Any]) -> dict[str, Any]:
     """The energy columns read back as Attempt fields."""
-    kwh, shared = (list(values) + [None, None])[:2]
+    kwh, shared = [*values, None, None][:2]
     return {
         "energy_kwh": kwh if isinstance(kwh, int | float) else None,
         "energy_shared": bool(shared),
