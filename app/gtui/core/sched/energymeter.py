@@ -7,7 +7,8 @@ the engine calls ``sample`` after each poll's reading.
 The start counters are saved in the store's meta (at the poll after a start), so an attempt
 re-adopted by the next scheduler (a restart, a dashboard's successor) still gets its energy
 from its counters; its power samples from before the restart are gone, so where the GPU has
-no counter such an attempt's energy is not known (None) rather than understated.
+no counter such an attempt's energy is not known (None) rather than understated. So is that
+of an attempt that ended before the GPUs were read again after its start (shorter than a poll).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class _Metered:
     attempt: int
     gpus: tuple[int, ...]
     start_mj: dict[int, int | None]
+    start_at: float = 0.0  # when the reading its counters come from was taken
     whole: bool = True  # its power samples cover it from its start (not re-adopted)
     joules: dict[int, float] = field(default_factory=dict)
     last: dict[int, tuple[float, float]] = field(default_factory=dict)  # GPU -> (when, W)
@@ -60,7 +62,7 @@ class EnergyMeter:
         snapshot = self._reader.snapshot
         by_index = snapshot.by_index()
         start = {g: _counter(by_index.get(g)) for g in rec.gpus}
-        run = self._runs[name] = _Metered(rec.attempt, tuple(rec.gpus), start)
+        run = self._runs[name] = _Metered(rec.attempt, tuple(rec.gpus), start, snapshot.taken_at)
         # Power only: the reading predates the start (what it shows may be a job just gone).
         self._take(name, run, snapshot, by_index, None)
         self._dirty = True
@@ -78,6 +80,7 @@ class EnergyMeter:
                 for g in rec.gpus:
                     value = counters.get(str(g))
                     start[g] = value if isinstance(value, int) else None
+        # Its counters were read by the scheduler before: any reading from now on ends it.
         self._runs[name] = _Metered(rec.attempt, tuple(rec.gpus), start, whole=False)
 
     def sample(self) -> None:
@@ -108,6 +111,8 @@ class EnergyMeter:
         self._take(name, run, snapshot, snapshot.by_index(), None)
         by_index = snapshot.by_index()
         self._dirty = True
+        if snapshot.taken_at <= run.start_at:
+            return AttemptEnergy(None)  # no reading between its start and end: not measured
         total: float | None = None
         sources: set[str] = set()
         for g in run.gpus:
