@@ -378,7 +378,7 @@ def detail_renderable(
             len(rec.gpus), rec.started_at, rec.ended_at or (time.time() if rec.active else None)
         )
         mem.append(usage_text(rec.gpus, rec.peak_gpu_mib, rec.host_peak_mib, ran_for, node))
-        advice = mem_advice(spec, history)  # what its recorded runs say of its mem (19.2)
+        advice = mem_advice(spec, history)  # what its recorded runs say of its mem
         if advice is not None:
             mem.append("\n⚠ " + advice.text(), style="yellow")
         _row(grid, "memory", mem)

@@ -78,7 +78,7 @@ class Attempt:
     peak_mib: int | None
     gpus: tuple[int, ...]
     log: str | None
-    peak_gpu_mib: tuple[int, ...] = ()  # the peak on each of ``gpus``, in order (19.2)
+    peak_gpu_mib: tuple[int, ...] = ()  # the peak on each of ``gpus``, in order
     host_peak_mib: int | None = None
     gpu_hours: float | None = None
     # Its GPUs' energy in kWh (None: not measured) and whether another job or user used one
