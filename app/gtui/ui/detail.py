@@ -30,10 +30,10 @@ from gtui.core.queue.queuefile import isolated
 from gtui.core.sched.eta import Estimate
 from gtui.core.sched.jobenv import job_env, on_node
 from gtui.core.sched.requeue import shown_state
-from gtui.core.state.energyreport import kwh_text
 from gtui.core.state.history import Attempt, attempt_of, gpu_hours
 from gtui.core.state.usage import mem_advice
 from gtui.core.units import format_duration, format_mib
+from gtui.ui.energy import attempt_energy_text, energy_note
 from gtui.ui.forecast import detail_lines
 from gtui.ui.format import STATE_GLYPH, STATE_STYLE, display_path, gpus_label, kind_label
 
@@ -208,34 +208,6 @@ def _attempt_text(a: Attempt, now: float, node: str | None) -> Text:
     return t
 
 
-SHARED_WORDS = "GPU's energy over the job's time: its GPU was shared"
-
-
-def attempt_energy_text(a: Attempt) -> Text:
-    """`` · 0.0123 kWh``: the attempt's GPU energy, where it was measured, marked when its GPU
-    was shared."""
-    t = Text()
-    if a.energy_kwh is not None:
-        t.append(f" · {kwh_text(a.energy_kwh)}")
-        if a.energy_shared:
-            t.append(" (shared GPU)", style="yellow")
-    return t
-
-
-def energy_text(history: Sequence[Attempt]) -> Text | None:
-    """The job's energy over its ended attempts (None: none measured), and what it means when
-    a GPU was shared."""
-    measured = [a for a in history if a.energy_kwh is not None]
-    if not measured:
-        return None
-    total = sum(a.energy_kwh or 0.0 for a in measured)
-    t = Text(kwh_text(total))
-    t.append(f" over {len(measured)} attempt{'s' if len(measured) > 1 else ''}", style="dim")
-    if any(a.energy_shared for a in measured):
-        t.append(f"  ({SHARED_WORDS})", style="yellow")
-    return t
-
-
 LABEL_WIDTH = 12  # "waited on by": the labels of every section but the environment line up
 
 
@@ -331,7 +303,7 @@ def detail_renderable(
     # Every attempt, as it ended.
     tries = every_attempt(rec, history)
     if tries:
-        parts.append(_heading("attempts"))
+        parts.append(_heading("attempts", energy_note(tries)))
         grid = _grid()
         for a in tries:
             _row(grid, f"#{a.attempt}", _attempt_text(a, now, node_of(a.gpus, rec, gpus)))
@@ -382,9 +354,6 @@ def detail_renderable(
         if advice is not None:
             mem.append("\n⚠ " + advice.text(), style="yellow")
         _row(grid, "memory", mem)
-    energy = energy_text(history)
-    if energy is not None:
-        _row(grid, "energy", energy)
     extra = [f"priority {spec.priority}"]
     if spec.timeout_s is not None:
         extra.append(f"timeout {format_duration(spec.timeout_s)}")
