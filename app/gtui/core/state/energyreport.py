@@ -145,7 +145,9 @@ def energy_lines(r: EnergyReport) -> list[str]:
         total += f" ({r.unmeasured} not measured)"
     costs = []
     if r.co2_g_per_kwh is not None:
-        costs.append(f"{r.co2_g(r.kwh):.0f} g CO2 at {r.co2_g_per_kwh:g} g/kWh")
+        grams = r.co2_g(r.kwh) or 0.0
+        shown = f"{grams:.1f}" if grams < 10 else f"{grams:.0f}"  # a short run's fraction
+        costs.append(f"{shown} g CO2 at {r.co2_g_per_kwh:g} g/kWh")
     if r.price_per_kwh is not None:
         costs.append(f"costs {r.cost(r.kwh):.2f} at {r.price_per_kwh:g}/kWh")
     if costs:
