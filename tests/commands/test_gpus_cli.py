@@ -21,6 +21,7 @@ KEYS = [
     "temperature",
     "processes",
 ]
+POWER_KEYS = ["power_w", "power_limit_w"]  # where the GPU reports them (simulated ones do)
 PROCESS_KEYS = [
     "pid",
     "mem_mib",
@@ -70,9 +71,10 @@ def test_table_on_fake_gpus() -> None:
     lines = r.stdout.splitlines()
     assert "SIMULATED" in lines[0]
     header, row0, row1 = lines[1:4]
-    assert header.split() == ["GPU", "NAME", "MEMORY", "UTIL", "TEMP", "PROCESSES"]
+    assert header.split() == ["GPU", "NAME", "MEMORY", "UTIL", "TEMP", "POWER", "PROCESSES"]
     assert row0.split()[0] == "0" and "16G / 80G" in row0 and "35%" in row0
     assert row1.split()[0] == "1" and "0M / 24G" in row1
+    assert "179 W / 400 W" in row0  # simulated power: the idle floor plus 35 % of the rest
     assert r.stderr == ""
 
 
@@ -80,7 +82,7 @@ def test_json_shape_exactly() -> None:
     r = gtui_gpus("--json", env={"GTUI_FAKE_GPUS": "2x80G:8G@10"})  # the env var works too
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
-    assert [list(g) for g in data] == [KEYS, KEYS]
+    assert [list(g) for g in data] == [KEYS + POWER_KEYS, KEYS + POWER_KEYS]
     assert data[0] == {
         "index": 0,
         "name": data[0]["name"],
@@ -90,6 +92,8 @@ def test_json_shape_exactly() -> None:
         "util": 10,
         "temperature": data[0]["temperature"],
         "processes": [],
+        "power_w": 60.0 + 340.0 * 0.10,  # an 80G card's 400 W: 15 % idle, the rest by util
+        "power_limit_w": 400.0,
     }
     assert data[1]["index"] == 1 and data[0]["uuid"] != data[1]["uuid"]
 
@@ -202,3 +206,29 @@ def test_the_host_is_listed_under_the_table() -> None:
     assert last == "Host (simulated, GTUI_FAKE_HOST): 16 cores, RAM 0M of 64G used"
     real = gtui_gpus("--fake-gpus", "80G").stdout.splitlines()[-1]
     assert real.startswith(f"Host: {os.cpu_count()} cores, RAM ")
+
+
+def test_power_from_nvml_in_the_table_and_the_json(tmp_path: Path) -> None:
+    """A GPU that reports its power shows it; one that does not (NOT_SUPPORTED) reads n/a
+    in the table and has no power keys in the document."""
+    config = {
+        "gpus": [
+            {"power_mw": 212_400, "power_limit_mw": 400_000, "energy_mj": 10**9},
+            {"name": "NVIDIA T4", "total_mib": 15360},
+        ]
+    }
+    env = with_fake_pynvml(tmp_path, config)
+    r = gtui_gpus("--json", env=env)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data[0]["power_w"] == 212.4 and data[0]["power_limit_w"] == 400.0
+    assert "power_w" not in data[1] and list(data[1]) == KEYS
+    assert "energy_mj" not in data[0]  # the counter moves at every read: not in the document
+    r = gtui_gpus(env=env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    (header,) = [line for line in lines if line.startswith("GPU")]
+    assert "POWER" in header.split()
+    (row0,) = [line for line in lines if line.lstrip().startswith("0 ")]
+    (row1,) = [line for line in lines if "NVIDIA T4" in line]
+    assert "212 W / 400 W" in row0 and "n/a" in row1

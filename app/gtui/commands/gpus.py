@@ -56,7 +56,10 @@ def _processes(g: GpuInfo) -> str:
 
 
 def format_table(snapshot: GpuSnapshot) -> list[str]:
-    """The GPUs as aligned text lines (also usable by ``gtui status``)."""
+    """The GPUs as aligned text lines (also usable by ``gtui status``). A POWER column (draw /
+    limit) where any GPU reports its power."""
+    power = any(g.power_w is not None for g in snapshot.gpus)
+    headers = (*_HEADERS[:5], "POWER", _HEADERS[5]) if power else _HEADERS
     rows = [
         (
             g.label,  # node2:3 on a Ray cluster
@@ -64,17 +67,27 @@ def format_table(snapshot: GpuSnapshot) -> list[str]:
             _memory(g),
             "n/a" if g.util is None else f"{g.util}%",
             "n/a" if g.temperature is None else f"{g.temperature}°C",
+            *((_power(g),) if power else ()),
             _processes(g),
         )
         for g in snapshot.gpus
     ]
-    widths = [max(len(r[i]) for r in [_HEADERS, *rows]) for i in range(len(_HEADERS) - 1)]
+    last = len(headers) - 1
+    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(last)]
     lines = []
-    for row in [_HEADERS, *rows]:
-        cells = [row[i].ljust(widths[i]) if i else row[i].rjust(widths[i]) for i in range(5)]
-        lines.append("  ".join([*cells, row[5]]).rstrip())
+    for row in [headers, *rows]:
+        cells = [row[i].ljust(widths[i]) if i else row[i].rjust(widths[i]) for i in range(last)]
+        lines.append("  ".join([*cells, row[last]]).rstrip())
     notes = [f"  GPU {g.index}: {g.error}" for g in snapshot.gpus if g.error and not g.lost]
     return lines + notes + health_lines(snapshot)
+
+
+def _power(g: GpuInfo) -> str:
+    """``212 W / 400 W``, ``212 W``, or ``n/a``."""
+    if g.power_w is None:
+        return "n/a"
+    limit = f" / {g.power_limit_w:.0f} W" if g.power_limit_w else ""
+    return f"{g.power_w:.0f} W{limit}"
 
 
 def health_lines(snapshot: GpuSnapshot) -> list[str]:

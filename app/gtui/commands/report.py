@@ -1,6 +1,7 @@
 """``gtui report QUEUE.toml [--json]``: what a queue's jobs cost and what they waited for,
 from the saved state and the attempts history: no scheduler needs to run, none is
-asked. The figures and what they mean: gtui.core.state.report."""
+asked. The figures and what they mean: gtui.core.state.report; the energy's:
+gtui.core.state.energyreport."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import time
 
 from gtui.commands.options import GlobalOptions, queue_file
 from gtui.core.errors import QueueFileError
-from gtui.core.model import JobSpec
+from gtui.core.model import JobSpec, Settings
 from gtui.core.queue.queuefile import load_queue
+from gtui.core.state.energyreport import EnergyReport, energy_json, energy_lines, energy_report
 from gtui.core.state.history import all_attempts
 from gtui.core.state.report import Report, build, over_asked, to_json
 from gtui.core.state.store import StoreError, open_store_readonly
@@ -26,8 +28,10 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     paths = queue_file(ns.queue)
     specs: dict[str, JobSpec] = {}
     pool: tuple[int, ...] = ()
+    settings = Settings()
     try:
         qf = load_queue(paths.queue)
+        settings = qf.settings
         specs = {j.name: j for j in qf.jobs}
         if qf.settings.gpus != "all":  # a listed pool: its GPUs none of ours took count too
             pool = tuple(g for g in qf.settings.gpus if g not in qf.settings.exclude)
@@ -45,17 +49,34 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
         except StoreError as e:
             print(f"gtui: cannot read the saved state of {paths.queue.name}: {e}", file=sys.stderr)
             return 1
-    report = build(
-        str(paths.queue), records, all_attempts(paths.db), specs, time.time(), CHART_WIDTH, pool
-    )
+    history = all_attempts(paths.db)
+    report = build(str(paths.queue), records, history, specs, time.time(), CHART_WIDTH, pool)
+    energy = energy_report(history, settings.co2_g_per_kwh, settings.price_per_kwh)
     if ns.json:
-        print(json.dumps(to_json(report), indent=2))
+        print(json.dumps(with_energy(to_json(report), energy), indent=2))
         return 0
     if not report.jobs or report.start is None:
         print(f"nothing to report for {paths.queue.name}: no job of it has run yet")
         return 0
     print(render(report, paths.queue.name))
+    lines = energy_lines(energy)
+    if lines:
+        print("\n" + "\n".join(lines))
     return 0
+
+
+def with_energy(doc: dict[str, object], energy: EnergyReport) -> dict[str, object]:
+    """The report's document with its energy: each job's kWh beside its GPU-hours, and the
+    ``energy`` block (the queue's kWh, CO2 and cost, each job's attempts)."""
+    by_name = {j.name: j for j in energy.jobs}
+    jobs = doc.get("jobs")
+    if isinstance(jobs, list):
+        for job in jobs:
+            measured = by_name.get(job["name"])
+            kwh = measured.kwh if measured is not None else None
+            job["energy_kwh"] = None if kwh is None else round(kwh, 6)
+    doc["energy"] = energy_json(energy)
+    return doc
 
 
 def hours(h: float) -> str:

@@ -217,6 +217,9 @@ class Settings:
     resume: Resume = NO_RESUME
     # A scheduler that finds the machine booted again since its jobs ran queues them again.
     requeue_on_reboot: bool = True
+    # What a kWh of the GPUs' energy costs: grams of CO2 and money (`gtui report`); None: unsaid.
+    co2_g_per_kwh: float | None = None
+    price_per_kwh: float | None = None
 
 
 def _shared_empty(*_: object, **__: object) -> NoReturn:

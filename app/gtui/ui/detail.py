@@ -34,6 +34,7 @@ from gtui.core.state.history import Attempt, attempt_of, gpu_hours
 from gtui.core.state.usage import mem_advice
 from gtui.core.trackers import links_line
 from gtui.core.units import format_duration, format_mib
+from gtui.ui.energy import attempt_energy_text, energy_note
 from gtui.ui.forecast import detail_lines
 from gtui.ui.format import STATE_GLYPH, STATE_STYLE, display_path, gpus_label, kind_label
 
@@ -199,6 +200,7 @@ def _attempt_text(a: Attempt, now: float, node: str | None) -> Text:
     if a.log:
         t.append(" · " + Path(a.log).name, style="dim")
     t.append(usage_text(a.gpus, a.peak_gpu_mib, a.host_peak_mib, a.gpu_hours, node))
+    t.append_text(attempt_energy_text(a))
     if a.diag_kind:
         t.append("\n")
         t.append(kind_label(a.diag_kind), style="bold red")
@@ -304,7 +306,7 @@ def detail_renderable(
     # Every attempt, as it ended.
     tries = every_attempt(rec, history)
     if tries:
-        parts.append(_heading("attempts"))
+        parts.append(_heading("attempts", energy_note(tries)))
         grid = _grid()
         for a in tries:
             _row(grid, f"#{a.attempt}", _attempt_text(a, now, node_of(a.gpus, rec, gpus)))

@@ -426,6 +426,21 @@ def jobs_tail(names: Iterable[str], width: int) -> str:
     return _fit(names[0], max(1, width - len(suffix))).rstrip() + suffix
 
 
+POWER_WARN, POWER_CRIT = 95, 100  # percent of the power limit: at it, the GPU is power-capped
+
+
+def power_text(gpu: GpuInfo) -> str:
+    """`` 212W``: the GPU's power draw, five wide; "" where the GPU does not report it."""
+    return "" if gpu.power_w is None else f"{gpu.power_w:.0f}W".rjust(5)
+
+
+def power_pct(gpu: GpuInfo) -> float | None:
+    """The power draw as a share of the limit (None: either is n/a)."""
+    if gpu.power_w is None or not gpu.power_limit_w:
+        return None
+    return gpu.power_w / gpu.power_limit_w * 100
+
+
 def gpu_line(
     gpu: GpuInfo,
     *,
@@ -453,7 +468,9 @@ def gpu_line(
     ours = min(ours_mib, used or 0)
     others = (used - ours) if used is not None else 0
 
+    power = power_text(gpu)
     fixed = (2 + 1 + name_w + 1) + 1 + 8 + (2 + 20 if wide else 1) + (16 if wide else 10) + 6 + 1
+    fixed += 1 + len(power) if power else 0  # the power draw, where the GPU reports it
     tail_min = 16 if wide else 12
     bar_w = max(8, min(32 if wide else 20, width - fixed - tail_min))
     if total:
@@ -478,6 +495,8 @@ def gpu_line(
     line.append(" " + util_text.rjust(4), style=level_style(gpu.util, UTIL_WARN, UTIL_CRIT))
     temp = "n/a" if gpu.temperature is None else f"{gpu.temperature}°C"
     line.append(" " + temp.rjust(5), style=level_style(gpu.temperature, TEMP_WARN, TEMP_CRIT))
+    if power:
+        line.append(" " + power, style=level_style(power_pct(gpu), POWER_WARN, POWER_CRIT))
 
     used_so_far = line.cell_len
     room = max(0, width - used_so_far - 2)

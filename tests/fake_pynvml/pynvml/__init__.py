@@ -227,6 +227,11 @@ class FakeGpu:
     retired_pending: bool | None = False
     remap_pending: bool | None = False
     clock_reasons: int | None = 0  # the clock event ("throttle") reasons bit mask
+    # Power and energy. None = NOT_SUPPORTED (the default: the documents of the tests that
+    # predate them stay as they were). ``energy_mj`` is the total-energy counter.
+    power_mw: int | None = None
+    power_limit_mw: int | None = None
+    energy_mj: int | None = None
 
 
 @dataclass
@@ -575,6 +580,27 @@ def nvmlDeviceGetCurrentClocksEventReasons(handle: _Handle) -> int:
 def nvmlDeviceGetCurrentClocksThrottleReasons(handle: _Handle) -> int:
     _enter("nvmlDeviceGetCurrentClocksThrottleReasons")
     return int(_supported(_gpu(handle).clock_reasons))
+
+
+# ----- power and energy ------------------------------------------------------------------------
+
+
+def nvmlDeviceGetPowerUsage(handle: _Handle) -> int:
+    """Milliwatts now."""
+    _enter("nvmlDeviceGetPowerUsage")
+    return int(_supported(_gpu(handle).power_mw))
+
+
+def nvmlDeviceGetEnforcedPowerLimit(handle: _Handle) -> int:
+    """Milliwatts."""
+    _enter("nvmlDeviceGetEnforcedPowerLimit")
+    return int(_supported(_gpu(handle).power_limit_mw))
+
+
+def nvmlDeviceGetTotalEnergyConsumption(handle: _Handle) -> int:
+    """Millijoules since the driver loaded."""
+    _enter("nvmlDeviceGetTotalEnergyConsumption")
+    return int(_supported(_gpu(handle).energy_mj))
 
 
 class c_nvmlEventData_t:

@@ -33,7 +33,8 @@ How the simulation behaves, so that everything above it runs unchanged:
   ignores it. Memory is capped at what the GPU has left (a real job would hit CUDA OOM
   instead), so ``used`` never exceeds ``total``.
 - A GPU with a running job of ours shows at least 90 % utilization; a suspended job keeps its
-  memory at 0 % utilization. The temperature follows the utilization.
+  memory at 0 % utilization. The temperature follows the utilization, and so does the power
+  drawn, which an energy counter integrates (gpus/fakeenergy.py).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from pathlib import Path
 from typing import Literal
 
 from gtui.core.errors import GtuiError
+from gtui.core.gpus.fakeenergy import FakeMeters
 from gtui.core.gpus.fakefaults import take_faults, with_health
 from gtui.core.gpus.snapshot import GpuInfo, GpuProcess, GpuSnapshot, JobUsage, mig_index
 from gtui.core.units import UnitError, format_mib, parse_duration_s, parse_size_mib
@@ -272,6 +274,7 @@ class FakeBackend:
         # When each declared holder started, fixed at its first read: the same spec read again
         # gives the same snapshot (a holder's age grows, its start does not move).
         self._started: dict[tuple[int, int, FakeHolder], float] = {}
+        self._meters = FakeMeters()  # each GPU's power and energy counter
 
     @property
     def gpus(self) -> list[FakeGpu]:
@@ -303,7 +306,11 @@ class FakeBackend:
             gpus = tuple(
                 with_health(info, g.faults)  # a MIG instance has its GPU's faults
                 for i, g in enumerate(self._gpus)
-                for info in (self._instances(i, g, ours) if g.mig else [self._gpu(i, g, ours, now)])
+                for info in (
+                    self._instances(i, g, ours)
+                    if g.mig
+                    else [self._meters.metered(self._gpu(i, g, ours, now), now)]
+                )
             )
         return GpuSnapshot(gpus=gpus, taken_at=time.time(), source="fake", error=error)
 

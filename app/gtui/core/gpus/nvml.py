@@ -34,6 +34,7 @@ from types import ModuleType
 from typing import Any, Literal
 
 from gtui.core.gpus.health import GpuHealth
+from gtui.core.gpus.nvmlenergy import read_power
 from gtui.core.gpus.nvmlhealth import NvmlHealth
 from gtui.core.gpus.snapshot import (
     GpuInfo,
@@ -488,6 +489,9 @@ class NvmlBackend:
         temperature = self._temperature(handle, notes)
         processes = self._processes(handle, total, notes)
         health = self._health.read(index, handle, notes) if self._health is not None else None
+        nv = self._nv_or_fail()
+        absent = (_code(nv, "NOT_SUPPORTED"), _code(nv, "FUNCTION_NOT_FOUND"))
+        power = read_power(nv, handle, self._raise_if_fatal, absent, notes)
         return GpuInfo(
             index=index,
             name=static.name,
@@ -499,6 +503,9 @@ class NvmlBackend:
             processes=processes,
             error="; ".join(notes) or None,
             health=health,
+            power_w=power.power_w,
+            power_limit_w=power.power_limit_w,
+            energy_mj=power.energy_mj,
         )
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:

@@ -97,6 +97,11 @@ class GpuInfo:
     node_index: int | None = None
     # What its health watch read this poll (gpus/health.py); None: not read (n/a).
     health: GpuHealth | None = None
+    # Power now, the limit the driver enforces (watts), and the energy counter (millijoules
+    # since the driver loaded, only growing): gpus/nvmlenergy.py, gpus/fakeenergy.py. None: n/a.
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    energy_mj: int | None = None
 
     @property
     def label(self) -> str:
@@ -123,6 +128,10 @@ class GpuInfo:
             "temperature": self.temperature,
             "processes": [p.to_json() for p in self.processes],
             **({"mig_parent": self.mig_parent} if self.mig_parent is not None else {}),
+            # Only where the GPU reports them (n/a: absent); the counter stays out, as it
+            # moves at every read and says nothing alone.
+            **({"power_w": self.power_w} if self.power_w is not None else {}),
+            **({"power_limit_w": self.power_limit_w} if self.power_limit_w is not None else {}),
             # Only where it says something: a healthy GPU's document stays as it was.
             **({"health": self.health.to_json()} if self.health and self.health.notable else {}),
         }

@@ -44,6 +44,8 @@ SETTINGS_KEYS = (
     "grace",
     "requeue_exit",
     "requeue_on_reboot",
+    "co2_g_per_kwh",
+    "price_per_kwh",
 )
 JOB_KEYS = (
     "name",

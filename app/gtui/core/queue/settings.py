@@ -224,6 +224,8 @@ def parse_settings(
         elif key == "health_recheck":
             off = isinstance(value, str) and value.strip().lower() == "off"
             kw["health_recheck_s"] = None if off else duration_value(w, key, value) or None
+        elif key in ("co2_g_per_kwh", "price_per_kwh"):  # what the energy report converts to
+            kw[key] = float_value(w, key, value, 0.0)
         elif key == "starve_after":
             kw["starve_after_s"] = duration_value(w, key, value)
         elif key == "log_dir":

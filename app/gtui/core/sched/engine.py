@@ -175,8 +175,7 @@ class Engine:
 
     @property
     def fake(self) -> bool:
-        reader = self._reader
-        return reader is not None and reader.source == "fake"
+        return self._reader is not None and self._reader.source == "fake"
 
     @property
     def started(self) -> bool:
@@ -463,6 +462,7 @@ class Engine:
             self.parts.runner.spawn(_back_up(self._backups))  # a whole file's copy: off the loop
         await self.parts.occupancy.read()  # the GPUs, our jobs' use of them, the neighbours' claims
         self.parts.health.check()  # a GPU that failed: out, its jobs queued again
+        self.parts.energy.sample()  # running attempts' power, and whether their GPUs are shared
 
     def _schedule(self) -> None:
         """One placement pass: block what can never run, start what can, explain the rest."""

@@ -48,6 +48,7 @@ from gtui.core.queue.placeholders import placeholders_used, substitute
 from gtui.core.queue.queuefile import isolated
 from gtui.core.sched import outcome
 from gtui.core.sched.config import QueueConfig
+from gtui.core.sched.energymeter import EnergyMeter
 from gtui.core.sched.faults import crash_point
 from gtui.core.sched.jobenv import job_env, launch_limits, on_node
 from gtui.core.sched.jobsetup import file_env, setup_of, with_setup
@@ -113,6 +114,7 @@ class JobRunner:
         read_progress: Callable[[str, JobRecord, int], bool],
         stopping: Callable[[], bool],
         last_look: Callable[[str], Awaitable[None]] | None = None,
+        energy: EnergyMeter | None = None,
     ) -> None:
         self.paths = paths
         self.queue_path = queue_path
@@ -137,6 +139,7 @@ class JobRunner:
         self._kill_failures: dict[str, str] = {}  # job -> why its kill signalled nothing
         self._start_tries: dict[str, int] = {}  # job -> starts put off in a row (_defer_start)
         self._stops = Stops(book, bus, executor, config, self)
+        self._energy = energy  # each attempt's GPU energy, from its start to its end
 
     # ------------------------------------------------------------------ start
     def _infos(self) -> tuple[GpuInfo, ...]:
@@ -247,6 +250,8 @@ class JobRunner:
         rec.node = handle.node
         book.commit(rec)
         self._bus.publish(JobChanged(book.view(name)))
+        if self._energy is not None:
+            self._energy.begin(name)  # its GPUs' energy counters as it starts
         self.adopt(name, handle)
 
     def _defer_start(self, name: str, why: str, *, ran_wrapper: bool) -> None:
@@ -383,6 +388,7 @@ class JobRunner:
         self._progress_sizes.pop(name, None)
         exited_ok = status.exit_code == 0 and status.signal is None
         timed_out = deadline is not None and not outcome.ended_in_time(status, deadline)
+        energy = self._energy.end(name) if self._energy is not None else None
         if status.not_started is not None and not killed:
             self._run_ends.publish(RunEnded(rec, exited_ok))
             self._defer_start(name, status.not_started, ran_wrapper=True)
@@ -428,7 +434,7 @@ class JobRunner:
         if rec.retry_at is not None and rec.state == JobState.QUEUED:
             self.arm_retry(name, rec.retry_at - time.time())
         book.commit(rec)
-        record_attempt(book.store, rec)  # the attempts history (the job detail view)
+        record_attempt(book.store, rec, energy)  # the attempts history (the job detail view)
         self._bus.publish(JobChanged(book.view(name)))
         # Forecasts forget its progress; [notify] queues a message, never waited on.
         self._run_ends.publish(RunEnded(rec, exited_ok))
@@ -601,6 +607,8 @@ class JobRunner:
         """Re-adopt the jobs a restart found running; record those that ended meanwhile."""
         for name, handle in found.adopt:
             self.adopt(name, handle)
+            if self._energy is not None:
+                self._energy.resume(name)
             if self._book.records[name].preempt_for is not None:  # a stop under way
                 self.spawn(self._stops.stop(name))
         for name, status in found.ended:

@@ -19,6 +19,7 @@ from gtui.core.paths import QueuePaths
 from gtui.core.queue.source import QueueSource
 from gtui.core.sched.commands import Operations
 from gtui.core.sched.config import QueueConfig
+from gtui.core.sched.energymeter import EnergyMeter
 from gtui.core.sched.forecast import Forecast
 from gtui.core.sched.healthwatch import HealthWatch
 from gtui.core.sched.intake import Intake, Pool
@@ -54,6 +55,7 @@ class Parts:
     health: HealthWatch
     preemption: Preemption
     links: LinkWatch
+    energy: EnergyMeter
 
 
 def wire(
@@ -79,6 +81,7 @@ def wire(
     links = LinkWatch(book, bus, executor)
     bus.subscribe(links.on_log_grew, (LogGrew,))  # type: ignore[arg-type]
     ended.subscribe(lambda e: links.forget(e.record.name))
+    energy = EnergyMeter(book, reader)
     runner = JobRunner(
         book=book,
         bus=bus,
@@ -95,6 +98,7 @@ def wire(
         read_progress=forecast.read_progress,
         stopping=hooks.stopping,
         last_look=links.at_end,
+        energy=energy,
     )
     occupancy = Occupancy(
         book=book,
@@ -150,4 +154,5 @@ def wire(
         health,
         preemption,
         links,
+        energy,
     )

@@ -9,9 +9,9 @@ machine and user), so no reader ever needs the scheduler.
 The table is created on the first write (``CREATE TABLE IF NOT EXISTS``), not by a schema
 migration: an older gtui opening the db ignores a table it does not know, and a db with no
 table yet reads as no history. Columns added since (the peak on each GPU, the host
-memory peak, GPU-hours, tracker run links) are added to an older table at the first write
-(``ALTER TABLE ADD COLUMN``: older gtuis name their columns, so they read on), and a reader
-of a table without them reads None. History is secondary: a write that fails (a full disk, a locked
+memory peak, GPU-hours, tracker run links, the energy) are added to an older table at the first write
+(``ALTER TABLE ADD COLUMN``: older gtuis name their columns, so they read on), and a reader of
+a table without them reads None. History is secondary: a write that fails (a full disk, a locked
 db) is dropped, never raised into the scheduler, whose job record (the truth) was committed
 just before.
 """
@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from gtui.core.errors import GtuiError
+from gtui.core.gpus.energy import AttemptEnergy
 from gtui.core.model import JobRecord, JobState
 from gtui.core.state.store import BUSY_TIMEOUT_MS, Store
 
@@ -55,6 +56,9 @@ _ADDED = {
     "gpu_hours": "REAL",
     "links": "TEXT",  # JSON list of [tracker, url]: the attempt's tracker run links
 }
+# An attempt's GPU energy (sched/energymeter.py): kWh over its GPUs, and 1 when one was shared.
+_ENERGY_COLUMNS = {"energy_kwh": "REAL", "energy_shared": "INTEGER"}
+_ADDED.update(_ENERGY_COLUMNS)
 _BASE_COLUMNS = (
     "name, attempt, state, started_at, ended_at, exit_code, signal, diag_kind, diag_line, "
     "peak_mib, gpus, log"
@@ -83,6 +87,10 @@ class Attempt:
     host_peak_mib: int | None = None
     gpu_hours: float | None = None
     links: tuple[tuple[str, str], ...] = ()  # its tracker run links, (tracker, url)
+    # Its GPUs' energy in kWh (None: not measured) and whether another job or user used one
+    # of its GPUs meanwhile (then it is the GPU's energy over the attempt's time).
+    energy_kwh: float | None = None
+    energy_shared: bool = False
 
 
 def gpu_hours(n_gpus: int, started_at: float | None, ended_at: float | None) -> float | None:
@@ -124,9 +132,10 @@ def _end_word(rec: JobRecord) -> str:
     return rec.state.value
 
 
-def record_attempt(store: Store, rec: JobRecord) -> None:
-    """Append (or, for the same attempt recorded again, replace) the attempt that just ended.
-    Best effort: see the module docstring."""
+def record_attempt(store: Store, rec: JobRecord, energy: AttemptEnergy | None = None) -> None:
+    """Append (or, for the same attempt recorded again, replace) the attempt that just ended,
+    with its GPUs' ``energy`` where the energy meter measured it. Best effort: see the module
+    docstring."""
     if rec.attempt <= 0 or store.readonly:
         return
     a = attempt_of(rec)
@@ -147,6 +156,7 @@ def record_attempt(store: Store, rec: JobRecord) -> None:
         a.host_peak_mib,
         a.gpu_hours,
         json.dumps([list(p) for p in a.links]) if a.links else None,
+        *_energy_row(energy),
     )
     # AttributeError too: the store's lock and connection are its internals; should they
     # change, history stops (tests/core/state/test_history.py says so) but the scheduler does not.
@@ -216,9 +226,26 @@ def attempts_of(db: Path, names: Sequence[str]) -> dict[str, list[Attempt]]:
                 host_peak_mib=r[13],
                 gpu_hours=r[14],
                 links=_pairs(r[15]),
+                **_energy_fields(r[16:18]),
             )
         )
     return out
+
+
+def _energy_row(energy: AttemptEnergy | None) -> tuple[float | None, int | None]:
+    """The energy columns of an attempt's row."""
+    if energy is None or energy.kwh is None:
+        return (None, None)
+    return (energy.kwh, int(energy.shared))
+
+
+def _energy_fields(values: Sequence[Any]) -> dict[str, Any]:
+    """The energy columns read back as Attempt fields."""
+    kwh, shared = [*values, None, None][:2]
+    return {
+        "energy_kwh": kwh if isinstance(kwh, int | float) else None,
+        "energy_shared": bool(shared),
+    }
 
 
 def _ints(text: str | None) -> tuple[int, ...]:
