@@ -9,7 +9,7 @@ from pathlib import Path
 from gtui.core.model import JobState
 from gtui.core.state.energyreport import kwh_text
 from gtui.core.state.history import attempts
-from gtui.ui.energy import SHARED_WORDS
+from gtui.ui.attempt_notes import SHARED_WORDS
 from tests.conftest import write_queue
 from tests.dashboard_helpers import dashboard, screen_text, state
 from tests.ui.test_ui_detail import flat, open_detail

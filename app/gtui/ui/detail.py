@@ -32,9 +32,8 @@ from gtui.core.sched.jobenv import job_env, on_node
 from gtui.core.sched.requeue import shown_state
 from gtui.core.state.history import Attempt, attempt_of, gpu_hours
 from gtui.core.state.usage import mem_advice
-from gtui.core.trackers import links_line
 from gtui.core.units import format_duration, format_mib
-from gtui.ui.energy import attempt_energy_text, energy_note
+from gtui.ui.attempt_notes import attempt_energy_text, attempt_runs_text, energy_note
 from gtui.ui.forecast import detail_lines
 from gtui.ui.format import STATE_GLYPH, STATE_STYLE, display_path, gpus_label, kind_label
 
@@ -206,8 +205,7 @@ def _attempt_text(a: Attempt, now: float, node: str | None) -> Text:
         t.append(kind_label(a.diag_kind), style="bold red")
         if a.diag_line:
             t.append(": " + a.diag_line.strip())
-    if a.links:  # its experiment-tracker runs, as its log printed them (a running one's too)
-        t.append("\nruns " + links_line(a.links), style="cyan")
+    t.append_text(attempt_runs_text(a))
     return t
 
 

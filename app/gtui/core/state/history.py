@@ -9,11 +9,11 @@ machine and user), so no reader ever needs the scheduler.
 The table is created on the first write (``CREATE TABLE IF NOT EXISTS``), not by a schema
 migration: an older gtui opening the db ignores a table it does not know, and a db with no
 table yet reads as no history. Columns added since (the peak on each GPU, the host
-memory peak, GPU-hours, tracker run links, the energy) are added to an older table at the first write
-(``ALTER TABLE ADD COLUMN``: older gtuis name their columns, so they read on), and a reader of
-a table without them reads None. History is secondary: a write that fails (a full disk, a locked
-db) is dropped, never raised into the scheduler, whose job record (the truth) was committed
-just before.
+memory peak, GPU-hours, tracker run links, the energy) are added to an older table at the
+first write (``ALTER TABLE ADD COLUMN``: older gtuis name their columns, so they read on),
+and a reader of a table without them reads None. History is secondary: a write that fails (a
+full disk, a locked db) is dropped, never raised into the scheduler, whose job record (the
+truth) was committed just before.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""A job's GPU energy as the detail view writes it: each attempt's kWh, and the job's total
-beside its attempts, marked as the GPU's energy over the job's time where a GPU was shared
-(the figures: gtui.core.sched.energymeter, what shared means: gtui.core.gpus.energy)."""
+"""What the detail view writes beside an attempt's exit: its GPU energy (each attempt's kWh,
+and the job's total beside its attempts, marked as the GPU's energy over the job's time where
+a GPU was shared; the figures: gtui.core.sched.energymeter, what shared means:
+gtui.core.gpus.energy) and the experiment-tracker runs its log printed."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from rich.text import Text
 
 from gtui.core.state.energyreport import kwh_text
 from gtui.core.state.history import Attempt
+from gtui.core.trackers import links_line
 
 SHARED_WORDS = "GPU's energy over the job's time: its GPU was shared"
 
@@ -37,3 +39,9 @@ def energy_note(tries: Sequence[Attempt]) -> str:
     if any(a.energy_shared for a in measured):
         note += f" ({SHARED_WORDS})"
     return note
+
+
+def attempt_runs_text(a: Attempt) -> Text:
+    """``runs W&B <url>`` on its own line: the attempt's experiment-tracker runs, as its log
+    printed them (a running attempt's too); empty when it printed none."""
+    return Text("\nruns " + links_line(a.links), style="cyan") if a.links else Text()
