@@ -39,9 +39,9 @@ from gtui.core.errors import GtuiError
 from gtui.core.exec.base import Executor, off_loop
 from gtui.core.exec.local import LocalExecutor
 from gtui.core.gcpause import paused_gc
-from gtui.core.memtrim import give_back_freed
 from gtui.core.gpus.reader import GpuReader
 from gtui.core.gpus.snapshot import GpuBackend, GpuSnapshot
+from gtui.core.memtrim import give_back_freed
 from gtui.core.model import JobState, Settings
 from gtui.core.paths import QueuePaths, queue_paths
 from gtui.core.queue.queuefile import refuse_node_names
