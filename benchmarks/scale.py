@@ -60,9 +60,9 @@ _LOAD = "one full read of the 9 MB file: TOML parse and per-job expansion and ch
 WHY = {
     "validate": _LOAD + " (~1.2-1.5 s)",
     "up": _LOAD + ", then the job book and the first placement pass over 100,000 candidates",
-    "restart": _LOAD + " (about half of the start's CPU), and every waiting record read back "
-    "from the store (a quarter; its documents hold only the fields that differ from a new "
-    "record's)",
+    "restart": _LOAD + " (about half of the start), and every waiting record read back from "
+    "the store (its documents now hold only the fields that differ from a new record's: half "
+    "the CPU they took)",
     "add": "the file read, hashed and written whole again (fsync) at each add, and the "
     "interpreter's start",
     "status": "a document of ~45 MB made, sent and written out",
