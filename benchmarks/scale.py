@@ -60,19 +60,22 @@ _LOAD = "one full read of the 9 MB file: TOML parse and per-job expansion and ch
 WHY = {
     "validate": _LOAD + " (~1.2-1.5 s)",
     "up": _LOAD + ", then the job book and the first placement pass over 100,000 candidates",
-    "restart": _LOAD + ", and every record read back from the store",
+    "restart": _LOAD + " (about half of the start), and every waiting record read back from "
+    "the store (its documents now hold only the fields that differ from a new record's: half "
+    "the CPU they took)",
     "add": "the file read, hashed and written whole again (fsync) at each add, and the "
     "interpreter's start",
     "status": "a document of ~45 MB made, sent and written out",
-    "rss": "the start's parse of the file: ~1.7 KB a job at its peak (the TOML reader's "
-    "tables, key strings, line numbers and raw dicts, the expansion's per-job objects), freed "
-    "but kept by the allocator (pymalloc arenas are returned only when wholly empty); what "
-    "lives on is ~1.1-1.2 KB a job (spec, record, Candidate, names, the file's text)",
+    "rss": "what lives on, ~1.2 KB a job: a record (~310 bytes) and a spec (~210) with slots, "
+    "the name and command strings (~140), the waiting job's Candidate (~130) and the planner's "
+    "name set, the file's text (~90), the book's indexes; plus ~15 MB of CPython's small-object "
+    "arenas that the parse left partly used (the C heap's freed pages now go back, "
+    "malloc_trim). Under 150 MB needs records made only when a job first runs",
     "rss_peak": "as the RSS after start; a reload that parses the whole file while every job "
     "is resident adds the parse's peak on top (seen once, ~400 MB: an add whose write the file "
     "watcher took for an edit, it seems)",
-    "rss_restart": "as at the first start: the parse's peak; the records read back share their "
-    "equal values",
+    "rss_restart": "as at the first start: what lives on, and the parse's partly used "
+    "arenas; the records read back share their equal values",
     "first_screen": "the engine's start before the table can hold the jobs: the full load "
     "(~1 s at 100,000 jobs), the job book, a full collection before gc.freeze and every job's "
     "view for the screen; the dashboard's own fill and first frame after it are ~0.15 s",
