@@ -23,6 +23,7 @@ from gtui.core.sched.forecast import Forecast
 from gtui.core.sched.healthwatch import HealthWatch
 from gtui.core.sched.intake import Intake, Pool
 from gtui.core.sched.linkwatch import LinkWatch
+from gtui.core.sched.logwatch import LogWatch
 from gtui.core.sched.notifying import Notifying
 from gtui.core.sched.occupancy import Occupancy
 from gtui.core.sched.planner import Planner
@@ -54,6 +55,7 @@ class Parts:
     health: HealthWatch
     preemption: Preemption
     links: LinkWatch
+    logs: LogWatch
 
 
 def wire(
@@ -79,6 +81,8 @@ def wire(
     links = LinkWatch(book, bus, executor)
     bus.subscribe(links.on_log_grew, (LogGrew,))  # type: ignore[arg-type]
     ended.subscribe(lambda e: links.forget(e.record.name))
+    logs = LogWatch(book, bus, executor, forecast.read_progress)
+    ended.subscribe(lambda e: logs.forget(e.record.name))
     runner = JobRunner(
         book=book,
         bus=bus,
@@ -92,7 +96,6 @@ def wire(
         planner=planner,
         kick=hooks.kick,
         after_end=hooks.after_end,
-        read_progress=forecast.read_progress,
         stopping=hooks.stopping,
         last_look=links.at_end,
     )
@@ -150,4 +153,5 @@ def wire(
         health,
         preemption,
         links,
+        logs,
     )
