@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gtui.core.api import Event, Notice, QueuePaused
+from gtui.core.api import Event, LogGrew, Notice, QueuePaused
 from gtui.core.bus import EventBus, Topic
 from gtui.core.diagnosis.userrules import UserRules
 from gtui.core.exec.base import ExitStatus
@@ -31,6 +32,7 @@ from gtui.core.sched.config import QueueConfig
 from gtui.core.sched.engine import Engine
 from gtui.core.sched.forecast import Forecast
 from gtui.core.sched.intake import Intake
+from gtui.core.sched.logwatch import LogWatch
 from gtui.core.sched.notifying import Notifying
 from gtui.core.sched.occupancy import Occupancy
 from gtui.core.sched.planner import Planner
@@ -107,7 +109,6 @@ def runner_of(
         planner=k.planner,
         kick=k.kick,
         after_end=after_end,
-        read_progress=lambda name, rec, size: True,
         stopping=lambda: False,
     )
 
@@ -149,6 +150,39 @@ async def test_finish_takes_the_cause_of_an_end_as_its_argument(tmp_path: Path) 
             assert k.book.records[name].state == state
         else:
             assert k.book.records[name].state != JobState.KILLED
+
+
+async def test_the_log_watch_alone_tells_of_growth_and_forgets_an_ended_run(tmp_path: Path) -> None:
+    """A running job's log growth is told once per size, its progress read once per size;
+    after ``forget`` (its run ended) the same size is told afresh, for the next attempt."""
+    k = kit(tmp_path)
+    log = tmp_path / "sleeper.log"
+    log.write_text("step 1\n")
+    rec = k.book.records["sleeper"]
+    rec.state, rec.attempt, rec.log = JobState.RUNNING, 1, str(log)
+    k.book.commit(rec)
+    reads: list[int] = []
+
+    def read_progress(name: str, rec: object, size: int) -> bool:
+        reads.append(size)
+        return True
+
+    logs = LogWatch(k.book, k.bus, LocalExecutor(), read_progress)
+
+    def told() -> list[int]:
+        return [e.size for e in k.events if isinstance(e, LogGrew) and e.name == "sleeper"]
+
+    task = asyncio.create_task(logs.watch_logs())
+    try:
+        await until(lambda: told() == [7] and reads == [7], what="the first size told")
+        log.write_text("step 1\nstep 2\n")
+        await until(lambda: told() == [7, 14] and reads == [7, 14], what="the growth told")
+        logs.forget("sleeper")
+        await until(lambda: told() == [7, 14, 14], what="the same size told afresh")
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 async def test_occupancy_alone_reads_the_gpus_and_publishes_them(tmp_path: Path) -> None:

@@ -313,7 +313,7 @@ class Engine:
         await self.start()
         assert self._wake is not None
         idle_since: float | None = None
-        log_task = asyncio.create_task(self.parts.runner.watch_logs())
+        log_task = asyncio.create_task(self.parts.logs.watch_logs())
         file_task = asyncio.create_task(self.parts.intake.watch())
         try:
             while not self._stopping:

@@ -4,20 +4,22 @@
 the watcher waits for the end and hands it to ``finish``, with what ended it (a kill asked
 for, a time limit passed) as arguments; ``finish`` asks ``outcome.conclude`` what it means,
 commits, tells the front ends (the bus) and the parts that follow runs (``RunEnded``, on the
-scheduler's own bus). Timeouts, kills and the check for processes a job left behind live here
-too. No pid is touched: only handles, through the executor.
+scheduler's own bus). Kills and the check for processes a job left behind live here too;
+the time limits' timers are the runner's own part (sched.timelimits). No pid is touched:
+only handles, through the executor.
 
-Size: about 635 lines (the class under 500), as a start, its watch and its end share one
+Size: about 550 lines (the class under 460), as a start, its watch and its end share one
 attempt's state (the handle, the log, the timers); split, each half would reach into the
 other's. The check for what a job left running is its own part (sched.leftovers), as is
-a stop that is not the job's fault (sched.stops) and what such an end means (sched.requeue).
+a stop that is not the job's fault (sched.stops), what such an end means (sched.requeue),
+the watch of the running jobs' logs (sched.logwatch) and what the jobs' last runs say of
+their memory at a start (sched.memhistory).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import os
 import time
 import uuid
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gtui.core.api import JobChanged, LogGrew, Notice
+from gtui.core.api import JobChanged, Notice
 from gtui.core.bus import EventBus, Topic
 from gtui.core.deadline import detached
 from gtui.core.errors import GtuiError
@@ -53,19 +55,20 @@ from gtui.core.sched.faults import crash_point
 from gtui.core.sched.jobenv import job_env, launch_limits, on_node
 from gtui.core.sched.jobsetup import file_env, setup_of, with_setup
 from gtui.core.sched.leftovers import LeftoverCheck
+from gtui.core.sched.memhistory import use_history
 from gtui.core.sched.planner import Planner
 from gtui.core.sched.quarantine import Quarantine, faulty_gpus
 from gtui.core.sched.recovery import Recovered
 from gtui.core.sched.requeue import Cause, after_end, resume_of
 from gtui.core.sched.requeue import requeue as requeue_job
 from gtui.core.sched.stops import Stops
+from gtui.core.sched.timelimits import TimeLimits
 from gtui.core.state.book import JobBook
 from gtui.core.state.history import attempt_of, attempts, record_attempt
-from gtui.core.state.usage import auto_mem, mem_note, mem_notes, peaks_by_job
+from gtui.core.state.usage import auto_mem, mem_note
 
 # On a job that runs with isolate = false: it sees, and may fill, every GPU of the machine.
 UNISOLATED_WARNING = "runs unisolated (isolate = false): no CUDA_VISIBLE_DEVICES, it sees every GPU"
-LOG_WATCH_S = 0.5  # how often running jobs' logs are checked for growth
 KILL_RETRY_S = 5.0  # a time limit's kill that signalled nothing is tried again after this
 TAIL_WAIT_S = 10.0  # a failed job's end waits this long for its log's tail, then goes without
 
@@ -111,7 +114,6 @@ class JobRunner:
         planner: Planner,
         kick: Callable[[], None],
         after_end: Callable[[str], Awaitable[None]],
-        read_progress: Callable[[str, JobRecord, int], bool],
         stopping: Callable[[], bool],
         last_look: Callable[[str], Awaitable[None]] | None = None,
         energy: EnergyMeter | None = None,
@@ -125,21 +127,28 @@ class JobRunner:
         self._reader = reader
         self._config = config
         self._quarantine = quarantine
-        self._planner = planner
-        self._kick = kick
         self._after_end = after_end  # the engine reads the GPUs and runs a pass
-        self._read_progress = read_progress
         self._stopping = stopping
         self._last_look = last_look  # the link watch's read of a log's last bytes at an end
         self._runs: dict[str, _Run] = {}
         self._bg: set[asyncio.Task[Any]] = set()
-        self._log_sizes: dict[str, int] = {}
-        self._progress_sizes: dict[str, int] = {}  # the log size each job's progress was read at
         self._leftovers = LeftoverCheck(executor, book, bus, self.spawn)
         self._kill_failures: dict[str, str] = {}  # job -> why its kill signalled nothing
         self._start_tries: dict[str, int] = {}  # job -> starts put off in a row (_defer_start)
         self._stops = Stops(book, bus, executor, config, self)
         self._energy = energy  # each attempt's GPU energy, from its start to its end
+        self._limits = TimeLimits(
+            book=book,
+            executor=executor,
+            config=config,
+            planner=planner,
+            kick=kick,
+            runs=self._runs,
+            warn=self._stops.warn,
+            kill=self._kill_process,
+            spawn=self.spawn,
+        )
+        self.arm_retry = self._limits.arm_retry  # a back-off's end: the job a candidate again
 
     # ------------------------------------------------------------------ start
     def _infos(self) -> tuple[GpuInfo, ...]:
@@ -270,49 +279,9 @@ class JobRunner:
         """Watch a job's run to its end (one just launched, or one a restart found running)."""
         run = self._runs[name] = _Run()
         run.task = asyncio.create_task(self._watch(name, handle, run))
-        self._arm_timeout(name, run)
+        self._limits.arm(name, run)
 
-    def arm_retry(self, name: str, delay: float) -> None:
-        """At the end of a back-off, make the job a candidate again and run a pass."""
-
-        def due() -> None:
-            self._planner.forget(name)
-            self._kick()
-
-        asyncio.get_running_loop().call_later(max(0.0, delay), due)
-
-    # ------------------------------------------------------------------ timeouts, background
-    def _arm_timeout(self, name: str, run: _Run) -> None:
-        spec = self._book.specs.get(name)
-        rec = self._book.records[name]
-        if spec is None or spec.timeout_s is None or rec.started_at is None:
-            return
-        delay = max(0.0, rec.started_at + spec.timeout_s - time.time())
-        loop = asyncio.get_running_loop()
-        run.timer = loop.call_later(delay, self._on_timeout, name)
-        warn = resume_of(spec, self._config.settings).warn_before_s
-        if warn is not None and delay > warn:
-            run.warning = loop.call_later(delay - warn, self._stops.warn, name)
-
-    def _on_timeout(self, name: str) -> None:
-        """The limit's timer: kill the job unless its own record says it ended in time (a
-        scheduler stopped past the deadline runs this timer in the same turn as the exit's
-        notice, which the watcher has not handled yet)."""
-        run = self._runs.get(name)
-        if run is not None:
-            run.timer = None
-        rec = self._book.records.get(name)
-        spec = self._book.specs.get(name)
-        if run is None or rec is None or not rec.active or not rec.pid or rec.started_at is None:
-            return
-        deadline = rec.started_at + (spec.timeout_s if spec and spec.timeout_s else 0.0)
-        ended = self._executor.exit_status(handle_of(rec))
-        if ended is not None and outcome.ended_in_time(ended, deadline):
-            return  # it ended on its own before the limit: its watcher records that
-        run.deadline_hit = deadline
-        if ended is None:
-            self.spawn(self._kill_process(name))
-
+    # ------------------------------------------------------------------ background
     def spawn(self, coro: Any) -> None:
         """Run ``coro`` in the background; ``close`` waits for what is still under way."""
         # A job's run outlives the request that may have started it: not under its deadline.
@@ -384,8 +353,6 @@ class JobRunner:
             run.timer.cancel()
         if run is not None and run.warning is not None:
             run.warning.cancel()
-        self._log_sizes.pop(name, None)
-        self._progress_sizes.pop(name, None)
         exited_ok = status.exit_code == 0 and status.signal is None
         timed_out = deadline is not None and not outcome.ended_in_time(status, deadline)
         energy = self._energy.end(name) if self._energy is not None else None
@@ -457,25 +424,8 @@ class JobRunner:
         return max(totals, default=None)
 
     def use_history(self) -> None:
-        """At start: ``mem = "auto"`` jobs ask for their recorded peak plus a
-        margin, and jobs whose ``mem`` is far from what their last runs used are pointed out
-        once (a warning: a toast on the dashboard, a line of ``gtui run``'s log)."""
-        book = self._book
-        history = peaks_by_job(self.paths.db)
-        if not history:
-            return
-        total = self._largest_gpu()
-        for name, spec in book.specs.items():
-            rec = book.records.get(name)
-            if spec.mem_auto and rec is not None and rec.waiting and name in history:
-                mem = auto_mem((a.peak_mib for a in history[name]), total)
-                if mem is not None and mem != rec.mem_mib:
-                    rec.mem_mib = mem
-                    book.commit(rec)
-        notes = mem_notes(book.specs.values(), history)
-        if notes:
-            more = f" (+{len(notes) - 3} more: gtui validate lists them)" if len(notes) > 3 else ""
-            self._bus.notice("warning", "; ".join(notes[:3]) + more)
+        """At start: what the jobs' last runs used sets ``mem = "auto"`` (sched.memhistory)."""
+        use_history(self._book, self._bus, self.paths.db, self._largest_gpu())
 
     def _quarantine_gpus(self, rec: JobRecord) -> None:
         """A hardware fault (ECC, Xid, off the bus): its GPU gets no new job until cleared."""
@@ -491,37 +441,6 @@ class JobRunner:
                 f"({rec.diagnosis.line[:120]}); no new job starts on it until you clear it "
                 f"(`gtui quarantine {self.queue_path.name} --clear {listed}`)",
             )
-
-    # ------------------------------------------------------------------ logs
-    async def watch_logs(self) -> None:
-        """Tell of each running job's log growth, and read its progress. The sizes are asked
-        in a thread, one sweep at a time: a stat on a hung disk must not freeze the loop."""
-        while True:
-            await asyncio.sleep(LOG_WATCH_S)
-            try:
-                await self._watch_logs_once()
-            except Exception as e:  # never the end of `gtui run`: the next sweep tries again
-                self._bus.notice("warning", f"reading the jobs' log sizes failed: {e!r}")
-
-    async def _watch_logs_once(self) -> None:
-        records = self._book.records
-        logs = [(n, log) for n in self._book.active_names() if (log := _active_log(records[n]))]
-        if not logs:
-            return
-        sizes = await off_loop(functools.partial(_log_sizes, self._executor, logs))
-        for (name, log), size in zip(logs, sizes, strict=True):
-            rec = self._book.records.get(name)
-            if rec is None or _active_log(rec) != log:
-                continue  # ended (or started again) meanwhile
-            if size is None:
-                continue
-            if self._log_sizes.get(name) != size:
-                self._log_sizes[name] = size
-                self._bus.publish(LogGrew(name, log, size))
-            # Its progress is read at each size once: a size whose read was put off (one
-            # under way, or the throttle) is asked again at the next look.
-            if self._progress_sizes.get(name) != size and self._read_progress(name, rec, size):
-                self._progress_sizes[name] = size
 
     # ------------------------------------------------------------------ kill
     def kill(self, name: str, signalled: asyncio.Event | None = None) -> Coroutine[Any, Any, None]:
@@ -597,7 +516,7 @@ class JobRunner:
                     if run.deadline_hit is not None:  # past its limit: try again
                         run.deadline_hit = None
                         loop = asyncio.get_running_loop()
-                        run.timer = loop.call_later(KILL_RETRY_S, self._on_timeout, name)
+                        run.timer = loop.call_later(KILL_RETRY_S, self._limits.on_timeout, name)
         finally:
             if signalled is not None:
                 signalled.set()
@@ -631,14 +550,6 @@ class JobRunner:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._runs.clear()
-
-
-def _log_sizes(executor: Executor, logs: list[tuple[str, str]]) -> list[int | None]:
-    return [executor.log_size(log) for _, log in logs]
-
-
-def _active_log(rec: JobRecord) -> str | None:
-    return rec.log if rec.active and rec.log else None
 
 
 def _no_gpus() -> Any:

@@ -24,6 +24,7 @@ from gtui.core.sched.forecast import Forecast
 from gtui.core.sched.healthwatch import HealthWatch
 from gtui.core.sched.intake import Intake, Pool
 from gtui.core.sched.linkwatch import LinkWatch
+from gtui.core.sched.logwatch import LogWatch
 from gtui.core.sched.notifying import Notifying
 from gtui.core.sched.occupancy import Occupancy
 from gtui.core.sched.planner import Planner
@@ -56,6 +57,7 @@ class Parts:
     preemption: Preemption
     links: LinkWatch
     energy: EnergyMeter
+    logs: LogWatch
 
 
 def wire(
@@ -82,6 +84,8 @@ def wire(
     bus.subscribe(links.on_log_grew, (LogGrew,))  # type: ignore[arg-type]
     ended.subscribe(lambda e: links.forget(e.record.name))
     energy = EnergyMeter(book, reader)
+    logs = LogWatch(book, bus, executor, forecast.read_progress)
+    ended.subscribe(lambda e: logs.forget(e.record.name))
     runner = JobRunner(
         book=book,
         bus=bus,
@@ -95,7 +99,6 @@ def wire(
         planner=planner,
         kick=hooks.kick,
         after_end=hooks.after_end,
-        read_progress=forecast.read_progress,
         stopping=hooks.stopping,
         last_look=links.at_end,
         energy=energy,
@@ -155,4 +158,5 @@ def wire(
         preemption,
         links,
         energy,
+        logs,
     )

@@ -5,8 +5,10 @@ into text only when they are on screen, so a job changing state costs one dict s
 repaint of one line (if visible), never a rebuild. The visible order (queue order, through the
 filter) is recomputed once per batch of changes that can alter it, not per event.
 
-Size: the table and everything that is drawn per row of it (filter, marks for bulk actions);
-the backfill note's rule, which reads the whole queue, is gtui.ui.widgets.backfill.
+Size: the table and everything that is drawn per row of it (marks for bulk actions, the
+cursor); which rows it shows and in what order (its filters, the folds of done jobs and of
+groups) is gtui.ui.widgets.job_order, and the backfill note's rule, which reads the whole
+queue, is gtui.ui.widgets.backfill.
 """
 
 from __future__ import annotations
@@ -27,12 +29,11 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from gtui.core.api import JobView
-from gtui.core.model import ACTIVE_STATES, WAITING_STATES, JobState
+from gtui.core.model import JobState
 from gtui.core.sched.eta import Estimate
 from gtui.core.state.usage import MemAdvice
 from gtui.ui.forecast import progress_cell
 from gtui.ui.format import (
-    COUNT_ORDER,
     count_states,
     cut_name,
     gpu_cell,
@@ -41,29 +42,9 @@ from gtui.ui.format import (
     sweep_start,
 )
 from gtui.ui.widgets.backfill import backfill_note, first_blocker
+from gtui.ui.widgets.job_order import FILTERS, fold_groups, group_cells, text_matches, visible
 
 _ORDER = operator.attrgetter("order")
-_KINDS = frozenset({"done", "running", "waiting"})
-
-
-def _state_kind(state: JobState) -> str:
-    """How a folded group counts a job: done, running (or suspended), waiting (queued or held),
-    else its state (failed, killed, ...)."""
-    if state is JobState.DONE:
-        return "done"
-    if state in ACTIVE_STATES:
-        return "running"
-    if state in WAITING_STATES:
-        return "waiting"
-    return state.value
-
-
-def _text_matches(text: str, v: JobView) -> bool:
-    """The filter's text (lowered) is part of the job's name or of its group's."""
-    group = v.spec.group
-    return text in v.spec.name.lower() or (group is not None and text in group.lower())
-
-
 GPU_CELL_MAX = 16  # the gpu column grows to this on a cluster (node2:0,1)
 
 # (key, title, width or 0 = flexible, justify)
@@ -84,21 +65,6 @@ _PROGRESS = ("progress", "progress", 14, "left")
 PROGRESS_COLUMN_FROM = 96
 NAME_MAX = 40  # the name column's widest: a longer name is cut (sweep members keep their tail)
 NOTE_ROOM = 40  # what a note needs ("needs 40G, best GPU has 31G free"): the column gives way
-
-# Groups first, then each state alone (the filter dialog lists them in this order).
-FILTERS: dict[str, frozenset[JobState] | None] = {
-    "all": None,
-    "active": ACTIVE_STATES,
-    "waiting": WAITING_STATES,
-    "trouble": frozenset({JobState.FAILED, JobState.KILLED, JobState.BLOCKED, JobState.UNKNOWN}),
-    **{s.value: frozenset({s}) for s in COUNT_ORDER},
-}
-FILTER_LABELS = {
-    "all": "all jobs",
-    "active": "active: running + suspended",
-    "waiting": "waiting: queued + held",
-    "trouble": "trouble: failed + killed + blocked",
-}
 
 
 def column_widths(
@@ -335,7 +301,7 @@ class JobTable(ScrollView, can_focus=True):
         states = FILTERS.get(self.filter_name)
         if states is not None and v.record.state not in states:
             return False
-        return not self.filter_text or _text_matches(self.filter_text.lower(), v)
+        return not self.filter_text or text_matches(self.filter_text.lower(), v)
 
     def set_jobs(self, views: Iterable[JobView]) -> None:
         """The whole queue (start, reload, add / remove / move): keep the selection by name.
@@ -420,28 +386,13 @@ class JobTable(ScrollView, can_focus=True):
     def _reorder(self) -> None:
         self.reorders += 1
         keep = self._selected
-        # _matches inlined, the state set and the lowered text taken once: a filter typed
-        # with 10,000 jobs re-runs this at every key (benchmarks/daily_use.py).
-        states = FILTERS.get(self.filter_name)
-        text = self.filter_text.lower()
         views = self._views
-        if self._folding() and self._counts[JobState.DONE] > 0:
-            done = JobState.DONE  # the selected job stays: its log is what the user reads
-            order = [n for n, v in views.items() if v.record.state is not done or n == keep]
-        elif states is None and not text:
-            order = list(views)
-        elif not text:
-            order = [n for n, v in views.items() if v.record.state in states]  # type: ignore[operator]
-        else:
-            order = [
-                n
-                for n, v in views.items()
-                if _text_matches(text, v) and (states is None or v.record.state in states)
-            ]
+        folding = self._folding() and self._counts[JobState.DONE] > 0
+        order = visible(views, self.filter_name, self.filter_text, fold_done=folding, keep=keep)
         if not self._in_order:  # the dict's order is the queue's (set_jobs saw it)
             order.sort(key=lambda n: views[n].order)
         if self.fold_groups:
-            order = self._fold(order)
+            order, self._group_rows, self._group_counts = fold_groups(order, views)
         elif self._group_rows:
             self._group_rows, self._group_counts = {}, {}
         self._order = order
@@ -458,44 +409,6 @@ class JobTable(ScrollView, can_focus=True):
         # cursor on the last job when the done jobs come back above it).
         self.call_after_refresh(self._scroll_cursor_into_view)
         self.refresh()
-
-    def _fold(self, order: list[str]) -> list[str]:
-        """``order`` with each group's jobs folded into its first one's row; every group's
-        counts by kind of state (of all its jobs, shown or not)."""
-        views = self._views
-        counts: dict[str, Counter[str]] = {}
-        for v in views.values():
-            group = v.spec.group
-            if group is not None:
-                counts.setdefault(group, Counter())[_state_kind(v.record.state)] += 1
-        rows: dict[str, str] = {}
-        seen: set[str] = set()
-        out = []
-        for n in order:
-            group = views[n].spec.group
-            if group is not None:
-                if group in seen:
-                    continue
-                seen.add(group)
-                rows[n] = group
-            out.append(n)
-        self._group_rows, self._group_counts = rows, counts
-        return out
-
-    def _group_cells(self, group: str) -> dict[str, Text]:
-        """A folded group's cells: its name and its jobs' counts (done / running / waiting,
-        then any other state)."""
-        counts = self._group_counts.get(group, Counter())
-        kinds = ["done", "running", "waiting", *sorted(set(counts) - _KINDS)]
-        said = " · ".join(f"{counts[k]} {k}" for k in kinds if counts[k] or k in _KINDS)
-        blank = Text("")
-        return {
-            "glyph": Text("▸", style="bold"),
-            "name": Text(group, style="bold"),
-            "state": Text("group", style="dim"),
-            "gpu": blank, "mem": blank, "tries": blank, "time": blank,
-            "note": Text(said), "progress": blank,
-        }  # fmt: skip
 
     # -- cursor ---------------------------------------------------------------------------------
 
@@ -670,7 +583,7 @@ class JobTable(ScrollView, can_focus=True):
         }
         group = self._group_rows.get(name)
         if group is not None:  # a folded group's line
-            by_key.update(self._group_cells(group))
+            by_key.update(group_cells(group, self._group_counts.get(group, Counter())))
         if not column and by_key["progress"].plain:  # no room for the column: in the note
             by_key["note"] = _with_progress(by_key["note"], by_key["progress"], rec.waiting, cols)
         line = Text(no_wrap=True, end="")
