@@ -7,7 +7,9 @@
 #   4. a job too big to fit beside the holder: its waiting reason names the holder;
 #   5. a `mem = "auto"` job run twice: the second run asks for the first run's peak + margin;
 #   6. each GPU's health (Xid events, ECC, pending retirement/remap, clock reasons) read through
-#      NVML: which fields the card supports (n/a where not), and no fault on a healthy card.
+#      NVML: which fields the card supports (n/a where not), and no fault on a healthy card;
+#   7. each GPU's power draw, power limit and total-energy counter, read twice two seconds
+#      apart (n/a where not supported), and the kWh `gtui report --json` gives step 3's job.
 #
 # Runs where python3 has torch, psutil and nvidia-ml-py; gtui's other dependencies (textual,
 # tomlkit, tomli-w) may come through PYTHONPATH. gtui itself is taken from this checkout (its
@@ -278,6 +280,39 @@ if not snapshot.gpus:
 if failed:
     sys.exit(1)
 print("CHECK OK: every GPU's health read, no fault on a healthy card")
+EOF
+
+step "7. power and energy on the real card; the job's kWh in gtui report"
+timeout 120 "$PY" - <<'EOF' || FAILED=1
+import sys, time
+from gtui.core.gpus.nvml import NvmlBackend
+
+backend = NvmlBackend()
+first = {g.label: g for g in backend.read().gpus}
+time.sleep(2)
+second = backend.read().gpus
+backend.close()
+if not second:
+    print("CHECK FAILED: no GPU read"); sys.exit(1)
+for g in second:
+    before = first.get(g.label)
+    rise = None
+    if before is not None and before.energy_mj is not None and g.energy_mj is not None:
+        rise = (g.energy_mj - before.energy_mj) / 1000  # J over the two seconds
+    print(f"GPU {g.label} {g.name}: power {g.power_w} W of {g.power_limit_w} W; "
+          f"energy counter {g.energy_mj} mJ; over 2 s: {rise} J")
+    if rise is not None and rise < 0:
+        print(f"CHECK FAILED: GPU {g.label}'s energy counter went backwards"); sys.exit(1)
+print("CHECK OK: power and energy read (None: not supported by this card or driver)")
+EOF
+gtui report "$WORK/q/check.toml" --json >"$WORK/report.json" || bad "gtui report --json exited $?"
+"$PY" - "$WORK/report.json" <<'EOF' || FAILED=1
+import json, sys
+doc = json.load(open(sys.argv[1]))
+print(json.dumps(doc.get("energy"), indent=2))
+if "energy" not in doc:
+    print("CHECK FAILED: no energy block in gtui report --json"); sys.exit(1)
+print("CHECK OK: the report's energy block")
 EOF
 
 step "result"
