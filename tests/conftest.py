@@ -99,6 +99,25 @@ def gtui(*args: str, timeout: float = 60, **kw: object) -> subprocess.CompletedP
     )
 
 
+def gtui_here(*args: str) -> subprocess.CompletedProcess[str]:
+    """``gtui(...)`` run in this process (``gtui.cli.main``), as the same completed process: no
+    interpreter to start and no package to import again, so a test that checks a command's
+    answer many times pays for none of that. Keep at least one real subprocess per command
+    (``gtui(...)``) for the command line end to end."""
+    import contextlib
+    import io
+
+    from gtui.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as e:  # argparse: --help, usage errors
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    return subprocess.CompletedProcess(["gtui", *args], code, out.getvalue(), err.getvalue())
+
+
 @pytest.fixture
 def tmux_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A private tmux server for this test, killed afterwards: its own TMUX_TMPDIR holds the
