@@ -11,7 +11,7 @@ import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -97,6 +97,21 @@ def gtui(*args: str, timeout: float = 60, **kw: object) -> subprocess.CompletedP
         stdin=subprocess.DEVNULL,
         **kw,  # type: ignore[arg-type]
     )
+
+
+def status_of(queue: Path | str) -> dict[str, Any]:
+    """The queue's status, the document ``gtui status --json`` prints, asked in this process
+    through the Python API (``gtui.status``: the same request to the same scheduler or store).
+    A test that polls the status pays no interpreter start per look; tests of the command's own
+    output call ``gtui("status", ...)``."""
+    from gtui import scripting
+
+    return scripting.status(queue)
+
+
+def jobs_of(queue: Path | str) -> dict[str, dict[str, Any]]:
+    """``status_of(queue)``'s jobs by name."""
+    return {j["name"]: j for j in status_of(queue)["jobs"]}
 
 
 def gtui_here(*args: str) -> subprocess.CompletedProcess[str]:
