@@ -11,7 +11,7 @@ import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -97,6 +97,40 @@ def gtui(*args: str, timeout: float = 60, **kw: object) -> subprocess.CompletedP
         stdin=subprocess.DEVNULL,
         **kw,  # type: ignore[arg-type]
     )
+
+
+def status_of(queue: Path | str) -> dict[str, Any]:
+    """The queue's status, the document ``gtui status --json`` prints, asked in this process
+    through the Python API (``gtui.status``: the same request to the same scheduler or store).
+    A test that polls the status pays no interpreter start per look; tests of the command's own
+    output call ``gtui("status", ...)``."""
+    from gtui import scripting
+
+    return scripting.status(queue)
+
+
+def jobs_of(queue: Path | str) -> dict[str, dict[str, Any]]:
+    """``status_of(queue)``'s jobs by name."""
+    return {j["name"]: j for j in status_of(queue)["jobs"]}
+
+
+def gtui_here(*args: str) -> subprocess.CompletedProcess[str]:
+    """``gtui(...)`` run in this process (``gtui.cli.main``), as the same completed process: no
+    interpreter to start and no package to import again, so a test that checks a command's
+    answer many times pays for none of that. Keep at least one real subprocess per command
+    (``gtui(...)``) for the command line end to end."""
+    import contextlib
+    import io
+
+    from gtui.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as e:  # argparse: --help, usage errors
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    return subprocess.CompletedProcess(["gtui", *args], code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture

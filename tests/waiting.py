@@ -40,12 +40,12 @@ def wait_for(
     what: str = "",
     ignoring: Errors = (),
 ) -> None:
-    """Block until ``cond()`` is true (polled every 50 ms), or fail naming ``what``."""
+    """Block until ``cond()`` is true (polled every 20 ms), or fail naming ``what``."""
     deadline = time.monotonic() + timeout
     while not _holds(cond, ignoring):
         if time.monotonic() > deadline:
             raise _timed_out(timeout, what, cond)
-        time.sleep(0.05)
+        time.sleep(0.02)
 
 
 async def until(
@@ -71,4 +71,4 @@ async def pilot_until(
     while not cond():
         if time.monotonic() > deadline:
             raise _timed_out(timeout, what, cond)
-        await pilot.pause(0.05)
+        await pilot.pause(0.02)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import subprocess
 import sys
@@ -12,15 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import gtui
+from tests.conftest import jobs_of
 from tests.waiting import wait_for as wait_for  # re-exported: the reliability tests import it here
 
 
 def status(queue: Path) -> dict[str, dict[str, Any]]:
-    """``gtui status --json``, as a dict of jobs by name."""
-    out = gtui("status", str(queue), "--json")
-    assert out.returncode == 0, out.stderr
-    return {j["name"]: j for j in json.loads(out.stdout)["jobs"]}
+    """``gtui status --json``, as a dict of jobs by name (asked in this process)."""
+    return jobs_of(queue)
 
 
 def state_of(queue: Path, name: str) -> str:

@@ -4,12 +4,11 @@ The next scheduler must call it "unknown" (with its log's last line), never
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 from pathlib import Path
 
-from tests.conftest import gtui, write_queue
+from tests.conftest import gtui, jobs_of, write_queue
 from tests.reliability.helpers import start_run, wait_for
 
 QUEUE = """
@@ -30,9 +29,7 @@ cmd = "echo run >> b.runs"
 
 
 def _jobs(q: Path) -> dict[str, dict[str, object]]:
-    out = gtui("status", str(q), "--json")
-    assert out.returncode == 0, out.stderr
-    return {j["name"]: j for j in json.loads(out.stdout)["jobs"]}
+    return jobs_of(q)
 
 
 def _runs(tmp_path: Path, name: str) -> int:

@@ -3,7 +3,6 @@ that every job ran exactly once and every exit status was recorded."""
 
 from __future__ import annotations
 
-import json
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +12,7 @@ import pytest
 
 from gtui.core.exec.runner import is_alive
 from gtui.core.paths import queue_paths
-from tests.conftest import gtui, write_queue
+from tests.conftest import jobs_of, write_queue
 from tests.reliability.live import LiveOutput
 from tests.reliability.mixed import kill_queue_processes, load_records, start_run
 from tests.waiting import wait_for
@@ -72,9 +71,7 @@ def files(tmp_path: Path) -> Iterator[tuple[Path, Path, Path]]:
 
 
 def status(queue: Path) -> dict[str, dict[str, object]]:
-    out = gtui("status", str(queue), "--json")
-    assert out.returncode == 0, out.stderr
-    return {j["name"]: j for j in json.loads(out.stdout)["jobs"]}
+    return jobs_of(queue)
 
 
 def wait_for_states(queue: Path, want: dict[str, str]) -> None:

@@ -10,7 +10,6 @@ it); jobs run until the test releases them and count their starts in files.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 from gtui.core.api import Event, Notice
 from gtui.core.queue.queuewatch import SETTLE_S, Changed, QueueWatch, Settling, Unchanged
 from gtui.core.sched.engine import Engine
-from tests.conftest import gtui, write_queue
+from tests.conftest import gtui, jobs_of, write_queue
 from tests.reliability.helpers import state_of, wait_for
 from tests.reliability.live import LiveOutput, start_live
 from tests.waiting import until as _until
@@ -103,9 +102,7 @@ def test_a_job_dropped_then_put_back_keeps_its_history(tmp_path: Path) -> None:
 
 
 def _status_names(q: Path) -> set[str]:
-    out = gtui("status", str(q), "--json")
-    assert out.returncode == 0, out.stderr
-    return {j["name"] for j in json.loads(out.stdout)["jobs"]}
+    return set(jobs_of(q))
 
 
 def test_a_file_nested_to_break_the_reader_leaves_the_scheduler_running(tmp_path: Path) -> None:
@@ -114,7 +111,7 @@ def test_a_file_nested_to_break_the_reader_leaves_the_scheduler_running(tmp_path
     try:
         live.wait_for("start keep")
         deep = "[" * 400 + "1" + "]" * 400
-        _overwrite(q, QUEUE.lstrip() + f"\n[[jobs]]\ncmd = \"x\"\nmatrix = {{ a = {deep} }}\n")
+        _overwrite(q, QUEUE.lstrip() + f'\n[[jobs]]\ncmd = "x"\nmatrix = {{ a = {deep} }}\n')
         line = live.wait_for("not reloaded")
         assert "nested too deeply" in line
         assert state_of(q, "keep") == "running"
@@ -181,8 +178,6 @@ def test_the_watch_reads_again_while_a_same_second_save_is_possible(tmp_path: Pa
     assert time.monotonic() - first_seen >= SETTLE_S
     watch.taken(change.digest)
     assert isinstance(watch.check(), Unchanged)
-
-
 
 
 def test_a_fifo_given_as_the_queue_file_is_refused_at_once(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 
 from gtui.core.queue.placeholders import placeholders_used
 from gtui.core.queue.queuefile import load_queue
-from tests.conftest import REPO, gtui
+from tests.conftest import REPO, gtui, gtui_here
 
 SAMPLES = REPO / "sample_queues"
 QUEUES = sorted(SAMPLES.glob("*.toml"))
@@ -47,7 +48,7 @@ def test_sample_validates_on_its_own_fake_gpus(path: Path) -> None:
     qf = load_queue(path)
     assert qf.settings.fake_gpus, "samples must run anywhere"
     assert qf.jobs and not qf.warnings
-    out = gtui("validate", str(path))
+    out = gtui_here("validate", str(path))  # `gtui validate` itself: tests/ui/test_daily_use.py
     assert out.returncode == 0, out.stderr
     assert "checked against the machine's" in out.stdout  # the pool checks ran
 
@@ -64,23 +65,57 @@ AVOIDED_GPUS = {
 
 @pytest.fixture(scope="module")
 def sample_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], SampleRun]:
-    """Each sample queue run once by the real scheduler (`gtui run`, its own fake GPUs), in a
-    copy of sample_queues/; the tests of one sample share its run."""
-    done: dict[str, SampleRun] = {}
-
-    def run(stem: str) -> SampleRun:
-        if stem not in done:
-            folder = tmp_path_factory.mktemp(stem)
-            for f in SAMPLES.iterdir():
-                if f.is_file():
-                    (folder / f.name).write_bytes(f.read_bytes())
-            env = {**os.environ, "MOCK_TRAIN_SPEED": SPEED.get(stem, "0")}
-            out = gtui("run", str(folder / f"{stem}.toml"), timeout=240, env=env)
+    """Every sample queue run once by the real scheduler (`gtui run`, its own fake GPUs), in a
+    copy of sample_queues/; the tests of one sample share its run. The runs go all at once, on
+    the first look: each spends most of its time waiting on its jobs, so side by side they take
+    about as long as the longest alone. Each has its own folder (its state, its logs) and its
+    own board of claims, so none sees another's jobs as a neighbour's."""
+    folders: dict[str, Path] = {}
+    running: dict[str, subprocess.Popen[str]] = {}
+    for path in QUEUES:
+        folder = folders[path.stem] = tmp_path_factory.mktemp(path.stem)
+        for f in SAMPLES.iterdir():
+            if f.is_file():
+                (folder / f.name).write_bytes(f.read_bytes())
+        env = {
+            **os.environ,
+            "MOCK_TRAIN_SPEED": SPEED.get(path.stem, "0"),
+            "GTUI_CLAIMS_DIR": str(folder / "claims"),
+        }
+        with (folder / "run.out").open("w") as out, (folder / "run.err").open("w") as err:
+            running[path.stem] = subprocess.Popen(
+                [sys.executable, "-m", "gtui", "run", str(folder / path.name)],
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                env=env,
+            )
+    done: dict[str, SampleRun | str] = {}  # a run, or why its status could not be read
+    try:
+        for stem, proc in running.items():
+            code = proc.wait(timeout=240)
+            folder = folders[stem]
+            out = subprocess.CompletedProcess(
+                proc.args, code, (folder / "run.out").read_text(), (folder / "run.err").read_text()
+            )
             status = gtui("status", "--json", str(folder / f"{stem}.toml"))
-            assert status.returncode == 0, status.stderr
+            if status.returncode != 0:
+                done[stem] = f"gtui status failed: {status.stderr}"
+                continue
             jobs = {j["name"]: j for j in json.loads(status.stdout)["jobs"]}
             done[stem] = SampleRun(folder, out, jobs)
-        return done[stem]
+    finally:
+        for proc in running.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+    def run(stem: str) -> SampleRun:
+        found = done[stem]
+        if isinstance(found, str):
+            pytest.fail(found)
+        return found
 
     return run
 

@@ -4,21 +4,18 @@ edit applies from the job's next attempt: done if the running one succeeds, run 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import gtui, write_queue
+from tests.conftest import jobs_of, write_queue
 from tests.reliability.live import start_live
 
 CMD = "echo run >> runs.txt; while [ ! -e release ]; do sleep 0.05; done; exit $(cat code)"
 
 
 def _jobs(q: Path) -> dict[str, dict[str, object]]:
-    out = gtui("status", str(q), "--json")
-    assert out.returncode == 0, out.stderr
-    return {j["name"]: j for j in json.loads(out.stdout)["jobs"]}
+    return jobs_of(q)
 
 
 @pytest.mark.parametrize(("code", "runs", "end"), [(0, 1, "done"), (3, 2, "done")])

@@ -9,7 +9,6 @@ and jobs that write down every start, so "ran exactly once" is read from the job
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -20,11 +19,12 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gtui import scripting
 from gtui.core import tmux
 from gtui.core.paths import queue_paths
 from gtui.core.sched.handover import scheduler_log
 from gtui.core.state.status import ENDED_UNRECORDED
-from tests.conftest import gtui, write_queue
+from tests.conftest import gtui, status_of, write_queue
 from tests.tmux_helpers import keys, outer, wait_screen
 from tests.waiting import wait_for
 
@@ -52,9 +52,7 @@ needs_tmux = pytest.mark.skipif(not tmux.available(), reason="needs tmux")
 
 
 def status(queue: Path) -> dict:  # type: ignore[type-arg]
-    r = gtui("status", str(queue), "--json")
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)  # type: ignore[no-any-return]
+    return status_of(queue)
 
 
 def jobs(queue: Path) -> dict[str, dict]:  # type: ignore[type-arg]
@@ -268,14 +266,15 @@ def test_run_stay_serves_after_the_queue_drains_then_ends_after_its_duration(
     tmp_path: Path,
 ) -> None:
     queue = write_queue(tmp_path, QUICK)
-    run = Headless(queue, "--stay", "2s", "q.toml")
+    run = Headless(queue, "--stay", "5s", "q.toml")
     try:
         wait_for(lambda: run.says("nothing more to run"), what="the drain")
         assert (
             run.proc.poll() is None and "`gtui stop q.toml` ends it sooner" in run.log.read_text()
         )
-        r = gtui("add", str(queue), "--name", "late", "--gpus", "0", "--", "echo", "late")
-        assert r.returncode == 0, r.stderr
+        # Added in this process (the Python API's request, as `gtui add` sends it): a `gtui add`
+        # subprocess can take longer than the stay to start on a loaded machine.
+        assert scripting.add(queue, "echo late", name="late", gpus=0) == "late"
         wait_for(lambda: jobs(queue)["late"]["state"] == "done", what="the added job to run")
         assert run.wait() == 0
         text = run.log.read_text()

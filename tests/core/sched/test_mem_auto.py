@@ -17,7 +17,7 @@ from gtui.core.sched.engine import Engine
 from gtui.core.state.history import record_attempt
 from gtui.core.state.store import Store
 from gtui.core.state.usage import auto_mem
-from tests.conftest import gtui, write_queue
+from tests.conftest import gtui, jobs_of, write_queue
 from tests.core.sched.test_engine import load_fake_pynvml, states
 from tests.waiting import until
 
@@ -224,15 +224,11 @@ def test_on_simulated_gpus_a_job_uses_what_gtui_fake_use_declares(tmp_path: Path
     first run (the whole GPU) records a 12G peak and its second run asks 12G + 20 % = 15G, not
     the GPU; and a job that asked 70G is pointed out, by the scheduler when it ends and by
     ``gtui validate``, as far above the 12G it used."""
-    import json
-
     from tests.reliability.live import start_live
     from tests.waiting import wait_for
 
     def jobs() -> dict[str, dict[str, object]]:
-        out = gtui("status", str(q), "--json")
-        assert out.returncode == 0, out.stderr
-        return {j["name"]: j for j in json.loads(out.stdout)["jobs"]}
+        return jobs_of(q)
 
     def wait_rel(name: str) -> str:
         return f"while [ ! -e release-{name} ]; do sleep 0.05; done"
