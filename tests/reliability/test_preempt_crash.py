@@ -16,6 +16,9 @@ TRAINER = REPO / "sample_queues" / "mock_trainer.py"
 
 
 def _write(q: Path, tmp: Path, *, urgent: bool) -> None:
+    # The trainer runs 10 s unless stopped: long enough that on a loaded machine it is still
+    # running when the urgent job is seen, since a run that ends by itself before its stop is
+    # requeued all the same (the intent was committed) and starts again without a checkpoint.
     text = f"""
 [settings]
 poll = "0.1s"
@@ -24,7 +27,7 @@ fake_gpus = "1x80G"
 
 [[jobs]]
 name = "train"
-cmd = "echo start >> {tmp}/train.runs; exec {sys.executable} {TRAINER} {tmp}/ckpt 60 0.05"
+cmd = "echo start >> {tmp}/train.runs; exec {sys.executable} {TRAINER} {tmp}/ckpt 200 0.05"
 mem = "60G"
 preemptible = true
 grace = "20s"
