@@ -433,6 +433,9 @@ class JobRecord:
     # Set while its run is being stopped to make room for that job: saved before the first
     # signal, so a scheduler that restarts mid-stop goes on with it instead of failing it.
     preempt_for: str | None = None
+    # Whether that stop's signal was (about to be) sent, saved before it: a run that ends done
+    # before its signal finished by itself and is done, not preempted.
+    preempt_signalled: bool = False
     boot_id: str | None = None  # the machine's boot id when this attempt started
     # This attempt's experiment-tracker run links, (tracker, url), the first of each tracker
     # its log printed (sched/linkwatch.py); the shared empty list until one is found.

@@ -60,6 +60,7 @@ def full_record(name: str = "train/lr=0.1 “q”") -> JobRecord:
         preemptions=2,
         requeues=1,
         preempt_for="urgent",
+        preempt_signalled=True,
         boot_id="b0b1",
         links=[("wandb", "https://wandb.ai/a/p/runs/r1"), ("mlflow", "http://h/#/experiments/1")],
     )

@@ -79,6 +79,7 @@ def requeue(
     rec.quick_fails = 0
     rec.requeued_as = cause.value
     rec.preempt_for = None
+    rec.preempt_signalled = False
     if cause is Cause.PREEMPTED:
         rec.preemptions += 1
         rec.preempted_by = by
@@ -125,6 +126,8 @@ def ended_otherwise(rec: JobRecord) -> None:
     """The attempt ended its own way (done, failed, killed): no resume cause stands."""
     rec.requeued_as = None
     rec.requeues = 0
+    rec.preempt_for = None
+    rec.preempt_signalled = False
 
 
 def after_end(
@@ -141,7 +144,7 @@ def after_end(
     preemption, its record naming whom it made room for; a reboot under it; its own
     ``requeue_exit`` code), past the cap that code is a failure; any other end clears the last
     such cause."""
-    if rec.preempt_for is not None and not killed:
+    if rec.preempt_for is not None and not killed and not finished_first(rec, status):
         requeue(rec, Cause.PREEMPTED, by=rec.preempt_for)
     elif recovered and rebooted(rec, status, settings):
         requeue(rec, Cause.INTERRUPTED)
@@ -152,6 +155,14 @@ def after_end(
         ended_otherwise(rec)
     else:
         ended_otherwise(rec)
+
+
+def finished_first(rec: JobRecord, status: ExitStatus) -> bool:
+    """Whether a run being stopped for a preemption ended done before its signal was sent
+    (a scheduler killed between the stop's intent and its signal, the job finishing while no
+    scheduler ran): it is done, never run again. Once the signal is sent, any end is the
+    preemption's, even 0 (a job may save and exit 0)."""
+    return not rec.preempt_signalled and status.exit_code == 0 and status.signal is None
 
 
 def rebooted(rec: JobRecord, status: ExitStatus, settings: Settings) -> bool:

@@ -196,6 +196,7 @@ class JobRunner:
         rec.token = uuid.uuid4().hex
         rec.node = None
         rec.preempt_for = None
+        rec.preempt_signalled = False
         rec.boot_id = boot_id()
         ex = self._executor
         rec.port = ex.free_port() if "port" in placeholders_used(spec.cmd) else None

@@ -67,6 +67,9 @@ class Stops:
         if rec is None or spec is None or not rec.active or not rec.pid:
             return
         resume = resume_of(spec, self._config.settings)
+        if not rec.preempt_signalled:  # saved before it is sent: an end after it is the stop's
+            rec.preempt_signalled = True
+            self._book.commit(rec)
         self._signal(name, resume.signal, "signal")
         crash_point("after_preempt_signal")
         left = (rec.preempted_at or time.time()) + resume.grace_s - time.time()
