@@ -96,14 +96,17 @@ async def select(pilot: Pilot[int], app: GtuiApp, name: str) -> None:
     )
 
 
-async def type_text(pilot: Pilot[int], text: str) -> None:
+async def type_text(pilot: Pilot[int], text: str, into: str | None = None) -> None:
     """Type ``text`` into the focused input: one key event per character, as a terminal sends
     them and ``pilot.press`` makes them, posted together and handled in order by the same
     bindings; then wait until the input holds the text. ``pilot.press`` waits for the whole
     process to go idle after each key (up to a second a key while the engine works); only those
     waits between the keys go. For printable characters in one field: a key that moves the
-    focus (enter, tab) goes through ``pilot.press``, which waits for it."""
+    focus (enter, tab) goes through ``pilot.press``, which waits for it. ``into``: the id of
+    the field that must have the focus first (after a click or a key that moves it)."""
     app = pilot.app
+    if into is not None:
+        await pilot_until(pilot, lambda: getattr(app.focused, "id", None) == into, what=into)
     field = app.focused
     assert isinstance(field, Input), f"typing {text!r} with the focus on {field!r}"
     at = field.cursor_position
