@@ -31,11 +31,12 @@ from gtui.ui.widgets.gpu_panel import GpuPanel
 from tests.conftest import write_queue
 from tests.dashboard_helpers import type_text
 
+# poll: nothing runs while a picture is taken, and the jobs reach their final states on their
+# own ends, not on a poll; a poll every 0.2 s published a GPU read 5 times a second, each a
+# repaint of the whole screen (most of these tests' time). Comments stay out of the file: the
+# broken-file banner shows a line number.
 QUEUE = """
 [settings]
-# Nothing runs while a picture is taken: a long poll keeps the engine from publishing a GPU
-# read 5 times a second, each a repaint of the whole screen (most of these tests' time).
-# The jobs run to their final states on their own ends, not on a poll.
 poll = "30s"
 mode = "shared"
 exclude = [2]
