@@ -22,8 +22,8 @@ def _filtered(names: list[str]) -> Until:
 @SIZES
 def test_typing_a_filter_shows_the_matches_the_filter_line_and_the_count(  # type: ignore[no-untyped-def]
     snap_compare,
-    make_app,
-    size,  # noqa: F811
+    make_app,  # noqa: F811
+    size,
 ) -> None:
     """/ then "lr": the table filters as you type, the line under it shows what is typed,
     the title says how many of the queue's jobs are shown."""
@@ -34,8 +34,8 @@ def test_typing_a_filter_shows_the_matches_the_filter_line_and_the_count(  # typ
 @SIZES
 def test_enter_keeps_the_filter_visible_and_puts_the_cursor_on_the_first_match(  # type: ignore[no-untyped-def]
     snap_compare,
-    make_app,
-    size,  # noqa: F811
+    make_app,  # noqa: F811
+    size,
 ) -> None:
     def on_first(app: GtuiApp) -> bool:
         return app.main.table.has_focus and app.main.table.selected == "after-eval"
@@ -48,8 +48,8 @@ def test_enter_keeps_the_filter_visible_and_puts_the_cursor_on_the_first_match( 
 @SIZES
 def test_marked_jobs_show_a_plus_and_the_title_counts_them(  # type: ignore[no-untyped-def]
     snap_compare,
-    make_app,
-    size,  # noqa: F811
+    make_app,  # noqa: F811
+    size,
 ) -> None:
     """space on two rows: each marked row shows + (» under the cursor), the title says how
     many are marked and that esc unmarks."""
@@ -61,8 +61,8 @@ def test_marked_jobs_show_a_plus_and_the_title_counts_them(  # type: ignore[no-u
 @SIZES
 def test_a_broken_queue_file_stays_as_a_banner_under_the_header(  # type: ignore[no-untyped-def]
     snap_compare,
-    make_app,
-    size,  # noqa: F811
+    make_app,  # noqa: F811
+    size,
 ) -> None:
     written: list[bool] = []
 
@@ -80,8 +80,8 @@ def test_a_broken_queue_file_stays_as_a_banner_under_the_header(  # type: ignore
 @SIZES
 def test_the_add_form_says_enter_moves_on_and_ctrl_s_adds(  # type: ignore[no-untyped-def]
     snap_compare,
-    make_app,
-    size,  # noqa: F811
+    make_app,  # noqa: F811
+    size,
 ) -> None:
     """a, enter past the name, a command, enter: the cursor in gpus (nothing added), the top
     line saying so."""
@@ -104,8 +104,8 @@ def test_the_add_form_says_enter_moves_on_and_ctrl_s_adds(  # type: ignore[no-un
 @SIZES
 def test_the_main_screen_shows_gpus_queue_log_and_what_waits(  # type: ignore[no-untyped-def]
     snap_compare,
-    make_app,
-    size,  # noqa: F811
+    make_app,  # noqa: F811
+    size,
 ) -> None:
     """The dashboard as it opens: the header's counts, the GPU bars, the queue (done, failed,
     blocked, held, waiting, each with its note), the first job's log, the keys in the footer,
@@ -116,8 +116,8 @@ def test_the_main_screen_shows_gpus_queue_log_and_what_waits(  # type: ignore[no
 @SIZES
 def test_the_help_screen_lists_the_keys_of_every_screen(  # type: ignore[no-untyped-def]
     snap_compare,
-    make_app,
-    size,  # noqa: F811
+    make_app,  # noqa: F811
+    size,
 ) -> None:
     """? on the dashboard: the help screen over the whole terminal, the keys listed."""
 
