@@ -7,7 +7,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from textual import events
+from textual.keys import _character_to_key
 from textual.pilot import Pilot
+from textual.widgets import Input
 
 from gtui.core.model import JobState
 from gtui.core.sched.engine import Engine
@@ -116,3 +119,26 @@ async def read_help_through(pilot: Pilot[int], app: GtuiApp) -> str:
         await pilot_until(
             pilot, lambda before=before: box.scroll_y > before, what="pgdn scrolled the help"
         )
+
+
+async def type_text(pilot: Pilot[int], text: str, into: str | None = None) -> None:
+    """Type ``text`` into the focused input: one key event per character, as a terminal sends
+    them and ``pilot.press`` makes them, posted together and handled in order by the same
+    bindings; then wait until the input holds the text. ``pilot.press`` waits for the whole
+    process to go idle after each key (up to a second a key while the engine works); only those
+    waits between the keys go. For printable characters in one field: a key that moves the
+    focus (enter, tab) goes through ``pilot.press``, which waits for it. ``into``: the id of
+    the field that must have the focus first (after a click or a key that moves it)."""
+    app = pilot.app
+    if into is not None:
+        await pilot_until(pilot, lambda: getattr(app.focused, "id", None) == into, what=into)
+    field = app.focused
+    assert isinstance(field, Input), f"typing {text!r} with the focus on {field!r}"
+    at = field.cursor_position
+    want = field.value[:at] + text + field.value[at:]
+    for char in text:
+        assert char.isprintable(), f"{char!r} is not typed by type_text"
+        event = events.Key(char if char.isalnum() else _character_to_key(char), char)
+        event.set_sender(app)
+        app.post_message(event)
+    await pilot_until(pilot, lambda: field.value == want, what=f"{text!r} typed in {field.id}")

@@ -6,16 +6,16 @@ Each test's private tmux server is the ``tmux_server`` fixture (tests/conftest.p
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import psutil
 
+from gtui.commands.status import get_status
 from gtui.core import tmux
-from tests.conftest import gtui
 from tests.waiting import wait_for
 
 PY = sys.executable
@@ -88,10 +88,12 @@ def wait_field(target: str, field: str) -> None:
     wait_for(lambda: field_at_cursor(target) == field, what=f"the cursor in the form's {field}")
 
 
-def status(queue: Path) -> dict:  # type: ignore[type-arg]
-    r = gtui("status", str(queue), "--json")
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)  # type: ignore[no-any-return]
+def status(queue: Path) -> dict[str, Any]:
+    """What ``gtui status QUEUE --json`` prints (the scheduler's answer, else the saved state),
+    read in this process by the function the command calls: the tests poll it every 50 ms, and
+    a ``gtui`` subprocess per look cost a Python start each. The command itself runs end to end
+    in tests/commands/test_status_cli.py."""
+    return get_status(str(queue))
 
 
 def job_processes(queue: Path, name: str) -> list[psutil.Process]:
@@ -107,11 +109,13 @@ def job_processes(queue: Path, name: str) -> list[psutil.Process]:
     return out
 
 
+def job_states(queue: Path) -> dict[str, str]:
+    """Every job's state, from one look at the status."""
+    return {str(job["name"]): str(job["state"]) for job in status(queue)["jobs"]}
+
+
 def job_state(queue: Path, name: str) -> str | None:
-    for job in status(queue)["jobs"]:
-        if job["name"] == name:
-            return str(job["state"])
-    return None
+    return job_states(queue).get(name)
 
 
 def outer(tmp_path: Path, session: str, command: str, size: tuple[int, int] = (120, 30)) -> None:

@@ -23,7 +23,7 @@ from gtui.ui.format import cut_middle, reason_key
 from gtui.ui.screens.confirm import ConfirmScreen
 from gtui.ui.screens.job_form import JobForm
 from tests.conftest import REPO, gtui, write_queue
-from tests.dashboard_helpers import dashboard, screen_text, shows_toast, state
+from tests.dashboard_helpers import dashboard, screen_text, shows_toast, state, type_text
 from tests.waiting import pilot_until as until
 
 # -- names cut in the middle ----------------------------------------------------------------------
@@ -72,9 +72,7 @@ cmd = "true"
 def rows(app: object) -> list[str]:
     """The queue table's lines as painted."""
     table = app.main.table  # type: ignore[attr-defined]
-    return [
-        "".join(seg.text for seg in table.render_line(y)) for y in range(1, table.size.height)
-    ]
+    return ["".join(seg.text for seg in table.render_line(y)) for y in range(1, table.size.height)]
 
 
 async def test_at_80_columns_sweep_members_differ_on_screen(queue: Path) -> None:
@@ -127,6 +125,7 @@ async def test_at_80_columns_the_reasons_key_part_comes_before_the_start_estimat
     `starts ~4s · needs 2x7…`)."""
     queue = write_queue(tmp_path, TWO_BIG)
     async with dashboard(queue, size=(80, 24), fake=TWO_BIG_GPUS) as (app, pilot, engine):
+
         def starts_in_4_s(
             views: object, now: float | None = None, counts: object = None
         ) -> dict[str, Estimate]:
@@ -175,9 +174,11 @@ async def test_at_80_columns_the_queue_boxs_bottom_line_gives_the_reasons_key_pa
 
 # -- the job filter ------------------------------------------------------------------------------
 
+# poll: every change these tests make (a start, an end, a kill, a retry, an add) wakes the
+# scheduler; a poll every 0.2 s only published GPU reads that repaint the screen meanwhile.
 GATED = """
 [settings]
-poll = "0.2s"
+poll = "1h"
 kill_grace = "1s"
 
 [[jobs]]
@@ -228,7 +229,9 @@ async def test_filter_as_you_type_enter_then_x_kills_the_job_shown(gated: Path) 
             assert "Kill alpha-1?" in screen_text(app)
             await pilot.press("y")
             await until(pilot, lambda: state(engine, "alpha-1") == JobState.KILLED)
-            assert all(state(engine, n) == JobState.RUNNING for n in ("beta-1", "beta-2", "alpha-2"))
+            assert all(
+                state(engine, n) == JobState.RUNNING for n in ("beta-1", "beta-2", "alpha-2")
+            )
             # Esc clears it: every job again, the cursor where it was.
             await until(pilot, lambda: isinstance(app.screen, type(app.main)))
             await pilot.press("escape")
@@ -298,7 +301,8 @@ async def test_enter_in_the_command_field_moves_on_and_submits_only_on_the_last(
             await until(pilot, lambda: getattr(app.focused, "id", None) == "field-name")
             await pilot.press("enter")  # no name: derived from the command
             await until(pilot, lambda: getattr(app.focused, "id", None) == "field-cmd")
-            await pilot.press(*"echo hi", "enter")
+            await type_text(pilot, "echo hi")
+            await pilot.press("enter")
             # Not submitted with defaults the user never saw: the next field has the cursor.
             await until(pilot, lambda: getattr(app.focused, "id", None) == "field-gpus")
             assert isinstance(app.screen, JobForm) and len(engine.jobs()) == before
@@ -308,10 +312,15 @@ async def test_enter_in_the_command_field_moves_on_and_submits_only_on_the_last(
                 await pilot.press("enter")
                 await until(pilot, lambda f=field: getattr(app.focused, "id", None) == f"field-{f}")
             assert len(engine.jobs()) == before
-            await pilot.press(*"SEED=1", "enter")  # enter on the last field submits
+            await type_text(pilot, "SEED=1")
+            await pilot.press("enter")  # enter on the last field submits
             await until(pilot, lambda: len(engine.jobs()) == before + 1, what="the job added")
             added = engine.jobs()[-1]
-            assert (added.spec.cmd, added.spec.gpus, added.spec.env) == ("echo hi", 0, {"SEED": "1"})
+            assert (added.spec.cmd, added.spec.gpus, added.spec.env) == (
+                "echo hi",
+                0,
+                {"SEED": "1"},
+            )
             assert not isinstance(app.screen, JobForm)
     finally:
         (gated.parent / "release").touch()

@@ -10,7 +10,7 @@ import pytest
 
 from gtui.ui.app import GtuiApp
 from gtui.ui.screens.help import HelpScreen
-from tests.ui.test_ui_snapshots import Until, make_app, settled  # noqa: F401  (a fixture)
+from tests.ui.test_ui_snapshots import Typed, Until, make_app, settled  # noqa: F401  (a fixture)
 
 SIZES = pytest.mark.parametrize("size", [(80, 24), (120, 30)], ids=["80x24", "120x30"])
 
@@ -21,7 +21,9 @@ def _filtered(names: list[str]) -> Until:
 
 @SIZES
 def test_typing_a_filter_shows_the_matches_the_filter_line_and_the_count(  # type: ignore[no-untyped-def]
-    snap_compare, make_app, size  # noqa: F811
+    snap_compare,
+    make_app,  # noqa: F811
+    size,
 ) -> None:
     """/ then "lr": the table filters as you type, the line under it shows what is typed,
     the title says how many of the queue's jobs are shown."""
@@ -31,7 +33,9 @@ def test_typing_a_filter_shows_the_matches_the_filter_line_and_the_count(  # typ
 
 @SIZES
 def test_enter_keeps_the_filter_visible_and_puts_the_cursor_on_the_first_match(  # type: ignore[no-untyped-def]
-    snap_compare, make_app, size  # noqa: F811
+    snap_compare,
+    make_app,  # noqa: F811
+    size,
 ) -> None:
     def on_first(app: GtuiApp) -> bool:
         return app.main.table.has_focus and app.main.table.selected == "after-eval"
@@ -43,7 +47,9 @@ def test_enter_keeps_the_filter_visible_and_puts_the_cursor_on_the_first_match( 
 
 @SIZES
 def test_marked_jobs_show_a_plus_and_the_title_counts_them(  # type: ignore[no-untyped-def]
-    snap_compare, make_app, size  # noqa: F811
+    snap_compare,
+    make_app,  # noqa: F811
+    size,
 ) -> None:
     """space on two rows: each marked row shows + (» under the cursor), the title says how
     many are marked and that esc unmarks."""
@@ -54,7 +60,9 @@ def test_marked_jobs_show_a_plus_and_the_title_counts_them(  # type: ignore[no-u
 
 @SIZES
 def test_a_broken_queue_file_stays_as_a_banner_under_the_header(  # type: ignore[no-untyped-def]
-    snap_compare, make_app, size  # noqa: F811
+    snap_compare,
+    make_app,  # noqa: F811
+    size,
 ) -> None:
     written: list[bool] = []
 
@@ -71,7 +79,9 @@ def test_a_broken_queue_file_stays_as_a_banner_under_the_header(  # type: ignore
 
 @SIZES
 def test_the_add_form_says_enter_moves_on_and_ctrl_s_adds(  # type: ignore[no-untyped-def]
-    snap_compare, make_app, size  # noqa: F811
+    snap_compare,
+    make_app,  # noqa: F811
+    size,
 ) -> None:
     """a, enter past the name, a command, enter: the cursor in gpus (nothing added), the top
     line saying so."""
@@ -84,7 +94,7 @@ def test_the_add_form_says_enter_moves_on_and_ctrl_s_adds(  # type: ignore[no-un
         Until("the cursor in name", in_field("name")),
         "enter",
         Until("the cursor in cmd", in_field("cmd")),
-        *"python train.py --lr 0.1",
+        Typed("python train.py --lr 0.1"),
         "enter",
         Until("the cursor in gpus", in_field("gpus")),
     ]
@@ -93,7 +103,9 @@ def test_the_add_form_says_enter_moves_on_and_ctrl_s_adds(  # type: ignore[no-un
 
 @SIZES
 def test_the_main_screen_shows_gpus_queue_log_and_what_waits(  # type: ignore[no-untyped-def]
-    snap_compare, make_app, size  # noqa: F811
+    snap_compare,
+    make_app,  # noqa: F811
+    size,
 ) -> None:
     """The dashboard as it opens: the header's counts, the GPU bars, the queue (done, failed,
     blocked, held, waiting, each with its note), the first job's log, the keys in the footer,
@@ -103,7 +115,9 @@ def test_the_main_screen_shows_gpus_queue_log_and_what_waits(  # type: ignore[no
 
 @SIZES
 def test_the_help_screen_lists_the_keys_of_every_screen(  # type: ignore[no-untyped-def]
-    snap_compare, make_app, size  # noqa: F811
+    snap_compare,
+    make_app,  # noqa: F811
+    size,
 ) -> None:
     """? on the dashboard: the help screen over the whole terminal, the keys listed."""
 

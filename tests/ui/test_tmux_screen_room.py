@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from tests.conftest import write_queue
-from tests.tmux_helpers import PY, capture, job_state, keys, outer, wait_screen
+from tests.tmux_helpers import PY, capture, job_states, keys, outer, wait_screen
 from tests.waiting import wait_for
 
 pytestmark = [
@@ -59,11 +59,14 @@ def test_at_80x24_the_running_jobs_are_in_view_with_many_done_jobs(tmp_path: Pat
     try:
         outer(tmp_path, "term", f"{PY} -m gtui --no-tmux --fake-gpus 1x80G q.toml", size=(80, 24))
         target = "=term:"
-        wait_for(lambda: all(job_state(queue, n) == "done" for n in DONE), what="the done jobs")
-        wait_for(
-            lambda: job_state(queue, "sweep-resnet50-imagenet-lr0.01-bs32") == "running",
-            what="the sweep running",
-        )
+
+        def done_and_running() -> bool:
+            states = job_states(queue)  # one look for all of them
+            return all(states.get(n) == "done" for n in DONE) and (
+                states.get("sweep-resnet50-imagenet-lr0.01-bs32") == "running"
+            )
+
+        wait_for(done_and_running, what="the done jobs, and the sweep running")
 
         def live_in_view(screen: str) -> bool:
             rows = table_rows(screen)

@@ -51,12 +51,15 @@ from tests.dashboard_helpers import (
     shows_toast,
     state,
     toasts,
+    type_text,
 )
 from tests.waiting import pilot_until as until
 
+# poll: the tests' changes (a start, an end, a key's command) wake the scheduler; a poll every
+# 0.2 s only published GPU reads, each a repaint of the screen.
 QUEUE = """
 [settings]
-poll = "0.2s"
+poll = "1h"
 kill_grace = "1s"
 
 [[jobs]]
@@ -122,9 +125,9 @@ async def test_add_form_adds_a_job_to_the_engine_and_the_file(queue: Path) -> No
         await pilot.press("a")
         await until(pilot, lambda: isinstance(app.screen, JobForm))
         await pilot.click("#field-name")
-        await pilot.press(*"added")
+        await type_text(pilot, "added", into="field-name")
         await pilot.click("#field-cmd")
-        await pilot.press(*"echo hi")
+        await type_text(pilot, "echo hi", into="field-cmd")
         await pilot.click("#field-gpus")
         await pilot.press("0")
         await pilot.press("ctrl+s")  # (enter moves to the next field)
@@ -180,9 +183,9 @@ async def test_add_form_shows_the_engines_error_and_stays_open(queue: Path) -> N
         form = app.screen
         assert isinstance(form, JobForm)
         await pilot.click("#field-cmd")
-        await pilot.press(*"echo x")
+        await type_text(pilot, "echo x", into="field-cmd")
         await pilot.click("#field-mem")
-        await pilot.press(*"lots")
+        await type_text(pilot, "lots", into="field-mem")
         await pilot.press("ctrl+s")
         err = form.query_one("#form-error")
         await until(pilot, lambda: "mem" in str(err.render()), what="the error in the form")
@@ -192,7 +195,7 @@ async def test_add_form_shows_the_engines_error_and_stays_open(queue: Path) -> N
         await pilot.click("#field-mem")
         await pilot.press(*["backspace"] * 4)
         await pilot.click("#field-gpus")
-        await pilot.press(*"two")
+        await type_text(pilot, "two", into="field-gpus")
         await pilot.press("ctrl+s")
         await until(pilot, lambda: "gpus" in str(err.render()))
         await pilot.press("escape")
@@ -220,7 +223,9 @@ async def test_e_on_a_failed_job_edits_it_then_r_runs_it_again(queue: Path) -> N
         await pilot.press("e")
         await until(pilot, lambda: isinstance(app.screen, JobForm), what="the edit form")
         await pilot.click("#field-cmd")
-        await pilot.press("end", "ctrl+u", *"echo fixed", "ctrl+s")
+        await pilot.press("end", "ctrl+u")
+        await type_text(pilot, "echo fixed", into="field-cmd")
+        await pilot.press("ctrl+s")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the offer")
         assert 'cmd = "echo fixed"' in queue.read_text(), queue.read_text()
         assert state(engine, "bad") == JobState.FAILED  # not run again until asked

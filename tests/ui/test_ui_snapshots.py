@@ -29,10 +29,15 @@ from gtui.ui.screens.job_form import JobForm
 from gtui.ui.widgets.diagnosis import DiagnosisPanel
 from gtui.ui.widgets.gpu_panel import GpuPanel
 from tests.conftest import write_queue
+from tests.dashboard_helpers import type_text
 
+# poll: nothing runs while a picture is taken, and the jobs reach their final states on their
+# own ends, not on a poll; a poll every 0.2 s published a GPU read 5 times a second, each a
+# repaint of the whole screen (most of these tests' time). Comments stay out of the file: the
+# broken-file banner shows a line number.
 QUEUE = """
 [settings]
-poll = "0.2s"
+poll = "30s"
 mode = "shared"
 exclude = [2]
 fake_gpus = "80G:30G@20,80G:45G@60,24G"
@@ -126,7 +131,15 @@ class Until:
     check: Callable[[GtuiApp], object]
 
 
-Step = str | Until
+@dataclass(frozen=True)
+class Typed:
+    """A step of a snapshot's script: type ``text`` into the focused input, then wait until it
+    holds it (tests/dashboard_helpers.py's type_text)."""
+
+    text: str
+
+
+Step = str | Until | Typed
 
 
 def _queue_summary(app: GtuiApp) -> str:
@@ -191,6 +204,8 @@ def settled(*steps: Step) -> Callable[[Pilot[int]], Awaitable[None]]:
         for step in steps:
             if isinstance(step, str):
                 await pilot.press(step)
+            elif isinstance(step, Typed):
+                await type_text(pilot, step.text)
             else:
                 await until(step)
         for inp in app.screen.query(Input):
@@ -220,13 +235,13 @@ def test_add_form(snap_compare, make_app) -> None:  # type: ignore[no-untyped-de
         focused("name"),
         "tab",
         focused("cmd"),
-        *"python train.py",
+        Typed("python train.py"),
         "tab",
         focused("gpus"),
         "1",
         "tab",
         focused("mem"),
-        *"lots",
+        Typed("lots"),
         "ctrl+s",
         Until("the engine's error in the form, the cursor on mem", error_on_mem),
     ]
@@ -279,7 +294,7 @@ def test_failed_job_shows_diagnosis(snap_compare, make_app) -> None:  # type: ig
 
 DETAIL_QUEUE = """
 [settings]
-poll = "0.2s"
+poll = "30s"  # as in QUEUE: no repaint 5 times a second
 mode = "shared"
 fake_gpus = "80G:30G@20,80G"
 env = { WANDB_MODE = "offline" }
@@ -355,8 +370,9 @@ def _freeze(path: Path) -> None:
                 if name == "train-lr0.1":
                     rec.mem_mib = 12800
                     rec.warnings = [
-                        w if not w.startswith("CUDA OOM:") else
-                        "CUDA OOM: the retry asks 12800 MiB instead of 10240"
+                        w
+                        if not w.startswith("CUDA OOM:")
+                        else "CUDA OOM: the retry asks 12800 MiB instead of 10240"
                         for w in rec.warnings
                     ]
             elif rec.ended_at is not None:
@@ -485,7 +501,9 @@ def test_detail_view_at_80x24_leads_with_the_state_diagnosis_and_traceback(  # t
     """enter on a job that failed twice, at 80x24: its state, the diagnosis and its hint on top
     (every value wrapped), the traceback's last frames in the log below; the rest scrolls."""
     steps = [*TRAIN, "enter", _detail_of("train-lr0.1", 2)]
-    assert snap_compare(make_detail_app(), terminal_size=(80, 24), run_before=detail_settled(*steps))
+    assert snap_compare(
+        make_detail_app(), terminal_size=(80, 24), run_before=detail_settled(*steps)
+    )
 
 
 def test_detail_view_at_120x30_shows_every_attempt(  # type: ignore[no-untyped-def]
@@ -494,7 +512,9 @@ def test_detail_view_at_120x30_shows_every_attempt(  # type: ignore[no-untyped-d
     """At 120x30 every attempt is on screen under the diagnosis: when it ran, how it ended, it
     was retried, its peak, GPU, log file, and its own diagnosis."""
     steps = [*TRAIN, "enter", _detail_of("train-lr0.1", 2)]
-    assert snap_compare(make_detail_app(), terminal_size=(120, 30), run_before=detail_settled(*steps))
+    assert snap_compare(
+        make_detail_app(), terminal_size=(120, 30), run_before=detail_settled(*steps)
+    )
 
 
 def test_detail_view_scrolled_shows_the_job_and_its_environment(  # type: ignore[no-untyped-def]
@@ -508,7 +528,9 @@ def test_detail_view_scrolled_shows_the_job_and_its_environment(  # type: ignore
         return box.scroll_y >= box.max_scroll_y > 0
 
     steps = [*TRAIN, "enter", _detail_of("train-lr0.1", 2), "end", Until("scrolled", at_end)]
-    assert snap_compare(make_detail_app(), terminal_size=(120, 30), run_before=detail_settled(*steps))
+    assert snap_compare(
+        make_detail_app(), terminal_size=(120, 30), run_before=detail_settled(*steps)
+    )
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 30)], ids=["80x24", "120x30"])
