@@ -236,3 +236,17 @@ def long_then_next(tmp: Path) -> Path:
         cmd = "true"
         """,
     )
+
+
+# A queue of one CPU job (``{gate}``: its command, a gate() to hold it running) on one slot of
+# two simulated GPUs: the adds' tests add beside it, into a running queue.
+ONE_GATED_JOB = """
+    [settings]
+    fake_gpus = "2x80G"
+    max_parallel = 1
+
+    [[jobs]]
+    name = "first"
+    cmd = "{gate}"
+    gpus = 0
+"""

@@ -15,19 +15,8 @@ from hypothesis import strategies as st
 from gtui.core.queue.names import command_words
 from gtui.core.queue.queuefile import load_queue
 from gtui.core.queue.tomlkitedit import job_table_text, new_table, table_text
-from tests.cli_helpers import Procs, gate, gtui, release, status
+from tests.cli_helpers import ONE_GATED_JOB, Procs, gate, gtui, release, status
 from tests.conftest import write_queue
-
-HEAD = """
-    [settings]
-    fake_gpus = "2x80G"
-    max_parallel = 1
-
-    [[jobs]]
-    name = "first"
-    cmd = "{gate}"
-    gpus = 0
-"""
 
 
 def _lines(n: int) -> list[str]:
@@ -44,7 +33,7 @@ def _lines(n: int) -> list[str]:
 def test_a_thousand_lines_land_in_a_running_queue_in_one_request(
     tmp_path: Path, procs: Procs
 ) -> None:
-    q = write_queue(tmp_path, HEAD.format(gate=gate("first")))
+    q = write_queue(tmp_path, ONE_GATED_JOB.format(gate=gate("first")))
     procs.scheduler(q)
     src = tmp_path / "cmds.txt"
     src.write_text("\n".join(_lines(1000)) + "\n")
@@ -63,7 +52,7 @@ def test_a_thousand_lines_land_in_a_running_queue_in_one_request(
 
 
 def test_a_wrong_line_adds_nothing_and_names_its_line(tmp_path: Path, procs: Procs) -> None:
-    q = write_queue(tmp_path, HEAD.format(gate=gate("first")))
+    q = write_queue(tmp_path, ONE_GATED_JOB.format(gate=gate("first")))
     procs.scheduler(q)
     before = q.read_bytes()
     src = tmp_path / "cmds.txt"
@@ -78,7 +67,7 @@ def test_a_wrong_line_adds_nothing_and_names_its_line(tmp_path: Path, procs: Pro
 
 
 def test_an_unknown_key_or_bad_json_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
-    q = write_queue(tmp_path, HEAD.format(gate="true"))
+    q = write_queue(tmp_path, ONE_GATED_JOB.format(gate="true"))
     before = q.read_bytes()
     src = tmp_path / "cmds.txt"
     src.write_text('echo a\n{"cmd": "echo b", "gpu": 1}\n')
@@ -93,7 +82,7 @@ def test_an_unknown_key_or_bad_json_is_refused_before_anything_is_sent(tmp_path:
 
 
 def test_stdin_with_no_scheduler_is_one_edit_of_the_file(tmp_path: Path) -> None:
-    q = write_queue(tmp_path, HEAD.format(gate="true"))
+    q = write_queue(tmp_path, ONE_GATED_JOB.format(gate="true"))
     r = subprocess.run(
         [sys.executable, "-m", "gtui", "add", str(q), "--from", "-", "--mem", "1G"],
         input="echo one\necho two\n" + json.dumps({"name": "three", "cmd": "echo 3"}) + "\n",
@@ -110,7 +99,7 @@ def test_stdin_with_no_scheduler_is_one_edit_of_the_file(tmp_path: Path) -> None
 
 
 def test_names_given_twice_in_one_file_add_nothing(tmp_path: Path) -> None:
-    q = write_queue(tmp_path, HEAD.format(gate="true"))
+    q = write_queue(tmp_path, ONE_GATED_JOB.format(gate="true"))
     before = q.read_bytes()
     src = tmp_path / "cmds.txt"
     src.write_text(
@@ -159,7 +148,7 @@ def test_a_commands_words_are_shlexs_words(cmd: str) -> None:
 def test_the_same_command_twice_is_two_jobs_with_and_without_a_scheduler(
     tmp_path: Path, procs: Procs
 ) -> None:
-    q = write_queue(tmp_path, HEAD.format(gate=gate("first")))
+    q = write_queue(tmp_path, ONE_GATED_JOB.format(gate=gate("first")))
     src = tmp_path / "cmds.txt"
     src.write_text("python train.py\npython train.py\n")
     r = gtui("add", str(q), "--from", str(src), "--gpus", "0")  # no scheduler
@@ -180,7 +169,7 @@ def test_add_into_a_running_queue_imports_no_textual_and_no_tomlkit(
 ) -> None:
     """A single add into a running queue is one request: nothing of the dashboard or of the
     queue file's editor is loaded for it (its start-up is most of its time)."""
-    q = write_queue(tmp_path, HEAD.format(gate=gate("first")))
+    q = write_queue(tmp_path, ONE_GATED_JOB.format(gate=gate("first")))
     procs.scheduler(q)
     probe = (
         "import sys; from gtui import cli; code = cli.main(sys.argv[1:]); "

@@ -14,20 +14,9 @@ from pathlib import Path
 import pytest
 
 from gtui.core.queue.queuefile import load_queue
-from tests.cli_helpers import Procs, gate, gtui, release, status
+from tests.cli_helpers import ONE_GATED_JOB, Procs, gate, gtui, release, status
 from tests.conftest import write_queue
 from tests.waiting import wait_for
-
-HEAD = """
-    [settings]
-    fake_gpus = "2x80G"
-    max_parallel = 1
-
-    [[jobs]]
-    name = "first"
-    cmd = "{gate}"
-    gpus = 0
-"""
 
 
 def _add_from(q: Path, src: Path) -> subprocess.Popen[str]:
@@ -41,7 +30,7 @@ def _add_from(q: Path, src: Path) -> subprocess.Popen[str]:
 
 
 def test_two_shells_adding_at_once_land_every_job_once(tmp_path: Path, procs: Procs) -> None:
-    q = write_queue(tmp_path, HEAD.format(gate=gate("first")))
+    q = write_queue(tmp_path, ONE_GATED_JOB.format(gate=gate("first")))
     procs.scheduler(q)
     srcs = []
     for k in range(2):
@@ -79,7 +68,7 @@ def _has_socket(pid: int) -> bool:
 def test_a_scheduler_killed_while_it_takes_a_batch_leaves_all_or_none(
     tmp_path: Path, procs: Procs
 ) -> None:
-    q = write_queue(tmp_path, HEAD.format(gate=gate("first")))
+    q = write_queue(tmp_path, ONE_GATED_JOB.format(gate=gate("first")))
     s = procs.scheduler(q)
     n = 3000
     src = tmp_path / "cmds.txt"
@@ -130,7 +119,7 @@ def test_a_full_disk_is_said_plainly_and_loses_nothing(
 ) -> None:
     # The state (database, logs) elsewhere: only the queue file is on the full disk.
     monkeypatch.setenv("GTUI_STATE_DIR", str(tmp_path / "state"))
-    q = write_queue(tiny_disk, HEAD.format(gate=gate("first")))
+    q = write_queue(tiny_disk, ONE_GATED_JOB.format(gate=gate("first")))
     before = q.read_bytes()
     src = tmp_path / "cmds.txt"
     src.write_text("".join(f"python train.py --seed {i} --lr 0.001\n" for i in range(3000)))
@@ -152,7 +141,7 @@ def test_a_full_disk_is_said_plainly_and_loses_nothing(
 
 def test_a_batch_over_a_megabyte_is_one_request(tmp_path: Path, procs: Procs) -> None:
     """10,000 commands of a hundred characters are over a MiB on the wire: still one call."""
-    q = write_queue(tmp_path, HEAD.format(gate=gate("first")))
+    q = write_queue(tmp_path, ONE_GATED_JOB.format(gate=gate("first")))
     procs.scheduler(q)
     src = tmp_path / "cmds.txt"
     src.write_text("".join(f"python train.py --seed {i} {'--flag ' * 280}\n" for i in range(600)))

@@ -21,19 +21,8 @@ from gtui.core.control.protocol import Add, Ping, Status, to_wire
 from gtui.core.control.rpc import send
 from gtui.core.paths import ensure_private_dir, queue_paths
 from gtui.core.queue.queuefile import load_queue
-from tests.cli_helpers import Procs, gate, gtui, release, status
+from tests.cli_helpers import ONE_GATED_JOB, Procs, gate, gtui, release, status
 from tests.conftest import write_queue
-
-HEAD = """
-    [settings]
-    fake_gpus = "2x80G"
-    max_parallel = 1
-
-    [[jobs]]
-    name = "first"
-    cmd = "{gate}"
-    gpus = 0
-"""
 
 HEAVY = {"textual", "tomlkit", "rich", "asyncio", "sqlite3", "psutil", "argparse", "dataclasses"}
 
@@ -60,7 +49,7 @@ def _imported(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess[s
 def test_an_add_into_a_running_queue_imports_none_of_the_heavy_modules(
     tmp_path: Path, procs: Procs
 ) -> None:
-    q = write_queue(tmp_path, HEAD.format(gate=gate("first")))
+    q = write_queue(tmp_path, ONE_GATED_JOB.format(gate=gate("first")))
     procs.scheduler(q)
     r, names = _imported(
         ["add", str(q), "--gpus", "0", "--name", "a", "--", "echo", "hi"], tmp_path
@@ -77,7 +66,7 @@ def test_an_add_into_a_running_queue_imports_none_of_the_heavy_modules(
 def test_a_command_line_the_quick_path_cannot_read_goes_to_the_whole_one(
     tmp_path: Path, procs: Procs
 ) -> None:
-    q = write_queue(tmp_path, HEAD.format(gate=gate("first")))
+    q = write_queue(tmp_path, ONE_GATED_JOB.format(gate=gate("first")))
     procs.scheduler(q)
     r, names = _imported(["add", str(q), "--gp", "0", "--", "true"], tmp_path)  # abbreviation
     assert r.returncode == 0, r.stderr[-2000:]
@@ -164,7 +153,7 @@ def _one_line_server(path: Path, reply: bytes) -> tuple[threading.Thread, list[b
 
 
 def test_the_quick_request_is_the_protocols_add(tmp_path: Path) -> None:
-    q = write_queue(tmp_path, HEAD.format(gate="true"))
+    q = write_queue(tmp_path, ONE_GATED_JOB.format(gate="true"))
     paths = queue_paths(q)
     ensure_private_dir(paths.socket.parent)
     fields: dict[str, object] = {"cmd": "python a.py", "gpus": 1, "after": ["x"], "cwd": "."}

@@ -59,10 +59,16 @@ def gtui_gpus(
 
 
 def with_fake_pynvml(tmp_path: Path, config: dict[str, object]) -> dict[str, str]:
-    """Environment that makes ``import pynvml`` load tests/fake_pynvml with this config."""
+    """Environment that makes ``import pynvml`` load tests/fake_pynvml with this config, and
+    gives the command a claims board of its own: an idle GPU that another test's scheduler
+    published on the worker's board would add ``idle_since`` to the document."""
     path = tmp_path / "nvml.json"
     path.write_text(json.dumps(config))
-    return {"PYTHONPATH": str(FAKE_PYNVML_DIR), "FAKE_PYNVML_CONFIG": str(path)}
+    return {
+        "PYTHONPATH": str(FAKE_PYNVML_DIR),
+        "FAKE_PYNVML_CONFIG": str(path),
+        "GTUI_CLAIMS_DIR": str(tmp_path / "claims"),
+    }
 
 
 def test_table_on_fake_gpus() -> None:

@@ -555,11 +555,14 @@ async def test_two_schedulers_on_the_same_gpus_never_promise_one_twice(tmp_path:
         assert "not yet allocated" in reason
         assert b.gpus is not None and b.gpus.neighbours_mib == {0: 60 * G, 1: 60 * G}
         assert set(states(b).values()) == {JobState.QUEUED}
-        gpu_a1 = (qa.parent / "a1.gpu").read_text().strip()
+        a1_gpu = qa.parent / "a1.gpu"
+        await until(lambda: a1_gpu.exists() and a1_gpu.read_text().strip(), what="a1's GPU")
+        gpu_a1 = a1_gpu.read_text().strip()
         (qa.parent / "a1.release").touch()  # a1 ends: its GPU is free for b1, and only it
         await until(lambda: states(b)["b1"] == JobState.RUNNING, what="b1 starts")
-        await until(lambda: (qb.parent / "b1.gpu").exists(), what="b1 says where it runs")
-        assert (qb.parent / "b1.gpu").read_text().strip() == gpu_a1
+        b1_gpu = qb.parent / "b1.gpu"  # written by the job's shell: there, then filled
+        await until(lambda: b1_gpu.exists() and b1_gpu.read_text().strip(), what="b1's GPU")
+        assert b1_gpu.read_text().strip() == gpu_a1
         assert states(b)["b2"] == JobState.QUEUED
         assert f"promised to {ME}'s a2" in b.view("b2").record.reason
         # And a sees b1's claim in turn: a's board view names it.

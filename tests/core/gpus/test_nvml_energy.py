@@ -97,7 +97,6 @@ def parts(tmp_path: Path) -> tuple[JobBook, GpuReader, JobRunner, list[str]]:
         planner=Planner(book, bus),
         kick=lambda: None,
         after_end=after_end,
-        read_progress=lambda name, rec, size: True,
         stopping=lambda: False,
         energy=EnergyMeter(book, reader),
     )
