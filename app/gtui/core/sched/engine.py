@@ -345,8 +345,7 @@ class Engine:
                     wait = min(wait, left)
                 else:
                     idle_since = None
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=wait)
+                await _woken_or_after(self._wake, wait)
                 self._wake.clear()
         finally:
             for task in (log_task, file_task):
@@ -495,6 +494,17 @@ class Engine:
         if self._wake is not None:
             self._wake.set()
         self.parts.notifying.check_queue_done(self._idle)
+
+
+async def _woken_or_after(wake: asyncio.Event, seconds: float) -> None:
+    """Until ``wake`` is set or ``seconds`` pass. Not ``asyncio.wait_for``: on Python 3.11 it
+    returns normally when the task is cancelled as the event is set (a job's end and a SIGTERM
+    at once), and the cancel of ``gtui run``'s SIGTERM was lost: the loop ran on for good."""
+    waiter = asyncio.ensure_future(wake.wait())
+    try:
+        await asyncio.wait((waiter,), timeout=seconds)
+    finally:
+        waiter.cancel()
 
 
 def _snapshot(reader: GpuReader | None) -> GpuSnapshot:
