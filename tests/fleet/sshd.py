@@ -47,6 +47,11 @@ class Sshd:
             f"AuthorizedKeysFile {d / 'authorized_keys'}\nStrictModes no\nUsePAM no\n"
             f"PidFile {d / 'sshd.pid'}\nPasswordAuthentication no\nPermitRootLogin yes\n"
             "KbdInteractiveAuthentication no\nLogLevel ERROR\nMaxSessions 50\nMaxStartups 50\n"
+            # A login shell whose rc file runs `pyenv init` (root's, on the CI machines) waits up
+            # to 60 s for pyenv's rehash lock, which a session killed by `stop` mid-rehash leaves
+            # behind: every later login of the machine then hangs. Not waiting for it at all
+            # keeps a stopped "host" from slowing the other.
+            "SetEnv PYENV_REHASH_TIMEOUT=0\n"
         )
         self.proc: subprocess.Popen[bytes] | None = None
 

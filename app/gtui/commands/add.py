@@ -2,9 +2,10 @@
 
 The job is written to the queue file (validated like the file, comments kept, under the file
 lock) whether or not a scheduler runs; a running one is then told to reload at once (it would
-notice the file change within one poll anyway). Into a running queue, a plain command line is
-served before this module is imported (gtui.commands.add_job, from gtui.entry); the keys of the
-job are made there for both.
+notice the file change within one poll anyway). One that is starting (it holds the queue's lock,
+its socket not open yet) is waited for a few seconds, so that it takes the job itself. Into a
+running queue, a plain command line is served before this module is imported
+(gtui.commands.add_job, from gtui.entry); the keys of the job are made there for both.
 
 The command: one argument is taken as a shell command line as it is (``-- "a | b"``); several
 are one word each, quoted as given (``-- python train.py --name "my run"``). Without ``--cwd``
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from gtui.commands.add_job import ask_add, fields_of, option_fields, said_added
 from gtui.commands.options import queue_file
+from gtui.core.control.starting import once_started
 from gtui.core.errors import GtuiError
 
 if TYPE_CHECKING:
@@ -59,6 +61,8 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
         return add_from(ns, opts, paths)
     fields = fields_of(ns, paths, list(ns.cmd or []))
     name = ask_add(paths, fields)
+    if name is None:
+        name = once_started(paths, lambda: ask_add(paths, fields), said=_say)
     if name is not None:
         said_added(name, fields, paths)
         return 0
@@ -72,6 +76,10 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     print(f"added {shown} to {paths.queue.name}")
     tell_scheduler(paths, "it", "the job starts")
     return 0
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def tell_scheduler(paths: QueuePaths, what: str, starts: str) -> None:
@@ -184,11 +192,16 @@ def add_from(ns: argparse.Namespace, opts: GlobalOptions, paths: QueuePaths) -> 
     if not jobs:
         print(f"nothing to add: {label} has no commands", file=sys.stderr)
         return 0
-    from gtui.core.control.protocol import AddMany
+    from gtui.core.control.protocol import Acted, AddMany
     from gtui.core.control.rpc import ask
 
+    def send() -> Acted | None:
+        return ask(paths, AddMany(tuple(jobs)), timeout=ADD_TIMEOUT_S)
+
     try:
-        added = ask(paths, AddMany(tuple(jobs)), timeout=ADD_TIMEOUT_S)
+        added = send()
+        if added is None:
+            added = once_started(paths, send, said=_say)
     except GtuiError as e:
         raise GtuiError(_which_line(str(e), where, label), e.exit_code) from None
     if added is not None:

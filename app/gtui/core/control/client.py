@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
@@ -38,10 +39,13 @@ from gtui.core.control.protocol import (
     Stopped,
 )
 from gtui.core.control.rpc import NoAnswer, ask
+from gtui.core.control.starting import POLL_S as START_POLL_S
+from gtui.core.control.starting import starting_pid, waiting_line
 from gtui.core.errors import EXIT_LOCKED, GtuiError, LockedError
 from gtui.core.paths import QueuePaths, queue_paths
 
 # How long a scheduler that holds the lock may take to answer on its socket.
+log = logging.getLogger("gtui")
 ANSWER_WAIT_S = 5.0
 STOP_WAIT_S = 120.0  # a scheduler asked to stop finishes what was under way, then exits
 OFFLINE_POLL_S = 1.0  # watch_jobs reads the saved state this often while no scheduler runs
@@ -86,16 +90,18 @@ async def perform(paths: QueuePaths, req: Request[R]) -> tuple[R, bool]:
     Returns its reply and whether a scheduler did it.
 
     A scheduler that holds the lock but does not answer (still starting, or its socket
-    failed) is waited for ANSWER_WAIT_S, then reported (exit 3). One that listens but gives no
-    answer (stopped, or too busy to take the request) is reported at once by the request
-    (rpc.NoAnswer: not done, or not known), except to ``status``, which is then answered from
-    the saved state, saying why in its scheduler's ``not_answering``. A request only a running
-    scheduler can answer (``req.live_only``) is refused when none runs."""
+    failed) is waited for ANSWER_WAIT_S, then reported (exit 3); an add, which needs no lock,
+    is then written into the file, which the scheduler takes in when it reads it again. One
+    that listens but gives no answer (stopped, or too busy to take the request) is reported at
+    once by the request (rpc.NoAnswer: not done, or not known), except to ``status``, which is
+    then answered from the saved state, saying why in its scheduler's ``not_answering``. A
+    request only a running scheduler can answer (``req.live_only``) is refused when none runs."""
     from gtui.core.control.handle import handle
     from gtui.core.control.offline import StoreClient
     from gtui.core.state.lock import QueueLock
 
     deadline = time.monotonic() + ANSWER_WAIT_S
+    told = False
     while True:
         try:
             return await SocketClient(paths).do(req), True
@@ -111,6 +117,15 @@ async def perform(paths: QueuePaths, req: Request[R]) -> tuple[R, bool]:
             return cast(R, StatusReply(await StoreClient(paths).status())), False
         if req.live_only:
             raise NotAnswering(f"no scheduler runs {paths.queue.name}")
+        pid = starting_pid(paths)
+        if pid is not None and time.monotonic() < deadline:
+            # A gtui is starting on the queue: the request is its to take once it answers
+            # (an add written into the file now would reach it only a file-watch later).
+            if not told:
+                log.info(waiting_line(paths, pid))
+                told = True
+            await asyncio.sleep(START_POLL_S)
+            continue
         try:
             reply = await handle(StoreClient(paths), req)
             assert isinstance(reply, req.reply)

@@ -122,6 +122,8 @@ class LogPane:
 
     def pager(self) -> None:
         s = self.screen
+        if s.table.selected != self._job:
+            self.show_selected()  # the pane catches up with the selection on its next tick
         path = self._path if s.table.selected == self._job else None
 
         async def run() -> None:
