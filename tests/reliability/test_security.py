@@ -245,7 +245,9 @@ def test_another_user_cannot_reach_the_control_socket(
     env = {"XDG_RUNTIME_DIR": str(runtime)}
     proc = start_run(queue, env=env)
     try:
+        # Running is committed before the launch, its pid once the process is made.
         wait_for(lambda: queue_paths(queue).db.exists() and state_of(queue, "long") == "running")
+        wait_for(lambda: load_records(queue)["long"].pid is not None, what="long's pid")
         long = load_records(queue)["long"]
         assert long.pid is not None and long.create_time is not None
         sock = next((runtime / "gtui").glob("*.sock"))
