@@ -24,7 +24,10 @@ from gtui.core.queue.queuefile import load_queue
 from tests.cli_helpers import ONE_GATED_JOB, Procs, gate, gtui, release, status
 from tests.conftest import write_queue
 
-HEAVY = {"textual", "tomlkit", "rich", "asyncio", "sqlite3", "psutil", "argparse", "dataclasses"}
+HEAVY = {
+    *("textual", "tomlkit", "rich", "asyncio", "sqlite3", "psutil", "argparse", "dataclasses"),
+    *("tempfile", "hashlib"),  # 10 ms and 5 ms: gtui.core.paths finds the folder and the SHA-1
+}
 
 
 def _imported(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
