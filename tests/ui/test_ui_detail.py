@@ -466,6 +466,7 @@ async def test_search_highlights_every_match_on_screen(tmp_path: Path) -> None:
         await until(pilot, lambda: log.match is not None and log.match.text == "three ERROR")
         # Painted on a later refresh (the match, then the current one, 2 lines above):
         await until(pilot, lambda: _styles_of(log, "error") == [MATCH_STYLE, CURRENT_MATCH_STYLE])
+        await until(pilot, lambda: app.focused is log, what="the log focused again")
         await pilot.press("g")  # the top: every line on screen, every match highlighted
         await until(pilot, lambda: log.text().plain.startswith("one error"))
         await until(
