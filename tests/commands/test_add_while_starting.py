@@ -96,3 +96,22 @@ def test_the_api_add_waits_for_a_scheduler_that_is_starting(
     release.touch()
     adding.join(60)
     assert names == ["late"] and 'name = "late"' in q.read_text()
+
+
+def test_an_add_to_a_scheduler_that_never_answers_lands_in_the_file_after_the_wait(
+    starting: tuple[Path, Path],
+) -> None:
+    """The lock's holder never opens its socket (stopped while starting, or its socket failed):
+    the add waits its few seconds, then writes the file, where the scheduler finds the job once
+    it reads it; nothing is lost and the command ends."""
+    q, _release = starting
+    add = subprocess.run(
+        [sys.executable, "-m", "gtui", "add", str(q), "--name", "late", "--gpus", "0", "--", "true"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert add.returncode == 0, add.stderr
+    assert "is starting: waiting for it to answer" in add.stderr
+    assert "added late" in add.stdout
+    assert 'name = "late"' in q.read_text()

@@ -44,8 +44,8 @@ from gtui.core.control.starting import starting_pid, waiting_line
 from gtui.core.errors import EXIT_LOCKED, GtuiError, LockedError
 from gtui.core.paths import QueuePaths, queue_paths
 
-# How long a scheduler that holds the lock may take to answer on its socket.
 log = logging.getLogger("gtui")
+# How long a scheduler that holds the lock may take to answer on its socket.
 ANSWER_WAIT_S = 5.0
 STOP_WAIT_S = 120.0  # a scheduler asked to stop finishes what was under way, then exits
 OFFLINE_POLL_S = 1.0  # watch_jobs reads the saved state this often while no scheduler runs
