@@ -160,3 +160,28 @@ async def test_the_tables_counts_follow_every_change() -> None:
         assert table.visible_names == ["j0", "j2", "j3", "j4"]
         table.update_jobs([jv("j4", 0), jv("j0", 4, JobState.DONE)])  # moved: sorted again
         assert table.visible_names == ["j4", "j2", "j3", "j0"]
+
+
+async def test_a_narrower_log_view_wraps_again_at_once_and_cuts_nothing(tmp_path: Path) -> None:
+    """Made narrower, the log panel shows its lines wrapped for the new width from the first
+    frame, not rows wrapped for the old one and cropped (which dropped the character at the
+    edge) until its re-read comes back. The re-read is held here: the log is a FIFO by then,
+    whose open() blocks like a stalled disk's."""
+    from tests.ui.test_ui_slow_disk import stalled_file
+    from tests.waiting import pilot_until
+
+    words = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total"
+    log = tmp_path / "job.1.log"
+    log.write_text(f"epoch 1\n{words}\n")
+    view = LogView()
+    async with Harness(view).run_test(size=(100, 12)) as pilot:
+        view.show(log)
+        await pilot_until(pilot, lambda: words in view.text().plain, what="the line on one row")
+        with stalled_file(log) as fired:
+            await pilot.resize_terminal(40, 12)
+            await pilot.pause()
+            width = view.content_size.width
+            rows = ["".join(s.text for s in view.render_line(y)) for y in range(4)]
+            assert all(len(r) == width for r in rows)
+            assert "".join(rows[1:]).split() == words.split(), rows
+            assert not fired.is_set()

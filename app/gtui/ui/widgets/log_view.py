@@ -79,6 +79,7 @@ class LogView(Widget, can_focus=True):
         self._top = 0  # byte offset of the first shown line while not following
         self._shown: list[LogLine] = []
         self._rows: list[Text] = []
+        self._rows_width = 0  # the width self._rows were wrapped at
         self._strips: dict[int, Strip] = {}
         self._file_size = 0
         self.search_query: SearchQuery | None = None  # the last search
@@ -202,8 +203,11 @@ class LogView(Widget, can_focus=True):
         self.refresh()
         self.post_message(self.Changed())
 
+    def _wrap_width(self) -> int:
+        return max(10, self.content_size.width or self.size.width or 80)
+
     def _layout(self, lines: list[LogLine]) -> list[Text]:
-        width = max(10, self.content_size.width or self.size.width or 80)
+        width = self._rows_width = self._wrap_width()
         height = max(1, self.content_size.height or self.size.height or 20)
         rows: list[Text] = []
         console = self.app.console
@@ -246,6 +250,12 @@ class LogView(Widget, can_focus=True):
     def render_line(self, y: int) -> Strip:
         """Line API: each row becomes a Strip once per reload, and only rows on screen do."""
         width = self.content_size.width or self.size.width
+        if self._shown and self._rows_width != self._wrap_width():
+            # Resized since the read: wrap the lines already read again now, so no frame shows
+            # rows wrapped for the old width and cropped to the new one (the read that the
+            # resize asks for brings the lines a taller window needs).
+            self._rows = self._layout(self._shown)
+            self._strips.clear()
         strip = self._strips.get(y)
         if strip is None or strip.cell_length != width:
             style = self.rich_style
