@@ -128,15 +128,13 @@ class LogView(Widget, can_focus=True):
         self.reload()
 
     def poll(self) -> bool:
-        """Re-read if the file changed size (checked off the event loop); True when a check
-        was started (False while a read is still under way)."""
+        """Re-read if the file changed size (off the loop); False while a read is under way."""
         if self._tail is None:
             return False
         return self._request(check=True)
 
     def reload(self) -> None:
-        """Read the window for the current size and position, off the event loop; only these
-        lines are kept."""
+        """Read (off the loop) the window for the current size and position; only it is kept."""
         self._request(check=False)
 
     def _request(self, *, check: bool) -> bool:
@@ -203,11 +201,8 @@ class LogView(Widget, can_focus=True):
         self.refresh()
         self.post_message(self.Changed())
 
-    def _wrap_width(self) -> int:
-        return max(10, self.content_size.width or self.size.width or 80)
-
     def _layout(self, lines: list[LogLine]) -> list[Text]:
-        width = self._rows_width = self._wrap_width()
+        width = self._rows_width = max(10, self.content_size.width or self.size.width or 80)
         height = max(1, self.content_size.height or self.size.height or 20)
         rows: list[Text] = []
         console = self.app.console
@@ -250,12 +245,8 @@ class LogView(Widget, can_focus=True):
     def render_line(self, y: int) -> Strip:
         """Line API: each row becomes a Strip once per reload, and only rows on screen do."""
         width = self.content_size.width or self.size.width
-        if self._shown and self._rows_width != self._wrap_width():
-            # Resized since the read: wrap the lines already read again now, so no frame shows
-            # rows wrapped for the old width and cropped to the new one (the read that the
-            # resize asks for brings the lines a taller window needs).
-            self._rows = self._layout(self._shown)
-            self._strips.clear()
+        if self._shown and self._rows_width != max(10, width or 80):  # resized since the read:
+            self._rows, self._strips = self._layout(self._shown), {}  # never old rows cropped
         strip = self._strips.get(y)
         if strip is None or strip.cell_length != width:
             style = self.rich_style
