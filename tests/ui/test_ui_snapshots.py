@@ -489,6 +489,9 @@ def _zoomed(app: GtuiApp) -> bool:
         and not main.query_one("#queue-box").display
         and main.log_view.region.width == app.size.width
         and "torch.OutOfMemoryError" in main.log_view.text().plain
+        # The zoomed panel's own read is in: the whole log fits it, its first line included
+        # (until then it shows the lines the smaller pane had read).
+        and "epoch 1 |" in main.log_view.text().plain
     )
 
 
