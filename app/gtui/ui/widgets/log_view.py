@@ -161,7 +161,7 @@ class LogView(Widget, can_focus=True):
                 size = await tail.size_async()
                 if gen != self._gen:
                     return
-                if check and size == self._file_size and not self._scroll:
+                if check and size == self._file_size and not (self._scroll or self._again):
                     return
                 check = False
                 if self._scroll:
