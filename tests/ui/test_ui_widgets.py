@@ -185,3 +185,25 @@ async def test_a_narrower_log_view_wraps_again_at_once_and_cuts_nothing(tmp_path
             assert all(len(r) == width for r in rows)
             assert "".join(rows[1:]).split() == words.split(), rows
             assert not fired.is_set()
+
+
+async def test_a_log_not_read_yet_says_reading_not_empty(tmp_path: Path) -> None:
+    """Until the first read of a file is in, the panel says it is reading, not "(empty log)"
+    and "0 B": under load a zoomed panel showed a log with a traceback as empty. The read is
+    held on a FIFO, whose open() blocks like a stalled disk's."""
+    from tests.ui.test_ui_slow_disk import stalled_file
+    from tests.waiting import pilot_until
+
+    log = tmp_path / "job.1.log"
+    log.write_text("epoch 1\n")
+    view = LogView()
+    async with Harness(view).run_test(size=(80, 12)) as pilot:
+        with stalled_file(log) as fired:
+            view.show(log)
+            await pilot.pause()
+            assert view.text().plain == "reading…"
+            assert view.status() == "following · reading…"
+            assert not fired.is_set()
+        # released (a writer came and went): the read is in, and the FIFO held nothing
+        await pilot_until(pilot, lambda: view.text().plain == "(empty log)", what="the read")
+        assert view.status() == "following · 0 B"

@@ -90,7 +90,7 @@ class LogView(Widget, can_focus=True):
         self._reading = False  # a read of the current file is under way
         self._again = False  # asked again meanwhile: one more read when it ends
         self._scroll = 0  # lines to scroll, taken by the next read
-        self._exists = True  # whether the file was there at the last read
+        self._exists: bool | None = None  # file there at the last read? None: no read yet
 
     # -- what is shown ----------------------------------------------------------------------
 
@@ -123,7 +123,7 @@ class LogView(Widget, can_focus=True):
         self._gen += 1
         self._reading = False  # a read of the old file, stuck or not, no longer counts
         self._scroll = 0
-        self._shown, self._rows, self._file_size, self._exists = [], [], 0, True
+        self._shown, self._rows, self._file_size, self._exists = [], [], 0, None
         self._strips.clear()
         self.reload()
 
@@ -235,11 +235,10 @@ class LogView(Widget, can_focus=True):
     def _display_rows(self) -> list[Text]:
         if self._tail is None:
             return [Text(self._placeholder, style="dim")]
-        if not self._rows:
-            if not self._exists:
-                name = self._tail.path.name
-                return [Text(f"{self._placeholder} ({name} not written yet)", style="dim")]
-            return [Text("(empty log)", style="dim")]
+        if not self._rows:  # "reading…" until the first read is in, never "(empty log)"
+            name = self._tail.path.name
+            notes = {None: "reading…", False: f"{self._placeholder} ({name} not written yet)"}
+            return [Text(notes.get(self._exists, "(empty log)"), style="dim")]
         return self._rows
 
     def render_line(self, y: int) -> Strip:
@@ -311,7 +310,7 @@ class LogView(Widget, can_focus=True):
         if self._tail is None:
             return ""
         where = "following" if self.follow else f"paused at {self.position:.0%} (f follows)"
-        out = f"{where} · {_human_bytes(self._file_size)}"
+        out = f"{where} · {'reading…' if self._exists is None else _human_bytes(self._file_size)}"
         if self.search_query is not None:
             busy = " searching…" if self.searching else ""
             out = f"/{self.search_query.text}{busy} · {out}"
