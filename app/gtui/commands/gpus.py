@@ -217,7 +217,8 @@ def main(ns: argparse.Namespace, opts: GlobalOptions) -> int:
     if opts.backend == "ray":  # every node's GPUs, at $RAY_ADDRESS or "auto"
         from gtui.core.exec.ray import open_cluster
 
-        backend: GpuBackend = open_cluster(os.environ.get("RAY_ADDRESS") or "auto")[1]
+        address = os.environ.get("RAY_ADDRESS") or "auto"
+        backend: GpuBackend = open_cluster(address, one_read=True)[1]
     else:
         backend = open_backend(opts.fake_gpus, Path.cwd())
     try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -39,15 +40,25 @@ class _Raised:
         self.e = e
 
 
+class _Late:
+    """An answer that is ready at ``ready_at`` (time.monotonic): a busy node's."""
+
+    def __init__(self, value: Any, ready_at: float) -> None:
+        self.value, self.ready_at = value, ready_at
+
+
 class _Method:
-    def __init__(self, fn: Callable[..., Any]) -> None:
+    def __init__(self, fn: Callable[..., Any], after: Callable[[], float] = lambda: 0.0) -> None:
         self.fn = fn
+        self.after = after
 
     def remote(self, *args: Any) -> Any:
         try:
-            return self.fn(*args)
+            value = self.fn(*args)
         except Exception as e:
             return _Raised(e)
+        late = self.after()
+        return _Late(value, time.monotonic() + late) if late else value
 
 
 class FakeAgent:
@@ -59,8 +70,9 @@ class FakeAgent:
         self.tokens: dict[str, tuple[int, float]] = {}
         self.statuses: dict[str, ExitStatus] = {}
         self.silent = False  # calls time out: a node that is slow, not declared dead
+        self.answer_after = 0.0  # seconds its GPU reading takes to come back
         self.info = _Method(lambda: {"node": name})
-        self.gpus = _Method(self._gpus)
+        self.gpus = _Method(self._gpus, lambda: self.answer_after)
         self.find = _Method(self._find)
         self.exit_status = _Method(self._exit_status)
 
@@ -100,6 +112,13 @@ class FakeRay:
             return [self.get(r) for r in ref]
         if isinstance(ref, _Raised):
             raise ref.e
+        if isinstance(ref, _Late):
+            wait = ref.ready_at - time.monotonic()
+            if timeout is not None and wait > timeout:
+                time.sleep(max(0.0, timeout))
+                raise TimeoutError("GetTimeoutError")  # as ray.get's: not ready in time
+            time.sleep(max(0.0, wait))
+            return ref.value
         return ref
 
 
@@ -173,8 +192,13 @@ def test_a_node_that_died_while_no_scheduler_ran_loses_its_jobs_saying_they_may_
         cluster_of(ray, agents, store)
         ray.node("rc", alive=False, why="the raylet died")
         executor = RayExecutor(cluster_of(ray, agents, store))
-    handle = Launched(pid=42, create_time=1.0, log_path=Path(os.devnull),
-                      status_path=Path(os.devnull), node="node3")
+    handle = Launched(
+        pid=42,
+        create_time=1.0,
+        log_path=Path(os.devnull),
+        status_path=Path(os.devnull),
+        node="node3",
+    )
     assert not executor.alive(handle)
     got = executor.exit_status(handle)
     waited = asyncio.run(executor.wait(handle))
@@ -198,8 +222,13 @@ def test_a_job_whose_node_was_not_recorded_is_looked_for_on_every_node(tmp_path:
     agents["rc"].tokens["tok"] = (99, 5.0)
     assert executor.find("tok") == Found(99, 5.0, node="node3")
     agents["rc"].statuses["/run/j.1.status"] = ExitStatus(0, None)
-    unplaced = Launched(pid=0, create_time=0.0, log_path=Path(os.devnull),
-                        status_path=Path("/run/j.1.status"), node=None)
+    unplaced = Launched(
+        pid=0,
+        create_time=0.0,
+        log_path=Path(os.devnull),
+        status_path=Path("/run/j.1.status"),
+        node=None,
+    )
     assert executor.exit_status(unplaced) == ExitStatus(0, None)
     agents["rb"].silent = True
     del agents["rc"].tokens["tok"]
@@ -276,3 +305,22 @@ def test_nodes_first_seen_together_are_numbered_by_name() -> None:
     ray.node("r1")
     ray.node("r2")
     assert bases(cluster_of(ray, agents, None)) == {"node1": 0, "node2": S}
+
+
+def test_gtui_gpus_waits_for_a_busy_node_that_the_schedulers_poll_reports_silent() -> None:
+    """A node whose agent answers 2 s after it is asked (under load a real cluster's fresh
+    agents took longer than the poll's 1.5 s): the scheduler's poll, which must not hold up the
+    queue, goes on without it and says so; the one read of ``gtui gpus`` waits and lists it."""
+    ray = FakeRay()
+    agents = {"r1": FakeAgent("node1"), "r2": FakeAgent("node2")}
+    ray.node("r1")
+    ray.node("r2")
+    agents["r2"].answer_after = 2.0
+    poll = RayGpus(cluster_of(ray, agents, None)).read()
+    assert {g.node for g in poll.gpus} == {"node1"}
+    assert poll.error is not None and "node node2 did not answer" in poll.error
+    once = RayGpus(cluster_of(ray, agents, None), RayGpus.ONE_READ_WAIT_S).read()
+    assert {(g.node, g.node_index) for g in once.gpus} == {
+        (n, i) for n in ("node1", "node2") for i in range(2)
+    }
+    assert once.error is None

@@ -14,14 +14,18 @@ if TYPE_CHECKING:
     from gtui.core.exec.ray.nodes import Meta
 
 
-def open_cluster(address: str, meta: Meta | None = None) -> tuple[RayExecutor, RayGpus]:
+def open_cluster(
+    address: str, meta: Meta | None = None, *, one_read: bool = False
+) -> tuple[RayExecutor, RayGpus]:
     """Join the Ray cluster at ``address`` ("auto", "host:port", "ray://..."): its executor and
     its GPU backend. ``meta`` (the queue's store) keeps the nodes' names and GPU numbers from
-    one scheduler to the next. Raises ClusterError (a GtuiError) with one sentence when it
-    cannot."""
+    one scheduler to the next. ``one_read``: the GPUs are read once (``gtui gpus``), so a node
+    is waited for as long as any call to it, not the scheduler's poll's 1.5 s. Raises
+    ClusterError (a GtuiError) with one sentence when it cannot."""
+    from gtui.core.exec.ray.cluster import RayGpus
     from gtui.core.exec.ray.cluster import open_cluster as _open
 
-    return _open(address, meta)
+    return _open(address, meta, RayGpus.ONE_READ_WAIT_S if one_read else RayGpus.READ_WAIT_S)
 
 
 __all__: list[Any] = ["open_cluster"]

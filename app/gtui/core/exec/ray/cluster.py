@@ -626,9 +626,11 @@ class RayGpus:
 
     may_block = True
     READ_WAIT_S = 1.5  # a node silent this long: its GPUs shown lost (the reader waits 2 s)
+    ONE_READ_WAIT_S = CALL_TIMEOUT_S  # `gtui gpus` reads once and may wait: a busy node answers
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, wait_s: float = READ_WAIT_S) -> None:
         self.cluster = cluster
+        self.wait_s = wait_s
         self._source: Literal["nvml", "fake", "none"] = "nvml"
 
     @property
@@ -655,7 +657,7 @@ class RayGpus:
         ray = self.cluster.ray
         # One deadline for all (not ray.wait: with a dead node's ref among them, Ray 2.40
         # raised from it and every node looked silent).
-        deadline = time.monotonic() + self.READ_WAIT_S
+        deadline = time.monotonic() + self.wait_s
         for node, ref in zip(nodes, refs, strict=True):
             try:
                 left = max(0.0, deadline - time.monotonic())
@@ -698,7 +700,9 @@ class RayGpus:
         """Nothing to close: the agents stay (detached) for the next scheduler."""
 
 
-def open_cluster(address: str, meta: Meta | None = None) -> tuple[RayExecutor, RayGpus]:
+def open_cluster(
+    address: str, meta: Meta | None = None, read_wait_s: float = RayGpus.READ_WAIT_S
+) -> tuple[RayExecutor, RayGpus]:
     """The executor and the GPU backend for the Ray cluster at ``address``."""
     cluster = Cluster(address, meta)
-    return RayExecutor(cluster), RayGpus(cluster)
+    return RayExecutor(cluster), RayGpus(cluster, read_wait_s)
