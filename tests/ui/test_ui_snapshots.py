@@ -459,7 +459,13 @@ def detail_settled(*steps: Step) -> Callable[[Pilot[int]], Awaitable[None]]:
             deadline = time.monotonic() + 30
             while not step.check(app):
                 if time.monotonic() > deadline:
-                    raise AssertionError(f"timed out waiting for {step.what}")
+                    log = app.main.log_view
+                    raise AssertionError(
+                        f"timed out waiting for {step.what}; the log panel "
+                        f"({log.region.width}x{log.region.height} of {app.size}, "
+                        f"zoomed: {app.main.zoomed}, {log.status()}) shows "
+                        f"{log.text().plain[-400:]!r}"
+                    )
                 await pilot.pause(0.05)
         await pilot.wait_for_scheduled_animations()
 

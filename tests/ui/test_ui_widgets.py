@@ -170,7 +170,9 @@ async def test_a_narrower_log_view_wraps_again_at_once_and_cuts_nothing(tmp_path
     from tests.ui.test_ui_slow_disk import stalled_file
     from tests.waiting import pilot_until
 
-    words = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total"
+    words = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total"
+    )
     log = tmp_path / "job.1.log"
     log.write_text(f"epoch 1\n{words}\n")
     view = LogView()
@@ -207,3 +209,22 @@ async def test_a_log_not_read_yet_says_reading_not_empty(tmp_path: Path) -> None
         # released (a writer came and went): the read is in, and the FIFO held nothing
         await pilot_until(pilot, lambda: view.text().plain == "(empty log)", what="the read")
         assert view.status() == "following · 0 B"
+
+
+async def test_a_key_pressed_before_a_polls_read_begins_is_not_lost(tmp_path: Path) -> None:
+    """A poll starts a read (the file did not change); before that read's first step runs, a
+    key asks for another (home here; under load, the zoom's new height did the same). The
+    read must serve it: it used to clear the request as it began, find the size unchanged and
+    stop, and the key did nothing."""
+    from tests.waiting import pilot_until
+
+    log = tmp_path / "job.1.log"
+    log.write_text("".join(f"line {i:03d}\n" for i in range(200)))
+    view = LogView()
+    async with Harness(view).run_test(size=(80, 12)) as pilot:
+        view.show(log)
+        await pilot_until(pilot, lambda: "line 199" in view.text().plain, what="the end")
+        assert view.poll()  # a read is started; it has not run a step yet
+        view.action_top()  # no await in between: asked while that read is pending
+        await pilot_until(pilot, lambda: "line 000" in view.text().plain, what="the top")
+        assert "line 199" not in view.text().plain and not view.follow

@@ -157,13 +157,12 @@ class LogView(Widget, can_focus=True):
         tail = self._tail
         try:
             while tail is not None and gen == self._gen:
-                self._again = False
                 size = await tail.size_async()
                 if gen != self._gen:
                     return
                 if check and size == self._file_size and not (self._scroll or self._again):
                     return
-                check = False
+                check = self._again = False  # asked so far: served here (asked later: again)
                 if self._scroll:
                     delta, self._scroll = self._scroll, 0
                     await self._scroll_by(tail, delta, size)
