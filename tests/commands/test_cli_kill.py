@@ -53,7 +53,8 @@ def start(q: Path) -> tuple[Scheduler, list[psutil.Process]]:
     def looping() -> bool:
         return any(p.name() == "sleep" for p in root.children(recursive=True))
 
-    wait_until(looping, what="the job's loop (its trap is set)")
+    # a sleep of the loop can end between the listing and its name: looked at again
+    wait_until(looping, what="the job's loop (its trap is set)", ignoring=(psutil.NoSuchProcess,))
     return s, [root, *root.children()]
 
 

@@ -369,6 +369,46 @@ async def test_o_says_so_when_the_screen_cannot_be_handed_over(queue: Path) -> N
         await until(pilot, lambda: shows_toast(app, "warning", "cannot hand the screen"))
 
 
+GATED = """
+[settings]
+poll = "0.2s"
+
+[[jobs]]
+name = "gate"
+gpus = 0
+cmd = "while [ ! -e go ]; do sleep 0.05; done"
+
+[[jobs]]
+name = "gated"
+gpus = 0
+after = ["gate"]
+cmd = "echo gated ran"
+"""
+
+
+async def test_o_opens_the_log_a_job_has_now_even_before_the_pane_shows_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Selected while it waited, a job has no log; it then runs and ends while the side pane
+    has not caught up yet (under load its update comes after the key). ``o`` pages the job's
+    log as the engine has it now: it used to take the pane's stale "no log" and said "no log to
+    open yet"."""
+    from gtui.ui.rooms.log_pane import LogPane
+
+    queue = write_queue(tmp_path, GATED)
+    async with dashboard(queue) as (app, pilot, engine):
+        await select(pilot, app, "gated")
+        assert state(engine, "gated") == JobState.QUEUED and app.main.log_view.path is None
+        monkeypatch.setattr(LogPane, "show_selected", lambda self: None)  # the pane stays behind
+        (tmp_path / "go").touch()
+        await until(pilot, lambda: state(engine, "gated") == JobState.DONE, what="gated done")
+        assert app.main.log_view.path is None  # the pane still shows "no log yet"
+        await pilot.press("o")
+        # Headless, the pager cannot have the screen: that it tried says it had the log.
+        await until(pilot, lambda: shows_toast(app, "warning", "cannot hand the screen"))
+        assert not shows_toast(app, "warning", "no log to open yet")
+
+
 # -- search in the log, and jumps ---------------------------------------------------------------
 
 SEARCH_QUEUE = """
@@ -471,8 +511,10 @@ async def test_search_highlights_every_match_on_screen(tmp_path: Path) -> None:
         await until(pilot, lambda: log.text().plain.startswith("one error"))
         await until(
             pilot,
-            lambda: sorted(map(str, _styles_of(log, "error")))
-            == sorted(map(str, [MATCH_STYLE, MATCH_STYLE, CURRENT_MATCH_STYLE])),
+            lambda: (
+                sorted(map(str, _styles_of(log, "error")))
+                == sorted(map(str, [MATCH_STYLE, MATCH_STYLE, CURRENT_MATCH_STYLE]))
+            ),
             what="every match highlighted",
         )
 

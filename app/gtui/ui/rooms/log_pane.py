@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from gtui.core.api import JobView
 from gtui.core.errors import GtuiError
 from gtui.ui.pager import page
 from gtui.ui.rooms.selection import Selection
@@ -40,12 +41,7 @@ class LogPane:
             diag.show_job(None, 1.25)
             self.update_title()
             return
-        try:
-            path = s.engine.log_path(view.spec.name)
-        except GtuiError:
-            path = None
-        if path is None and view.record.log:
-            path = Path(view.record.log)
+        path = self._log_path(view)
         if name != self._job or path != self._path:
             self._job, self._path = name, path
             placeholder = (
@@ -57,6 +53,16 @@ class LogPane:
             diag.display = False  # the log alone; unzooming shows it again
         self.fit_side(log_wanted=False)
         self.update_title()
+
+    def _log_path(self, view: JobView) -> Path | None:
+        """The job's current log: the engine's word, else its record's."""
+        try:
+            path = self.screen.engine.log_path(view.spec.name)
+        except GtuiError:
+            path = None
+        if path is None and view.record.log:
+            path = Path(view.record.log)
+        return path
 
     def fit_side(self, *, log_wanted: bool) -> None:
         """Below 120 columns the side panel is short: a diagnosis (what to do next) takes it
@@ -121,18 +127,22 @@ class LogPane:
         s.query_one(KeyBar).refresh()
 
     def pager(self) -> None:
+        """The selected job's log as the engine has it now, not as the pane last showed it: a
+        job that started since then has a log the pane learns of only on its next tick."""
         s = self.screen
         if s.table.selected != self._job:
-            self.show_selected()  # the pane catches up with the selection on its next tick
-        path = self._path if s.table.selected == self._job else None
+            self.show_selected()  # the pane catches up with the selection now, not on its tick
+        view = self.selection.view()
+        if view is None:
+            return
+        path = self._log_path(view)
 
         async def run() -> None:
             error = await page(s.app, path)
             if error:
                 s.notify(error, severity="warning", timeout=6, markup=False)
 
-        if self.selection.view() is not None:
-            s.run_worker(run(), group="pager", exclusive=True, exit_on_error=False)
+        s.run_worker(run(), group="pager", exclusive=True, exit_on_error=False)
 
     def follow(self) -> None:
         s = self.screen

@@ -222,6 +222,8 @@ class DetailScreen(Screen[None]):
         self.call_after_refresh(self.log_view.reload)  # the window's height changed
 
     def action_pager(self) -> None:
+        self.show_job()  # the log as the engine has it now: a job that just started has one
+
         async def run() -> None:
             error = await page(self.app, self._log_path)
             if error:
