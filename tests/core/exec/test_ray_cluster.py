@@ -288,13 +288,19 @@ def test_a_node_removed_mid_run_loses_its_job_once_ray_declares_it_dead_and_it_r
         num_cpus=1, env_vars={"GTUI_FAKE_GPUS": "1x80G", "GTUI_NODE_NAME": "node4"}
     )
     cluster.wait_for_nodes()
-    gate = tmp_path / "gate"
+    gate, ready = tmp_path / "gate", tmp_path / "ready"
     q = queue(
         tmp_path,
         cluster,
         f"""
         [[jobs]]
+        name = "ready"
+        gpus = 0
+        cmd = "while [ ! -e {ready} ]; do sleep 0.05; done"
+
+        [[jobs]]
         name = "big"
+        after = ["ready"]
         cmd = "echo $GTUI_ATTEMPT >> big.runs; while [ ! -e {gate} ]; do sleep 0.05; done"
         mem = "20G"
         retries = 1
@@ -303,6 +309,14 @@ def test_a_node_removed_mid_run_loses_its_job_once_ray_declares_it_dead_and_it_r
     run = start_run(q)
     pid = 0
     try:
+        # big may start once the scheduler has read node4's GPU: under load a node just added
+        # can miss the first polls' 1.5 s, and big would fit a 24G GPU elsewhere.
+        wait_for(
+            lambda: any(g.get("node") == "node4" and g.get("mem_total_mib") for g in status(q)["gpus"]),
+            SLOW_S,
+            "the scheduler to read node4's GPU",
+        )
+        ready.touch()
         wait_for(lambda: jobs(q)["big"]["node"] == "node4", SLOW_S, "big to run on node4")
         pid = status_pid(q, "big")
         cluster.remove_node(node4, allow_graceful=False)
@@ -314,6 +328,7 @@ def test_a_node_removed_mid_run_loses_its_job_once_ray_declares_it_dead_and_it_r
         said = run.stdout.read() if run.stdout else ""
     finally:
         gate.touch()
+        ready.touch()
         stop(run)
         if pid:
             wait_for(lambda: not psutil.pid_exists(pid), 30, "the lost job's process to end")
