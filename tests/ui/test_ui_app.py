@@ -714,7 +714,8 @@ async def test_at_80_columns_a_failed_jobs_diagnosis_takes_the_side_until_l(
         log = app.main.query_one(LogView)
         diagnosis = app.main.query_one(DiagnosisPanel)
         await until(pilot, lambda: diagnosis.display and not log.display, what="diagnosis only")
-        assert "ModuleNotFoundError" in screen_text(app)
+        # what it says is painted in a later frame than the panel's place
+        await until(pilot, lambda: "ModuleNotFoundError" in screen_text(app), what="its words")
         await pilot.press("l")  # the log comes back, focused
         await until(pilot, lambda: log.display and app.focused is log, what="the log, focused")
         await pilot.press("escape")

@@ -463,7 +463,8 @@ async def test_slash_searches_the_focused_log_n_and_N_move_and_the_table_keeps_t
         assert "/warning" in str(log.border_subtitle)
         await pilot.press("N")
         await until(pilot, lambda: log.match is not None and "1500" in log.match.text)
-        assert "step 1500 WARNING loss spike" in screen_text(app)
+        # the match is found before the panel has read and painted its lines
+        await until(pilot, lambda: "step 1500 WARNING loss spike" in screen_text(app))
         await pilot.press("N")
         await until(pilot, lambda: shows_toast(app, "information", "no more match", "above"))
         assert log.match is not None and "1500" in log.match.text
@@ -538,7 +539,8 @@ async def test_search_in_the_detail_view(tmp_path: Path) -> None:
         await until(pilot, lambda: log.match is not None and "2500" in log.match.text)
         await pilot.press("N")
         await until(pilot, lambda: log.match is not None and "1500" in log.match.text)
-        assert "step 1500 WARNING loss spike" in screen_text(app)
+        # the match is found before the panel has read and painted its lines
+        await until(pilot, lambda: "step 1500 WARNING loss spike" in screen_text(app))
 
 
 # -- the keys are written down -------------------------------------------------------------------

@@ -41,7 +41,7 @@ async def test_make_room_asks_naming_the_victims_then_preempts(tmp_path: Path) -
         await select(pilot, app, "urgent")
         await pilot.press("M")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-        assert "Preempt train for urgent?" in screen_text(app)
+        await until(pilot, lambda: "Preempt train for urgent?" in screen_text(app))
         await pilot.press("escape")  # cancelled: nothing stopped
         await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
         assert engine.view("train").record.preempt_for is None
