@@ -11,6 +11,7 @@ from gtui.core.bus import EventBus
 from gtui.core.gpus.fake import FakeBackend
 from gtui.core.model import JobState
 from gtui.core.queue.queuefile import load_queue
+from gtui.core.sched.outcome import defer_start
 from gtui.core.sched.planner import Planner
 from gtui.core.sched.policy import Start
 from gtui.core.state.book import JobBook
@@ -131,3 +132,53 @@ def test_kept_candidates_follow_what_they_were_made_from(tmp_path: Path) -> None
     rec.state = JobState.QUEUED
     book.commit(rec)
     assert not {c.name: c for c in planner._waiting_candidates()}["first"].held
+
+
+def test_a_job_put_off_last_in_the_queue_is_counted_as_put_off_not_held(tmp_path: Path) -> None:
+    """Jobs whose start was put off (no process could be made) wait out of placement, as a
+    held job does, yet the summary counts them as put off. The last job of the queue put off
+    after the others joins the end of the ranked list, where the summary counts only the new
+    jobs' reasons: those must be told the same way."""
+    jobs = "".join(f'[[jobs]]\nname = "w{i}"\nmem = "1G"\ncmd = "true"\n\n' for i in range(4))
+    path = write_queue(tmp_path, jobs)
+    bus = EventBus()
+    book = JobBook(Store(tmp_path / "state.db"), bus, path.name)
+    planner = Planner(book, bus)
+    book.apply(load_queue(path), initial=True)
+    settings = load_queue(path).settings
+    snapshot = FakeBackend("1x80G").read()
+    last = book.records["w3"]
+    last.state, last.gpus = JobState.RUNNING, (0,)
+    book.commit(last)
+    for name in ("w0", "w1", "w2"):
+        defer_start(book.records[name], "the user's process limit is reached", 0, ran_wrapper=False)
+        book.commit(book.records[name])
+    planner.explain(planner.decide(snapshot, settings, {}, paused=False, now=0.0), now=True)
+    put_off = "start put off: no process could be made"
+    assert planner.summary == f"3 waiting: 3 {put_off}"
+    last = book.records["w3"]
+    defer_start(last, "the user's process limit is reached", 0, ran_wrapper=True)
+    book.commit(last)
+    planner.explain(planner.decide(snapshot, settings, {}, paused=False, now=0.0), now=True)
+    assert planner.summary == f"4 waiting: 4 {put_off}"
+
+
+def test_a_back_off_that_ends_before_its_pass_is_told_never_says_held(tmp_path: Path) -> None:
+    """Reasons are told up to half a second after their pass (the walk is paced): a job whose
+    back-off ended in between keeps saying when it is tried again, never "held by you"."""
+    path = write_queue(tmp_path, '[[jobs]]\nname = "w0"\nmem = "1G"\ncmd = "true"\n')
+    bus = EventBus()
+    book = JobBook(Store(tmp_path / "state.db"), bus, path.name)
+    planner = Planner(book, bus)
+    book.apply(load_queue(path), initial=True)
+    rec = book.records["w0"]
+    defer_start(rec, "the user's process limit is reached", 0, ran_wrapper=False)
+    book.commit(rec)
+    decision = planner.decide(
+        FakeBackend("1x80G").read(), load_queue(path).settings, {}, paused=False, now=0.0
+    )
+    assert decision.starts == ()  # out of placement while it backs off
+    rec.retry_at = 1.0  # the back-off is over by the time the pass is told
+    planner.explain(decision, now=True)
+    assert "could not start it" in rec.reason and "held" not in rec.reason
+    assert planner.summary == "1 waiting: start put off: no process could be made"

@@ -341,7 +341,11 @@ class Planner:
             if rec is not None and rec.waiting and rec.reason != reason:
                 if rec.after_edit_of is not None:
                     continue  # held as the edit of a running job: its own reason says so
-                if rec.retry_at is not None and rec.retry_at > now_s:
+                if reason == HELD_REASON and rec.state is JobState.QUEUED:
+                    # Out of placement but not held by the user: backing off. A back-off
+                    # that ended after the pass (retry_at cleared) is told by the next one.
+                    if rec.retry_at is None:
+                        continue
                     reason = backoff_reason(rec, now_s)
                     if rec.reason == reason:
                         continue
@@ -408,10 +412,10 @@ class Planner:
             for name, reason in reasons.items():
                 rec = live.get(name)
                 if rec is not None and rec.state == queued:
-                    if rec.retry_at is not None and reason == HELD_REASON:
-                        reason = backoff_group(rec)  # out of placement for a while, not held
-                    groups[reason] = groups.get(reason, 0) + 1  # a reason is never empty
-                    explained += 1
+                    group = _summary_group(rec, reason)
+                    if group is not None:
+                        groups[group] = groups.get(group, 0) + 1
+                        explained += 1
         # queued but without a reason: it starts in this pass ("starting")
         self._summarize_counts(groups, waiting, explained)
 
@@ -428,8 +432,9 @@ class Planner:
             if rec is None or rec.state != queued:
                 continue
             waiting += 1
-            if reason is not None:
-                groups[reason] = groups.get(reason, 0) + 1
+            group = None if reason is None else _summary_group(rec, reason)
+            if group is not None:
+                groups[group] = groups.get(group, 0) + 1
                 explained += 1
         self._summarize_counts(groups, waiting, explained)
 
@@ -481,6 +486,16 @@ class Planner:
                     self._bus.publish(JobChanged(book.view(name)))
                     changed = True
         self._blocked_at = book.version
+
+
+def _summary_group(rec: JobRecord, reason: str) -> str | None:
+    """What the summary counts a queued job's reason as. The policy says "held by you" of every
+    job out of placement, and a queued job is never held by the user: it is backing off (put
+    off, or after quick failures), or its back-off ended after the pass (None: it starts next,
+    counted as "starting")."""
+    if reason != HELD_REASON:
+        return reason
+    return backoff_group(rec) if rec.retry_at is not None else None
 
 
 def _asks_host(spec: JobSpec) -> bool:
