@@ -1,5 +1,5 @@
-"""The benchmark suite runs and writes its table (CI runs the whole ``--quick`` suite through
-scripts/check; this checks the machinery on its fastest benchmark). No timing is asserted."""
+"""The benchmark suite runs and writes its table (CI runs the whole ``--quick`` suite beside the
+tests, .ci/run; this checks the machinery on its fastest benchmark). No timing is asserted."""
 
 from __future__ import annotations
 
