@@ -342,8 +342,8 @@ class Planner:
                 if rec.after_edit_of is not None:
                     continue  # held as the edit of a running job: its own reason says so
                 if reason == HELD_REASON and rec.state is JobState.QUEUED:
-                    # Out of placement but not held by the user: backing off. A back-off
-                    # that ended after the pass (retry_at cleared) is told by the next one.
+                    # Out of placement but not held by the user: backing off. One without a
+                    # back-off was held at the pass and released since: the next pass tells it.
                     if rec.retry_at is None:
                         continue
                     reason = backoff_reason(rec, now_s)
@@ -491,8 +491,8 @@ class Planner:
 def _summary_group(rec: JobRecord, reason: str) -> str | None:
     """What the summary counts a queued job's reason as. The policy says "held by you" of every
     job out of placement, and a queued job is never held by the user: it is backing off (put
-    off, or after quick failures), or its back-off ended after the pass (None: it starts next,
-    counted as "starting")."""
+    off, or after quick failures), or it was held at the pass and released since (None: it
+    starts next, counted as "starting")."""
     if reason != HELD_REASON:
         return reason
     return backoff_group(rec) if rec.retry_at is not None else None
