@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from gtui.core.api import Event, GpusRead, JobView
 from gtui.core.control.handle import Operations
+from gtui.core.errors import GtuiError
 from gtui.core.model import JobState, Settings
 
 if TYPE_CHECKING:
@@ -45,3 +46,15 @@ class EnginePort(Operations, Protocol):
     def fake(self) -> bool: ...
 
     def log_path(self, name: str) -> Path | None: ...
+
+
+def current_log(engine: EnginePort, view: JobView) -> Path | None:
+    """The job's log as the engine has it now (its running attempt's), else its record's (the
+    last attempt's): the side pane, the detail view and the pager all show this one."""
+    try:
+        path = engine.log_path(view.spec.name)
+    except GtuiError:
+        path = None
+    if path is None and view.record.log:
+        path = Path(view.record.log)
+    return path

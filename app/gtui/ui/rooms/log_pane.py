@@ -6,9 +6,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from gtui.core.api import JobView
-from gtui.core.errors import GtuiError
 from gtui.ui.pager import page
+from gtui.ui.port import current_log
 from gtui.ui.rooms.selection import Selection
 from gtui.ui.rooms.view import MainView
 from gtui.ui.widgets.diagnosis import DiagnosisPanel
@@ -41,7 +40,7 @@ class LogPane:
             diag.show_job(None, 1.25)
             self.update_title()
             return
-        path = self._log_path(view)
+        path = current_log(s.engine, view)
         if name != self._job or path != self._path:
             self._job, self._path = name, path
             placeholder = (
@@ -53,16 +52,6 @@ class LogPane:
             diag.display = False  # the log alone; unzooming shows it again
         self.fit_side(log_wanted=False)
         self.update_title()
-
-    def _log_path(self, view: JobView) -> Path | None:
-        """The job's current log: the engine's word, else its record's."""
-        try:
-            path = self.screen.engine.log_path(view.spec.name)
-        except GtuiError:
-            path = None
-        if path is None and view.record.log:
-            path = Path(view.record.log)
-        return path
 
     def fit_side(self, *, log_wanted: bool) -> None:
         """Below 120 columns the side panel is short: a diagnosis (what to do next) takes it
@@ -135,7 +124,7 @@ class LogPane:
         view = self.selection.view()
         if view is None:
             return
-        path = self._log_path(view)
+        path = current_log(s.engine, view)
 
         async def run() -> None:
             error = await page(s.app, path)

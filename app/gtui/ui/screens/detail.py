@@ -29,7 +29,7 @@ from gtui.ui.detail import detail_renderable, detail_title
 from gtui.ui.events import Batch
 from gtui.ui.keys import DETAIL_KEYS, Key
 from gtui.ui.pager import page
-from gtui.ui.port import EnginePort
+from gtui.ui.port import EnginePort, current_log
 from gtui.ui.screens.help import HelpScreen
 from gtui.ui.widgets.job_table import JobTable
 from gtui.ui.widgets.keybar import KeyBar
@@ -129,12 +129,7 @@ class DetailScreen(Screen[None]):
         self.query_one("#detail-body", Static).update(body)
         self.query_one("#detail-header", Static).update(detail_title(view))
         self.query_one("#detail-box").border_title = f"Job · {view.spec.name}"
-        try:
-            path = self.engine.log_path(self.job)
-        except GtuiError:
-            path = None
-        if path is None and rec.log:
-            path = Path(rec.log)
+        path = current_log(self.engine, view)
         if path != self._log_path or self.log_view.path is None:
             self._log_path = path
             placeholder = "no log yet: the job has not started" if not rec.attempt else "no log"
